@@ -1,0 +1,31 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: install run test bench lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+run: install
+	$(VENV)/bin/squadops serve --demo
+
+test: install
+	$(PY) -m pytest
+
+bench: install
+	$(PY) -m bench
+
+lint: install
+	$(VENV)/bin/ruff check domain projections api workers tests bench
+
+clean:
+	rm -rf $(VENV) var

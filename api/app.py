@@ -1,0 +1,61 @@
+"""The Litestar application factory: receives the built service parts and wires routes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Litestar
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin
+
+from api.errors import EXCEPTION_HANDLERS
+from api.health import healthz, openapi_json
+from api.middleware import request_context
+from api.project_factory import project_factory_router
+from api.reads import Reads
+from api.studio import studio_router
+from workers.bootstrap import WORKERS, Container
+
+
+def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> Litestar:
+    """The HTTP app over ``container``; ``workers`` start and stop with it."""
+    settings = container.settings
+    reads = Reads(
+        container.store,
+        container.await_reads,
+        container.ticker.wake,
+        container.app.max_position,
+    )
+
+    def on_startup() -> None:
+        if workers:
+            container.start(workers)
+
+    def on_shutdown() -> None:
+        container.stop()
+
+    def const(value: Any) -> Provide:
+        return Provide(lambda: value, sync_to_thread=False, use_cache=True)
+
+    return Litestar(
+        route_handlers=[
+            healthz,
+            openapi_json,
+            studio_router(settings.edge_jwt_key),
+            project_factory_router(settings.edge_jwt_key),
+        ],
+        dependencies={"app": const(container.app), "reads": const(reads)},
+        exception_handlers=EXCEPTION_HANDLERS,
+        middleware=[request_context],
+        on_startup=[on_startup],
+        on_shutdown=[on_shutdown],
+        openapi_config=OpenAPIConfig(
+            title="squadops",
+            version="0.1.0",
+            path="/schema",
+            render_plugins=[JsonRenderPlugin()],
+        ),
+        logging_config=None,
+        debug=False,
+    )

@@ -1,0 +1,116 @@
+"""The squadops application service: one eventsourcing Application over one event store.
+
+Commands live in mixins named for what they serve (projects, runs, ticks, control); this
+class holds what they share: the event store, the clock, the templates, optimistic
+concurrency retries and the in-process wake-up signal for projectors.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError, RecordConflictError, Recording
+
+from domain.base import Aggregate
+from domain.errors import Conflict
+from domain.process import ModelProxyAliases
+from domain.services.projects import ProjectCommands
+from domain.services.runs import RunCommands
+from domain.services.ticks import TickCommands
+from domain.templates import TemplateCatalog, shipped_templates
+
+T = TypeVar("T")
+A = TypeVar("A", bound=Aggregate)
+
+CONFLICT_ATTEMPTS = 8
+
+
+def utc_now_iso() -> str:
+    return iso(datetime.now(UTC))
+
+
+def iso(moment: datetime) -> str:
+    """One sortable ISO 8601 form for every stored time: microseconds, ``Z``."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class SquadOps(ProjectCommands, RunCommands, TickCommands, Application[str]):
+    """The service layer: every state change goes through here as aggregate events."""
+
+    name = "squadops"
+
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        templates: TemplateCatalog | None = None,
+        agent_domain: str = "agents.squadops.local",
+        aliases: ModelProxyAliases | None = None,
+        clock: Callable[[], str] = utc_now_iso,
+    ) -> None:
+        super().__init__(env=env)
+        self.templates = templates or shipped_templates()
+        self.agent_domain = agent_domain
+        self.aliases = aliases or ModelProxyAliases()
+        self.clock = clock
+        self._listeners: list[Callable[[int], None]] = []
+        self._listeners_lock = threading.Lock()
+        self._saved = threading.local()
+
+    # -- wake-up -------------------------------------------------------------------------
+
+    def add_listener(self, listener: Callable[[int], None]) -> None:
+        """Called with the highest notification id after every successful save."""
+        with self._listeners_lock:
+            self._listeners.append(listener)
+
+    def _notify(self, recordings: list[Recording[str]]) -> None:
+        if not recordings:
+            return
+        top = max(r.notification.id for r in recordings)
+        self._saved.position = top
+        for listener in list(self._listeners):
+            listener(top)
+
+    # -- loading -------------------------------------------------------------------------
+
+    def get_or_none(self, aggregate_id: str) -> Any:
+        try:
+            return self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+
+    def now(self) -> str:
+        return self.clock()
+
+    def last_saved_position(self) -> int:
+        """The log position of this thread's last save (read-your-writes)."""
+        return getattr(self._saved, "position", 0)
+
+    def max_position(self) -> int:
+        return self.recorder.max_notification_id() or 0
+
+    # -- optimistic concurrency -----------------------------------------------------------
+
+    def retrying(self, command: Callable[[], T], attempts: int = CONFLICT_ATTEMPTS) -> T:
+        """Runs ``command`` (load, decide, save) again after a concurrent write.
+
+        A command that still conflicts after ``attempts`` answers 409; no event is lost,
+        because a failed save stores nothing and the command re-reads the winner's events.
+        """
+        for _ in range(attempts - 1):
+            try:
+                return command()
+            except (IntegrityError, RecordConflictError):
+                continue
+        try:
+            return command()
+        except (IntegrityError, RecordConflictError):
+            raise Conflict(
+                "The resource changed concurrently too many times; try again.",
+                code="concurrent_modification",
+            ) from None

@@ -1,0 +1,39 @@
+"""Opaque ids (C12) and the aggregate ids built from them."""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
+_ID = re.compile(ID_PATTERN)
+
+
+def is_valid_id(value: str) -> bool:
+    return bool(_ID.match(value))
+
+
+def new_id(prefix: str) -> str:
+    """A fresh opaque id such as ``run-3f9c0a7b12de4c55``."""
+    return f"{prefix}-{secrets.token_hex(8)}"
+
+
+def run_key(tenant: str, run_id: str) -> str:
+    return f"run:{tenant}:{run_id}"
+
+
+def session_key(tenant: str, run_id: str, session_id: str) -> str:
+    return f"ses:{tenant}:{run_id}:{session_id}"
+
+
+def project_key(tenant: str, project_slug: str) -> str:
+    return f"prj:{tenant}:{project_slug}"
+
+
+def lease_key(tenant: str, project_slug: str, workspace_name: str) -> str:
+    return f"wsl:{tenant}:{project_slug}:{workspace_name}"
+
+
+def split_key(aggregate_id: str) -> tuple[str, ...]:
+    """``("run", tenant, run_id)`` and the like, from an aggregate id."""
+    return tuple(aggregate_id.split(":"))

@@ -1,0 +1,81 @@
+"""Ports to external systems and the step vocabulary of the execution plane.
+
+An execution plane looks at a run and its sessions at a tick and answers the steps its
+agents took; the application turns each step into events through the aggregates' guards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import msgspec
+
+
+class Step(msgspec.Struct, tag_field="step", kw_only=True, frozen=True):
+    agent_id: str = ""
+
+
+class StartProcess(Step, tag="start_process"):
+    llm_session_id: str
+    workspace_name: str
+
+
+class ControllerAction(Step, tag="controller_action"):
+    action: str
+    summary: str = ""
+
+
+class CallTool(Step, tag="call_tool"):
+    tool_name: str
+    route: str = ""
+    summary: str = ""
+
+
+class Say(Step, tag="say"):
+    text: str
+
+
+class Block(Step, tag="block"):
+    code: str
+    message: str
+    evidence: dict[str, Any] = {}
+
+
+class Handoff(Step, tag="handoff"):
+    target_agent_id: str
+    spec_agent_id: str
+    kind: str
+    reason: str
+    suit: dict[str, str] = {}
+
+
+class OpenPullRequest(Step, tag="open_pull_request"):
+    repository_key: str
+    pr_owner: str
+    pr_repo: str
+    pr_number: int
+
+
+class Finish(Step, tag="finish"):
+    result: dict[str, Any]
+
+
+class CompleteRun(Step, tag="complete_run"):
+    summary: dict[str, Any] = {}
+
+
+AnyStep = (
+    StartProcess | ControllerAction | CallTool | Say | Block | Handoff | OpenPullRequest
+    | Finish | CompleteRun
+)
+
+
+class ExecutionPlane(Protocol):
+    """Drives agent sessions; the built-in one is a deterministic simulator."""
+
+    name: str
+
+    def plan_tick(self, run: Any, sessions: Sequence[Any], tick: int) -> list[Step]:
+        """The steps the run's agents take at ``tick`` (run and sessions are read only)."""
+        ...

@@ -1,0 +1,252 @@
+"""The projection runner: follows the notification log and keeps read models current.
+
+It reads the log in pages, decodes each event once, gives every projector the events past
+its own position, and commits each projector's row changes with its new position in one
+transaction. It advances only over contiguous positions: a gap (a transaction that has
+not committed yet) is waited for, and accepted only after ``gap_timeout`` (a rolled-back
+insert never fills it). It wakes at once after an append in this process, on PostgreSQL
+``LISTEN`` from other processes, and polls otherwise.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from projections.docs import BatchDocs, Projector
+from projections.envelope import Envelope, envelope
+from projections.store import DocStore
+
+log = structlog.get_logger("squadops.projections")
+
+
+@dataclass
+class ProjectorStatus:
+    name: str
+    position: int = 0
+    events_applied: int = 0
+    failures: int = 0
+    last_error: str = ""
+    retry_at: float = 0.0
+
+
+@dataclass
+class RunnerStats:
+    batches: int = 0
+    events_read: int = 0
+    gaps_accepted: int = 0
+    statuses: dict[str, ProjectorStatus] = field(default_factory=dict)
+
+
+class NotificationSource:
+    """Reads the event store's notification log (any eventsourcing ApplicationRecorder)."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+
+    def read(self, start: int, limit: int, stop: int | None = None) -> list[Envelope]:
+        notes = self.recorder.select_notifications(start=start, limit=limit, stop=stop)
+        return [envelope(n) for n in notes]
+
+    def max_position(self) -> int:
+        return self.recorder.max_notification_id() or 0
+
+
+def contiguous(envs: Sequence[Envelope], after: int) -> int:
+    """How many leading envelopes follow ``after`` without a gap."""
+    expected = after + 1
+    for count, env in enumerate(envs):
+        if env.position != expected:
+            return count
+        expected += 1
+    return len(envs)
+
+
+class ProjectionRunner:
+    """Runs projectors over the log; safe to run in several processes at once."""
+
+    def __init__(
+        self,
+        source: NotificationSource,
+        store: DocStore,
+        projectors: Sequence[Projector],
+        *,
+        page_size: int = 2000,
+        poll_seconds: float = 0.5,
+        gap_timeout: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.source = source
+        self.store = store
+        self.projectors = list(projectors)
+        self.page_size = page_size
+        self.poll_seconds = poll_seconds
+        self.gap_timeout = gap_timeout
+        self.clock = clock
+        self.stats = RunnerStats(statuses={p.name: ProjectorStatus(p.name) for p in self.projectors})
+        self._wake = threading.Event()
+        self._progress = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._listener: threading.Thread | None = None
+        self._gap_seen: dict[int, float] = {}
+        self._run_lock = threading.Lock()
+        for projector in self.projectors:
+            store.ensure(projector.name)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self, *, listen_url: str = "", channel: str = "stored_events") -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="projection-runner", daemon=True)
+        self._thread.start()
+        if listen_url:
+            self._listener = threading.Thread(
+                target=self._listen, args=(listen_url, channel), name="projection-listen", daemon=True
+            )
+            self._listener.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._listener is not None:
+            self._listener.join(timeout=5)
+
+    def wake(self, _position: int | None = None) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                applied = self.run_once()
+            except Exception as exc:  # the database went away: keep trying, never die
+                log.warning("projection_pass_failed", error=repr(exc))
+                applied = 0
+                self._stop.wait(min(self.poll_seconds, 1.0))
+            if applied == 0:
+                self._wake.wait(self.poll_seconds)
+                self._wake.clear()
+
+    def _listen(self, url: str, channel: str) -> None:
+        """PostgreSQL LISTEN: another process appended; wake at once."""
+        import psycopg
+
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute(f'LISTEN "{channel}"')
+                    while not self._stop.is_set():
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            self._wake.set()
+            except Exception as exc:
+                log.warning("projection_listen_failed", error=repr(exc))
+                self._stop.wait(1.0)
+
+    # -- one pass --------------------------------------------------------------------------
+
+    def positions(self) -> dict[str, int]:
+        stored = self.store.positions()
+        return {p.name: stored.get(p.name, 0) for p in self.projectors}
+
+    def run_once(self) -> int:
+        """Applies what is available; answers how many (projector, event) pairs it applied."""
+        with self._run_lock:
+            positions = self.positions()
+            now = self.clock()
+            active = [p for p in self.projectors if self.stats.statuses[p.name].retry_at <= now]
+            if not active:
+                return 0
+            start = min(positions[p.name] for p in active)
+            envs = self.source.read(start + 1, self.page_size)
+            if not envs:
+                return 0
+            usable = self._contiguous_prefix(envs, start)
+            if usable == 0:
+                return 0
+            envs = envs[:usable]
+            last = envs[-1].position
+            self.stats.batches += 1
+            self.stats.events_read += len(envs)
+            applied = 0
+            for projector in active:
+                applied += self._apply(projector, positions[projector.name], envs, last)
+        with self._progress:
+            self._progress.notify_all()
+        return applied
+
+    def _contiguous_prefix(self, envs: list[Envelope], start: int) -> int:
+        count = contiguous(envs, start)
+        if count == len(envs):
+            return count
+        gap = (envs[count - 1].position if count else start) + 1
+        first_seen = self._gap_seen.setdefault(gap, self.clock())
+        if count:
+            return count
+        if self.clock() - first_seen < self.gap_timeout:
+            return 0
+        # The gap outlived any transaction: a rolled-back insert. Accept it, loudly.
+        log.warning("projection_gap_accepted", position=gap, next_position=envs[0].position)
+        self.stats.gaps_accepted += 1
+        self._gap_seen.pop(gap, None)
+        return contiguous(envs, envs[0].position - 1)
+
+    def _apply(self, projector: Projector, position: int, envs: list[Envelope], last: int) -> int:
+        status = self.stats.statuses[projector.name]
+        pending = [e for e in envs if e.position > position]
+        if not pending:
+            return 0
+        docs = BatchDocs(self.store, projector.name)
+        applied = 0
+        try:
+            for env in pending:
+                if projector.wants(env):
+                    projector.apply(env, docs)
+                    applied += 1
+        except Exception as exc:
+            status.failures += 1
+            status.last_error = f"{type(exc).__name__}: {exc} (event {env.position} {env.kind})"
+            status.retry_at = self.clock() + min(30.0, 0.5 * 2 ** min(status.failures, 6))
+            log.error(
+                "projector_failed",
+                projector=projector.name,
+                position=env.position,
+                kind=env.kind,
+                error=repr(exc),
+            )
+            return 0
+        upserts, deletes = docs.changes()
+        if not self.store.commit(projector.name, position, last, upserts, deletes):
+            return 0  # another runner moved this projector on; re-read next pass
+        status.position = last
+        status.events_applied += applied
+        status.failures = 0
+        status.last_error = ""
+        status.retry_at = 0.0
+        return max(applied, 1)
+
+    # -- waiting (read-your-writes, tests) ----------------------------------------------------
+
+    def wait_for(self, position: int, timeout: float = 5.0, names: Sequence[str] = ()) -> bool:
+        """Blocks until the named projectors (all by default) reached ``position``."""
+        deadline = time.monotonic() + timeout
+        wanted = set(names) or {p.name for p in self.projectors}
+        self.wake()
+        while True:
+            positions = self.positions()
+            if all(positions.get(n, 0) >= position for n in wanted):
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if self._thread is None or not self._thread.is_alive():
+                self.run_once()
+                continue
+            with self._progress:
+                self._progress.wait(min(remaining, 0.05))

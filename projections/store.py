@@ -1,0 +1,478 @@
+"""Read-model storage beside the events: one table per read model plus tracking positions.
+
+Every read model is a table ``rm_<name>`` of JSON documents, each with a key and four
+indexed attributes: ``p`` (partition, e.g. a run's reports), ``g`` (group, e.g. a project),
+``s`` (sort key) and ``st`` (status). A projector's row changes and its new position are
+committed in one transaction, guarded by the position it started from, so a crash resumes
+where it stopped and two runners never apply the same events twice.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple
+
+TRACKING = "rm_tracking"
+
+
+class Row(NamedTuple):
+    key: str
+    p: str
+    g: str
+    s: str
+    st: str
+    body: bytes
+
+
+def table_name(name: str) -> str:
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"bad read model name {name!r}")
+    return f"rm_{name}"
+
+
+class DocStore(ABC):
+    """The read-model side of the database (same database as the event store)."""
+
+    dialect = ""
+
+    @abstractmethod
+    def ensure(self, name: str) -> None:
+        """Creates the read model's table and tracking row when missing."""
+
+    @abstractmethod
+    def position(self, name: str) -> int: ...
+
+    @abstractmethod
+    def positions(self) -> dict[str, int]: ...
+
+    @abstractmethod
+    def get(self, name: str, key: str) -> bytes | None: ...
+
+    @abstractmethod
+    def get_many(self, name: str, keys: Sequence[str]) -> dict[str, bytes]: ...
+
+    @abstractmethod
+    def scan(
+        self,
+        name: str,
+        *,
+        p: str,
+        after: str = "",
+        before: str = "",
+        g: str | None = None,
+        st: str | None = None,
+        limit: int = 100,
+        descending: bool = False,
+    ) -> list[Row]: ...
+
+    @abstractmethod
+    def count(self, name: str, *, p: str) -> int: ...
+
+    @abstractmethod
+    def commit(
+        self,
+        name: str,
+        expected: int,
+        position: int,
+        upserts: Sequence[Row],
+        deletes: Sequence[str],
+    ) -> bool:
+        """Applies row changes and moves the position; False if another runner moved it."""
+
+    @abstractmethod
+    def swap_in(
+        self,
+        name: str,
+        rows: Iterable[Row],
+        position: int,
+        catch_up: Any,
+    ) -> int:
+        """Blue/green: fills a shadow table, then atomically replaces the read model.
+
+        ``catch_up(position)`` is called with the live runner held off; it answers the
+        rows changed since ``position`` and the final position, so nothing is missed.
+        """
+
+    @abstractmethod
+    def dump(self, name: str) -> list[Row]:
+        """Every row in key order (for comparing a rebuild with live projection)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+# -- SQLite ----------------------------------------------------------------------------------
+
+
+class SqliteDocStore(DocStore):
+    """Read models in the embedded SQLite file (WAL: readers never block the writer)."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        with self._writing() as conn:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {TRACKING} ("
+                "name TEXT PRIMARY KEY, position INTEGER NOT NULL DEFAULT 0)"
+            )
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        with self._write_lock:
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _create(self, conn: sqlite3.Connection, table: str) -> None:
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {table} (k TEXT PRIMARY KEY, p TEXT NOT NULL, "
+            "g TEXT NOT NULL, s TEXT NOT NULL, st TEXT NOT NULL, v BLOB NOT NULL)"
+        )
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
+
+    def ensure(self, name: str) -> None:
+        with self._writing() as conn:
+            self._create(conn, table_name(name))
+            conn.execute(
+                f"INSERT INTO {TRACKING} (name, position) VALUES (?, 0) ON CONFLICT (name) DO NOTHING",
+                (name,),
+            )
+
+    def position(self, name: str) -> int:
+        row = self._conn().execute(f"SELECT position FROM {TRACKING} WHERE name = ?", (name,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def positions(self) -> dict[str, int]:
+        rows = self._conn().execute(f"SELECT name, position FROM {TRACKING} ORDER BY name").fetchall()
+        return {name: int(pos) for name, pos in rows}
+
+    def get(self, name: str, key: str) -> bytes | None:
+        row = self._conn().execute(f"SELECT v FROM {table_name(name)} WHERE k = ?", (key,)).fetchone()
+        return bytes(row[0]) if row else None
+
+    def get_many(self, name: str, keys: Sequence[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        keys = list(keys)
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._conn().execute(
+                f"SELECT k, v FROM {table_name(name)} WHERE k IN ({marks})", chunk
+            ).fetchall()
+            found.update((k, bytes(v)) for k, v in rows)
+        return found
+
+    def scan(
+        self,
+        name: str,
+        *,
+        p: str,
+        after: str = "",
+        before: str = "",
+        g: str | None = None,
+        st: str | None = None,
+        limit: int = 100,
+        descending: bool = False,
+    ) -> list[Row]:
+        sql = f"SELECT k, p, g, s, st, v FROM {table_name(name)} WHERE p = ?"
+        params: list[Any] = [p]
+        if after:
+            sql += " AND s > ?"
+            params.append(after)
+        if before:
+            sql += " AND s < ?"
+            params.append(before)
+        if g is not None:
+            sql += " AND g = ?"
+            params.append(g)
+        if st is not None:
+            sql += " AND st = ?"
+            params.append(st)
+        sql += f" ORDER BY s {'DESC' if descending else 'ASC'} LIMIT ?"
+        params.append(limit)
+        return [Row(k, p_, g_, s_, st_, bytes(v)) for k, p_, g_, s_, st_, v in self._conn().execute(sql, params)]
+
+    def count(self, name: str, *, p: str) -> int:
+        row = self._conn().execute(f"SELECT COUNT(*) FROM {table_name(name)} WHERE p = ?", (p,)).fetchone()
+        return int(row[0])
+
+    def _write_rows(self, conn: sqlite3.Connection, table: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
+        if deletes:
+            conn.executemany(f"DELETE FROM {table} WHERE k = ?", [(k,) for k in deletes])
+        if upserts:
+            conn.executemany(
+                f"INSERT INTO {table} (k, p, g, s, st, v) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (k) DO UPDATE SET p = excluded.p, g = excluded.g, s = excluded.s, "
+                "st = excluded.st, v = excluded.v",
+                upserts,
+            )
+
+    def commit(
+        self,
+        name: str,
+        expected: int,
+        position: int,
+        upserts: Sequence[Row],
+        deletes: Sequence[str],
+    ) -> bool:
+        with self._write_lock:
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                moved = conn.execute(
+                    f"UPDATE {TRACKING} SET position = ? WHERE name = ? AND position = ?",
+                    (position, name, expected),
+                ).rowcount
+                if moved == 1:
+                    self._write_rows(conn, table_name(name), upserts, deletes)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT" if moved == 1 else "ROLLBACK")
+            return moved == 1
+
+    def swap_in(self, name: str, rows: Iterable[Row], position: int, catch_up: Any) -> int:
+        table, shadow = table_name(name), table_name(name) + "__shadow"
+        with self._writing() as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {shadow}")
+            conn.execute(
+                f"CREATE TABLE {shadow} (k TEXT PRIMARY KEY, p TEXT NOT NULL, g TEXT NOT NULL, "
+                "s TEXT NOT NULL, st TEXT NOT NULL, v BLOB NOT NULL)"
+            )
+        batch: list[Row] = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= 5000:
+                with self._writing() as conn:
+                    self._write_rows(conn, shadow, batch, ())
+                batch = []
+        with self._writing() as conn:
+            self._write_rows(conn, shadow, batch, ())
+            upserts, deletes, final = catch_up(position)
+            self._write_rows(conn, shadow, upserts, deletes)
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+            conn.execute(f"ALTER TABLE {shadow} RENAME TO {table}")
+            conn.execute(f"DROP INDEX IF EXISTS {table}_ps")
+            conn.execute(f"CREATE INDEX {table}_ps ON {table} (p, s)")
+            conn.execute(
+                f"INSERT INTO {TRACKING} (name, position) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET position = excluded.position",
+                (name, final),
+            )
+        return final
+
+    def dump(self, name: str) -> list[Row]:
+        rows = self._conn().execute(f"SELECT k, p, g, s, st, v FROM {table_name(name)} ORDER BY k")
+        return [Row(k, p, g, s, st, bytes(v)) for k, p, g, s, st, v in rows]
+
+    def close(self) -> None:
+        with self._all_lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._all.clear()
+        self._local = threading.local()
+
+
+# -- PostgreSQL -------------------------------------------------------------------------------
+
+
+PG_COLUMNS = (
+    'k TEXT COLLATE "C" PRIMARY KEY, p TEXT COLLATE "C" NOT NULL, g TEXT NOT NULL, '
+    's TEXT COLLATE "C" NOT NULL, st TEXT NOT NULL, v BYTEA NOT NULL'
+)
+
+
+class PostgresDocStore(DocStore):
+    """Read models in PostgreSQL, in the same database as the events."""
+
+    dialect = "postgres"
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+        from psycopg_pool import ConnectionPool
+
+        self.url = url
+        self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size, open=True, kwargs={"autocommit": True})
+        with self.pool.connection() as conn:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {TRACKING} ("
+                "name TEXT PRIMARY KEY, position BIGINT NOT NULL DEFAULT 0)"
+            )
+
+    def _create(self, conn: Any, table: str) -> None:
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {table} ({PG_COLUMNS})"
+        )
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
+
+    def ensure(self, name: str) -> None:
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"squadops-rm-{name}",))
+            self._create(conn, table_name(name))
+            conn.execute(
+                f"INSERT INTO {TRACKING} (name, position) VALUES (%s, 0) ON CONFLICT (name) DO NOTHING",
+                (name,),
+            )
+
+    def position(self, name: str) -> int:
+        with self.pool.connection() as conn:
+            row = conn.execute(f"SELECT position FROM {TRACKING} WHERE name = %s", (name,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def positions(self) -> dict[str, int]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(f"SELECT name, position FROM {TRACKING} ORDER BY name").fetchall()
+        return {name: int(pos) for name, pos in rows}
+
+    def get(self, name: str, key: str) -> bytes | None:
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT v FROM {table_name(name)} WHERE k = %s", (key,), prepare=True
+            ).fetchone()
+        return bytes(row[0]) if row else None
+
+    def get_many(self, name: str, keys: Sequence[str]) -> dict[str, bytes]:
+        if not keys:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT k, v FROM {table_name(name)} WHERE k = ANY(%s)", (list(keys),)
+            ).fetchall()
+        return {k: bytes(v) for k, v in rows}
+
+    def scan(
+        self,
+        name: str,
+        *,
+        p: str,
+        after: str = "",
+        before: str = "",
+        g: str | None = None,
+        st: str | None = None,
+        limit: int = 100,
+        descending: bool = False,
+    ) -> list[Row]:
+        sql = f"SELECT k, p, g, s, st, v FROM {table_name(name)} WHERE p = %s"
+        params: list[Any] = [p]
+        if after:
+            sql += " AND s > %s"
+            params.append(after)
+        if before:
+            sql += " AND s < %s"
+            params.append(before)
+        if g is not None:
+            sql += " AND g = %s"
+            params.append(g)
+        if st is not None:
+            sql += " AND st = %s"
+            params.append(st)
+        sql += f" ORDER BY s {'DESC' if descending else 'ASC'} LIMIT %s"
+        params.append(limit)
+        with self.pool.connection() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [Row(k, p_, g_, s_, st_, bytes(v)) for k, p_, g_, s_, st_, v in rows]
+
+    def count(self, name: str, *, p: str) -> int:
+        with self.pool.connection() as conn:
+            row = conn.execute(f"SELECT COUNT(*) FROM {table_name(name)} WHERE p = %s", (p,)).fetchone()
+        return int(row[0])
+
+    def _write_rows(self, conn: Any, table: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
+        with conn.cursor() as cur:
+            if deletes:
+                cur.execute(f"DELETE FROM {table} WHERE k = ANY(%s)", (list(deletes),))
+            if upserts:
+                cur.executemany(
+                    f"INSERT INTO {table} (k, p, g, s, st, v) VALUES (%s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (k) DO UPDATE SET p = excluded.p, g = excluded.g, s = excluded.s, "
+                    "st = excluded.st, v = excluded.v",
+                    upserts,
+                )
+
+    def commit(
+        self,
+        name: str,
+        expected: int,
+        position: int,
+        upserts: Sequence[Row],
+        deletes: Sequence[str],
+    ) -> bool:
+        from psycopg import Rollback
+
+        with self.pool.connection() as conn:
+            with conn.transaction():
+                moved = conn.execute(
+                    f"UPDATE {TRACKING} SET position = %s WHERE name = %s AND position = %s",
+                    (position, name, expected),
+                ).rowcount
+                if moved != 1:
+                    raise Rollback()
+                self._write_rows(conn, table_name(name), upserts, deletes)
+                return True
+        return False
+
+    def swap_in(self, name: str, rows: Iterable[Row], position: int, catch_up: Any) -> int:
+        table, shadow = table_name(name), table_name(name) + "__shadow"
+        with self.pool.connection() as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {shadow}")
+            conn.execute(
+                f"CREATE UNLOGGED TABLE {shadow} ({PG_COLUMNS})"
+            )
+            with conn.cursor() as cur, cur.copy(f"COPY {shadow} (k, p, g, s, st, v) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            conn.execute(f"ALTER TABLE {shadow} SET LOGGED")
+            with conn.transaction():
+                # Holds the live runner off this read model until the swap commits.
+                conn.execute(f"SELECT position FROM {TRACKING} WHERE name = %s FOR UPDATE", (name,))
+                upserts, deletes, final = catch_up(position)
+                self._write_rows(conn, shadow, upserts, deletes)
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+                conn.execute(f"ALTER TABLE {shadow} RENAME TO {table}")
+                conn.execute(f"ALTER INDEX IF EXISTS {shadow}_pkey RENAME TO {table}_pkey")
+                conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
+                conn.execute(
+                    f"INSERT INTO {TRACKING} (name, position) VALUES (%s, %s) "
+                    "ON CONFLICT (name) DO UPDATE SET position = excluded.position",
+                    (name, final),
+                )
+        return final
+
+    def dump(self, name: str) -> list[Row]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT k, p, g, s, st, v FROM {table_name(name)} ORDER BY k"
+            ).fetchall()
+        return [Row(k, p, g, s, st, bytes(v)) for k, p, g, s, st, v in rows]
+
+    def close(self) -> None:
+        self.pool.close()

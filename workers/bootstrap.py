@@ -1,0 +1,130 @@
+"""The composition root: builds the service's parts from settings and wires them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from domain.application import SquadOps
+from domain.process import ModelProxyAliases
+from projections.docs import Projector
+from projections.projects import ProjectsProjector
+from projections.runner import NotificationSource, ProjectionRunner
+from projections.runs import RunsProjector
+from projections.store import DocStore, PostgresDocStore, SqliteDocStore
+from workers.logging import configure_logging
+from workers.planes.simulator import SimulatorPlane
+from workers.settings import Settings
+from workers.ticker import Ticker
+
+log = structlog.get_logger("squadops")
+
+WORKERS = ("projector", "ticker")
+
+
+def eventsourcing_env(settings: Settings) -> dict[str, str]:
+    """The eventsourcing library's configuration for the chosen database."""
+    env = {
+        "ORIGINATOR_ID_TYPE": "text",
+        "AGGREGATE_CACHE_MAXSIZE": "5000",
+    }
+    if settings.is_postgres:
+        from psycopg.conninfo import conninfo_to_dict
+
+        info = conninfo_to_dict(settings.database_url)
+        env.update(
+            PERSISTENCE_MODULE="eventsourcing.postgres",
+            POSTGRES_DBNAME=str(info.get("dbname", "squadops")),
+            POSTGRES_HOST=str(info.get("host", "127.0.0.1")),
+            POSTGRES_PORT=str(info.get("port", "5432")),
+            POSTGRES_USER=str(info.get("user", "postgres")),
+            POSTGRES_PASSWORD=str(info.get("password", "")),
+            POSTGRES_POOL_SIZE="10",
+            POSTGRES_MAX_OVERFLOW="20",
+            POSTGRES_LOCK_TIMEOUT="10",
+            POSTGRES_ENABLE_DB_FUNCTIONS="y",
+        )
+    else:
+        path = settings.sqlite_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        env.update(PERSISTENCE_MODULE="eventsourcing.sqlite", SQLITE_DBNAME=str(path), SQLITE_LOCK_TIMEOUT="30")
+    return env
+
+
+def read_projectors() -> list[Projector]:
+    """Every read model the API serves (the live fan-out is not one of them)."""
+    return [RunsProjector(), ProjectsProjector()]
+
+
+@dataclass
+class Container:
+    settings: Settings
+    app: SquadOps
+    store: DocStore
+    runner: ProjectionRunner
+    ticker: Ticker
+    plane: Any
+    started: list[str] = field(default_factory=list)
+
+    def start(self, workers: tuple[str, ...] = WORKERS) -> None:
+        """Starts the named workers in this process (the embedded default runs all)."""
+        if "projector" in workers:
+            listen = self.settings.database_url if self.settings.is_postgres else ""
+            self.runner.start(listen_url=listen)
+            self.started.append("projector")
+        if "ticker" in workers:
+            self.ticker.start()
+            self.started.append("ticker")
+
+    def await_reads(self, position: int | None = None, timeout: float = 2.0) -> bool:
+        """Read-your-writes: waits until read models include this thread's last save."""
+        target = self.app.last_saved_position() if position is None else position
+        if target <= 0:
+            return True
+        return self.runner.wait_for(target, timeout, [p.name for p in self.runner.projectors])
+
+    def stop(self) -> None:
+        if "ticker" in self.started:
+            self.ticker.stop()
+        if "projector" in self.started:
+            self.runner.stop()
+        self.started.clear()
+
+    def close(self) -> None:
+        self.stop()
+        self.store.close()
+        self.app.close()
+
+
+def build(settings: Settings) -> Container:
+    configure_logging(settings)
+    app = SquadOps(
+        eventsourcing_env(settings),
+        agent_domain=settings.agent_domain,
+        aliases=ModelProxyAliases(settings.model_proxy_aliases),
+    )
+    if settings.is_postgres:
+        store: DocStore = PostgresDocStore(settings.database_url)
+    else:
+        store = SqliteDocStore(Path(settings.sqlite_path))
+    runner = ProjectionRunner(
+        NotificationSource(app.recorder),
+        store,
+        read_projectors(),
+        page_size=settings.projection_page_size,
+        poll_seconds=settings.projection_poll_seconds,
+        gap_timeout=settings.projection_gap_timeout_seconds,
+    )
+    app.add_listener(runner.wake)
+    plane = SimulatorPlane()
+    ticker = Ticker(
+        app,
+        store,
+        plane,
+        tick_seconds=settings.tick_seconds,
+        capacity=settings.max_active_runs,
+    )
+    return Container(settings=settings, app=app, store=store, runner=runner, ticker=ticker, plane=plane)

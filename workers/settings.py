@@ -1,0 +1,132 @@
+"""Every ``SQUADOPS_*`` environment variable, read in this one place."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import msgspec
+
+DEFAULT_SQLITE_PATH = Path("var") / "squadops.db"
+
+
+class SettingsError(ValueError):
+    """A ``SQUADOPS_*`` variable holds a value the service cannot use."""
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """The service's configuration; the README's configuration table lists each field."""
+
+    database_url: str = ""
+    nats_url: str = ""
+    host: str = "127.0.0.1"
+    port: int = 8000
+    env: str = "dev"
+    log_format: str = "console"
+    log_level: str = "info"
+    demo: bool = False
+    tick_seconds: float = 1.0
+    max_active_runs: int = 64
+    agent_domain: str = "agents.squadops.local"
+    edge_jwt_key: str = ""
+    api_keys: tuple[str, ...] = ()
+    projection_poll_seconds: float = 0.5
+    projection_page_size: int = 2000
+    projection_gap_timeout_seconds: float = 5.0
+    live_stream_name: str = "PORTAL_LIVE_EVENTS"
+    live_stream_max_age_seconds: float = 7 * 24 * 3600.0
+    live_stream_max_bytes: int = 1024 * 1024 * 1024
+    live_max_acks_in_flight: int = 256
+    live_heartbeat_seconds: float = 15.0
+    controller_timeout_seconds: float = 25.0
+    strict_observation: bool = False
+    base_url: str = "http://127.0.0.1:8000"
+    model_proxy_aliases: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.database_url.startswith(("postgresql://", "postgres://"))
+
+    @property
+    def sqlite_path(self) -> Path:
+        if self.is_postgres:
+            raise SettingsError("sqlite_path asked of a PostgreSQL configuration")
+        if self.database_url.startswith("sqlite:///"):
+            return Path(self.database_url.removeprefix("sqlite:///"))
+        if self.database_url.startswith("sqlite://"):
+            return Path(self.database_url.removeprefix("sqlite://"))
+        return DEFAULT_SQLITE_PATH
+
+    def replace(self, **changes: object) -> Settings:
+        return msgspec.structs.replace(self, **changes)
+
+
+_BOOL_TRUE = {"1", "true", "yes", "y", "on"}
+_BOOL_FALSE = {"0", "false", "no", "n", "off", ""}
+
+
+def _bool(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _BOOL_TRUE:
+        return True
+    if value in _BOOL_FALSE:
+        return False
+    raise SettingsError(f"SQUADOPS_{name.upper()} must be a boolean, got {raw!r}")
+
+
+def _number(name: str, raw: str, kind: type[int] | type[float]) -> int | float:
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise SettingsError(f"SQUADOPS_{name.upper()} must be a number, got {raw!r}") from None
+    if value < 0:
+        raise SettingsError(f"SQUADOPS_{name.upper()} must not be negative, got {raw!r}")
+    return value
+
+
+def _aliases(raw: str) -> tuple[tuple[str, str], ...]:
+    """``provider=alias,provider=alias`` overrides of the model proxy alias table."""
+    pairs = []
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        provider, sep, alias = item.partition("=")
+        if not sep or not provider.strip() or not alias.strip():
+            raise SettingsError(
+                f"SQUADOPS_MODEL_PROXY_ALIASES entries are provider=alias, got {item!r}"
+            )
+        pairs.append((provider.strip(), alias.strip()))
+    return tuple(pairs)
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Builds settings from ``SQUADOPS_*`` variables (``os.environ`` by default)."""
+    environ = os.environ if environ is None else environ
+    fields = {f.name: f for f in msgspec.structs.fields(Settings)}
+    values: dict[str, object] = {}
+    for name, field in fields.items():
+        raw = environ.get(f"SQUADOPS_{name.upper()}")
+        if raw is None:
+            continue
+        default = field.default
+        if name == "model_proxy_aliases":
+            values[name] = _aliases(raw)
+        elif name == "api_keys":
+            values[name] = tuple(k.strip() for k in raw.split(",") if k.strip())
+        elif isinstance(default, bool):
+            values[name] = _bool(name, raw)
+        elif isinstance(default, int):
+            values[name] = int(_number(name, raw, int))
+        elif isinstance(default, float):
+            values[name] = float(_number(name, raw, float))
+        else:
+            values[name] = raw
+    settings = Settings(**values)
+    if settings.log_format not in ("console", "json"):
+        raise SettingsError("SQUADOPS_LOG_FORMAT must be 'console' or 'json'")
+    if settings.database_url and not (
+        settings.is_postgres or settings.database_url.startswith("sqlite:")
+    ):
+        raise SettingsError(
+            "SQUADOPS_DATABASE_URL must start with postgresql:// or sqlite:///"
+        )
+    return settings
