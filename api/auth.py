@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from litestar.params import Parameter
+from litestar.params import HeaderParameter, QueryParameter
 
 from api.errors import ApiError, RequestInvalid
 from domain.ids import ID_PATTERN, is_valid_id
@@ -95,9 +95,9 @@ def resolve_principal(email: str | None, groups: str | None, assertion: str | No
     return Principal(subject_key=email.lower(), email=email, groups=group_paths)
 
 
-EmailHeader = Annotated[str | None, Parameter(header=EMAIL_HEADER, required=False)]
-GroupsHeader = Annotated[str | None, Parameter(header=GROUPS_HEADER, required=False)]
-AssertionHeader = Annotated[str | None, Parameter(header=ASSERTION_HEADER, required=False)]
+EmailHeader = Annotated[str | None, HeaderParameter(name=EMAIL_HEADER, required=False)]
+GroupsHeader = Annotated[str | None, HeaderParameter(name=GROUPS_HEADER, required=False)]
+AssertionHeader = Annotated[str | None, HeaderParameter(name=ASSERTION_HEADER, required=False)]
 
 
 def principal_provider(jwt_key: str, *, admin: bool) -> Any:
@@ -115,8 +115,8 @@ def principal_provider(jwt_key: str, *, admin: bool) -> Any:
 
 
 def provide_tenant(
-    tenant_id: Annotated[str | None, Parameter(query="tenant_id", required=False)] = None,
-    tenant_header: Annotated[str | None, Parameter(header=TENANT_HEADER, required=False)] = None,
+    tenant_id: Annotated[str | None, QueryParameter(name="tenant_id", required=False)] = None,
+    tenant_header: Annotated[str | None, HeaderParameter(name=TENANT_HEADER, required=False)] = None,
 ) -> str:
     """C1: the tenant from the header and/or ``tenant_id``; both and different -> 422."""
     if tenant_id is not None and not is_valid_id(tenant_id):

