@@ -22,8 +22,9 @@ def run_key(tenant: str, run_id: str) -> str:
     return f"run:{tenant}:{run_id}"
 
 
-def session_key(tenant: str, run_id: str, session_id: str) -> str:
-    return f"ses:{tenant}:{run_id}:{session_id}"
+def session_key(tenant: str, run_id: str, session_id: str, agent_id: str) -> str:
+    """Carries the agent too, so every session event names its run and agent."""
+    return f"ses:{tenant}:{run_id}:{session_id}:{agent_id}"
 
 
 def project_key(tenant: str, project_slug: str) -> str:

@@ -34,8 +34,8 @@ class AgentSession(Aggregate):
     """An agent's session: process, first-tool contract, tools, blockers, result."""
 
     @staticmethod
-    def create_id(tenant: str, run_id: str, session_id: str) -> str:
-        return session_key(tenant, run_id, session_id)
+    def create_id(tenant: str, run_id: str, session_id: str, agent_id: str) -> str:
+        return session_key(tenant, run_id, session_id, agent_id)
 
     @event("Opened")
     def __init__(

@@ -46,6 +46,16 @@ class Envelope(msgspec.Struct, frozen=True, gc=False):
         return parts[2] if parts[0] in ("run", "ses") and len(parts) > 2 else ""
 
     @property
+    def session_id(self) -> str:
+        parts = self.originator_id.split(":")
+        return parts[3] if parts[0] == "ses" and len(parts) > 4 else ""
+
+    @property
+    def agent_id(self) -> str:
+        parts = self.originator_id.split(":")
+        return parts[4] if parts[0] == "ses" and len(parts) > 4 else ""
+
+    @property
     def event_id(self) -> str:
         """The event's id on the live channel: its position in the log."""
         return str(self.position)

@@ -271,11 +271,7 @@ class RunsProjector(Projector):
 
     @staticmethod
     def _session(run: dict[str, Any], env: Envelope) -> dict[str, Any] | None:
-        session_id = env.scope[3] if len(env.scope) > 3 else ""
-        for session in run["sessions"].values():
-            if session["session_id"] == session_id:
-                return session
-        return None
+        return run["sessions"].get(env.agent_id)
 
     # -- storing ----------------------------------------------------------------------------
 

@@ -45,21 +45,24 @@ class RunCommands:
         return run
 
     def get_session(self: SquadOps, run: Run, session_id: str) -> AgentSession:
-        if session_id not in run.sessions.values():
-            raise session_not_found(session_id)
-        return self.repository.get(session_key(run.tenant, run.run_id, session_id))
+        for agent_id, sid in run.sessions.items():
+            if sid == session_id:
+                return self.repository.get(session_key(run.tenant, run.run_id, sid, agent_id))
+        raise session_not_found(session_id)
+
+    def agent_session(self: SquadOps, run: Run, agent_id: str) -> AgentSession:
+        session_id = run.sessions.get(agent_id)
+        if session_id is None:
+            raise session_not_found(agent_id)
+        return self.repository.get(session_key(run.tenant, run.run_id, session_id, agent_id))
 
     def live_sessions(self: SquadOps, run: Run) -> list[AgentSession]:
-        sessions = [
-            self.repository.get(session_key(run.tenant, run.run_id, sid))
-            for sid in run.sessions.values()
-        ]
-        return [s for s in sessions if not s.ended]
+        return [s for s in self.all_sessions(run) if not s.ended]
 
     def all_sessions(self: SquadOps, run: Run) -> list[AgentSession]:
         return [
-            self.repository.get(session_key(run.tenant, run.run_id, sid))
-            for sid in run.sessions.values()
+            self.repository.get(session_key(run.tenant, run.run_id, sid, agent_id))
+            for agent_id, sid in run.sessions.items()
         ]
 
     # -- launch ----------------------------------------------------------------------------

@@ -228,7 +228,7 @@ class TickCommands:
         if run.status != RUNNING:
             return ([run] if run.pending_events else []), outcome
         sessions = {
-            agent_id: self.holdings.get(self, session_key(tenant, run_id, session_id))
+            agent_id: self.holdings.get(self, session_key(tenant, run_id, session_id, agent_id))
             for agent_id, session_id in run.sessions.items()
         }
         tick = run.tick + 1

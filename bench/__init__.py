@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): each ``bench_*.py`` module measures and prints side-by-side ratios."""
