@@ -18,6 +18,7 @@ from eventsourcing.persistence import IntegrityError, RecordConflictError, Recor
 from domain.base import Aggregate
 from domain.errors import Conflict
 from domain.process import ModelProxyAliases
+from domain.services.control import ControlCommands
 from domain.services.projects import ProjectCommands
 from domain.services.runs import RunCommands
 from domain.services.ticks import TickCommands
@@ -38,7 +39,9 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class SquadOps(ProjectCommands, RunCommands, TickCommands, Application[str]):
+class SquadOps(
+    ProjectCommands, RunCommands, TickCommands, ControlCommands, Application[str]
+):
     """The service layer: every state change goes through here as aggregate events."""
 
     name = "squadops"

@@ -21,6 +21,13 @@ class StartProcess(Step, tag="start_process"):
     workspace_name: str
 
 
+class RestartProcess(Step, tag="restart_process"):
+    """Restart only this agent's process, in its assigned workspace (or a fresh one)."""
+
+    reason: str
+    fresh_workspace: bool = False
+
+
 class ControllerAction(Step, tag="controller_action"):
     action: str
     summary: str = ""
@@ -66,7 +73,7 @@ class CompleteRun(Step, tag="complete_run"):
 
 
 AnyStep = (
-    StartProcess | ControllerAction | CallTool | Say | Block | Handoff | OpenPullRequest
+    StartProcess | RestartProcess | ControllerAction | CallTool | Say | Block | Handoff | OpenPullRequest
     | Finish | CompleteRun
 )
 

@@ -7,7 +7,7 @@ from typing import Any
 from eventsourcing.domain import event
 
 from domain.base import Aggregate
-from domain.errors import Conflict, Invalid
+from domain.errors import Conflict, Invalid, NotFound
 from domain.ids import session_key
 from domain.policies.first_tool import (
     NOT_REQUIRED_TOOL_LABEL,
@@ -98,6 +98,13 @@ class AgentSession(Aggregate):
         self.controller_state = "active"
         self.status_tick = 0
         self.result: dict[str, Any] = {}
+        self.status_before_pause = READY
+        self.controller_intervention_count = 0
+        self.queued_requests = 0
+        self.open_task_cards: dict[str, str] = {}
+        self.task_card_count = 0
+        self.switch_pending = False
+        self.workspace_restarts = 0
 
     # -- guards -----------------------------------------------------------------------
 
@@ -167,6 +174,8 @@ class AgentSession(Aggregate):
         self, action: str, summary: str, evidence_label: str, at: str
     ) -> None:
         self.controller_action_count += 1
+        if action == "agent_mailbox":
+            self.mailbox_count = 0
 
     def call_tool(
         self, *, tool_name: str, route: str, summary: str, at: str, tick: int = 0
@@ -289,6 +298,266 @@ class AgentSession(Aggregate):
     ) -> None:
         self.pull_requests += 1
         self.current_step = "pull_request_opened"
+
+    # -- control (operator verbs) ---------------------------------------------------------
+
+    def record_control(
+        self,
+        *,
+        control_id: str,
+        verb: str,
+        actor: str,
+        reason: str,
+        causation_id: str,
+        params: dict[str, Any],
+        at: str,
+    ) -> None:
+        """Every verb applied to the session is recorded with actor, reason and causation."""
+        self._require_live()
+        self._control_applied(
+            control_id=control_id,
+            verb=verb,
+            actor=actor,
+            reason=reason,
+            causation_id=causation_id,
+            params=params,
+            at=at,
+        )
+
+    @event("ControlApplied")
+    def _control_applied(
+        self,
+        control_id: str,
+        verb: str,
+        actor: str,
+        reason: str,
+        causation_id: str,
+        params: dict[str, Any],
+        at: str,
+    ) -> None:
+        pass
+
+    def pause(self, *, actor: str, control_id: str, at: str) -> None:
+        self._require_live()
+        if self.live_status == PAUSED:
+            raise Conflict(f"Session {self.session_id} is already paused.", code="session_paused")
+        self._paused(actor=actor, control_id=control_id, previous_status=self.live_status, at=at)
+
+    @event("Paused")
+    def _paused(self, actor: str, control_id: str, previous_status: str, at: str) -> None:
+        self.status_before_pause = previous_status
+        self.live_status = PAUSED
+        self.controller_state = "paused"
+        self.current_step = "paused"
+
+    def queue_request(self, *, message: str, wake_target: str, actor: str, control_id: str, at: str) -> None:
+        """Queues the next request; with a wake target a paused session resumes."""
+        self._require_live()
+        self._request_queued(message=message, wake_target=wake_target, actor=actor, control_id=control_id, at=at)
+        if wake_target and (self.live_status == PAUSED or self.controller_state != "active"):
+            resume = self.status_before_pause if self.live_status == PAUSED else self.live_status
+            self._resumed(
+                actor=actor,
+                control_id=control_id,
+                wake_target=wake_target,
+                live_status=resume,
+                current_step=resume,
+                at=at,
+            )
+
+    @event("RequestQueued")
+    def _request_queued(self, message: str, wake_target: str, actor: str, control_id: str, at: str) -> None:
+        self.queued_requests += 1
+
+    @event("Resumed")
+    def _resumed(
+        self, actor: str, control_id: str, wake_target: str, live_status: str, current_step: str, at: str
+    ) -> None:
+        self.live_status = live_status
+        self.controller_state = "active"
+        self.current_step = current_step
+
+    def deliver_message(
+        self, *, channel: str, message: str, thread_id: str, actor: str, control_id: str, at: str
+    ) -> None:
+        """A message to the agent: its mailbox, a thread, or the controller's steer."""
+        self._require_live()
+        if channel not in ("mailbox", "thread", "controller"):
+            raise Invalid(f"Unknown message channel {channel!r}.")
+        self._message_delivered(
+            channel=channel, message=message, thread_id=thread_id, actor=actor, control_id=control_id, at=at
+        )
+
+    @event("MessageDelivered")
+    def _message_delivered(
+        self, channel: str, message: str, thread_id: str, actor: str, control_id: str, at: str
+    ) -> None:
+        if channel == "mailbox":
+            self.mailbox_count += 1
+        elif channel == "thread":
+            self.active_thread_id = thread_id
+        else:
+            self.controller_intervention_count += 1
+
+    def restart_process(
+        self, *, reason: str, actor: str, control_id: str, at: str, fresh_workspace: bool = False, tick: int = 0
+    ) -> None:
+        """Restarts only this agent's process, in the same assigned workspace by default.
+
+        The session goes back to ``ready``; the plane starts the process there again and
+        the first-tool contract is probed anew.
+        """
+        self._require_live()
+        self._process_restarted(
+            reason=reason,
+            actor=actor,
+            control_id=control_id,
+            workspace_name=self.workspace_name,
+            fresh_workspace=fresh_workspace,
+            previous_llm_session_id=self.llm_session_id,
+            cleared_blocker=self.blocker_code,
+            at=at,
+            tick=tick,
+        )
+
+    @event("ProcessRestarted")
+    def _process_restarted(
+        self,
+        reason: str,
+        actor: str,
+        control_id: str,
+        workspace_name: str,
+        fresh_workspace: bool,
+        previous_llm_session_id: str,
+        cleared_blocker: str,
+        at: str,
+        tick: int,
+    ) -> None:
+        self.live_status = READY
+        self.current_step = "process_restarting"
+        self.blocker_code = ""
+        self.llm_session_id = ""
+        self.switch_pending = False
+        self.controller_state = "active"
+        self.status_tick = tick
+        if fresh_workspace:
+            self.workspace_name = ""
+
+    def restart_workspace(self, *, reason: str, actor: str, control_id: str, at: str, recreated: bool) -> None:
+        """Restarts (or recreates once) the session's sandbox workspace; the process follows."""
+        self._require_live()
+        self._workspace_restarted(
+            reason=reason,
+            actor=actor,
+            control_id=control_id,
+            workspace_name=self.workspace_name,
+            recreated=recreated,
+            cleared_blocker=self.blocker_code,
+            at=at,
+        )
+
+    @event("WorkspaceRestarted")
+    def _workspace_restarted(
+        self,
+        reason: str,
+        actor: str,
+        control_id: str,
+        workspace_name: str,
+        recreated: bool,
+        cleared_blocker: str,
+        at: str,
+    ) -> None:
+        self.workspace_restarts += 1
+        self.live_status = READY
+        self.current_step = "workspace_restarting"
+        self.blocker_code = ""
+        self.llm_session_id = ""
+        self.controller_state = "active"
+
+    def switch_process(
+        self,
+        *,
+        process: dict[str, str],
+        takeover_handoff_id: str,
+        actor: str,
+        control_id: str,
+        reason: str,
+        at: str,
+    ) -> None:
+        """Repoints the agent to another provider/model from its next turn, worktree kept."""
+        self._require_live()
+        if process == self.process:
+            raise Conflict("The session already runs that process.", code="process_unchanged")
+        self._process_switched(
+            previous=dict(self.process),
+            process=dict(process),
+            takeover_handoff_id=takeover_handoff_id,
+            worktree=self.workspace_name,
+            actor=actor,
+            control_id=control_id,
+            reason=reason,
+            at=at,
+        )
+
+    @event("ProcessSwitched")
+    def _process_switched(
+        self,
+        previous: dict[str, str],
+        process: dict[str, str],
+        takeover_handoff_id: str,
+        worktree: str,
+        actor: str,
+        control_id: str,
+        reason: str,
+        at: str,
+    ) -> None:
+        self.process = dict(process)
+        self.switch_pending = self.live_status not in (READY,)
+
+    def change_task_card(
+        self,
+        *,
+        action: str,
+        task_card_id: str,
+        title: str,
+        parent_task_card_id: str,
+        actor: str,
+        control_id: str,
+        at: str,
+    ) -> None:
+        self._require_live()
+        if action == "resolved" and task_card_id not in self.open_task_cards:
+            raise NotFound(f"No open task card {task_card_id!r} on this session.", code="task_card_not_found")
+        if action == "followup_created" and parent_task_card_id and parent_task_card_id not in self.open_task_cards:
+            raise NotFound(f"No open task card {parent_task_card_id!r} to follow up.", code="task_card_not_found")
+        if action != "resolved" and task_card_id in self.open_task_cards:
+            raise Conflict(f"Task card {task_card_id!r} exists already.", code="task_card_exists")
+        self._task_card_changed(
+            action=action,
+            task_card_id=task_card_id,
+            title=title,
+            parent_task_card_id=parent_task_card_id,
+            actor=actor,
+            control_id=control_id,
+            at=at,
+        )
+
+    @event("TaskCardChanged")
+    def _task_card_changed(
+        self,
+        action: str,
+        task_card_id: str,
+        title: str,
+        parent_task_card_id: str,
+        actor: str,
+        control_id: str,
+        at: str,
+    ) -> None:
+        if action == "resolved":
+            self.open_task_cards.pop(task_card_id, None)
+        else:
+            self.open_task_cards[task_card_id] = title
+            self.task_card_count += 1
 
     # -- end -------------------------------------------------------------------------------
 

@@ -305,6 +305,15 @@ class TickCommands:
                     at=at,
                     tick=tick,
                 )
+            case ports.RestartProcess():
+                session.restart_process(
+                    reason=step.reason,
+                    actor="policy",
+                    control_id="",
+                    at=at,
+                    fresh_workspace=step.fresh_workspace,
+                    tick=tick,
+                )
             case ports.ControllerAction():
                 session.observe_controller_action(step.action, step.summary, at)
             case ports.CallTool():

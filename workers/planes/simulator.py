@@ -84,10 +84,14 @@ class SimulatorPlane:
                     ports.StartProcess(
                         agent_id=agent,
                         llm_session_id=self._llm_session_id(run, s),
-                        workspace_name=f"ws-{run.project_slug}-shared",
+                        # A restarted process starts again in its assigned workspace.
+                        workspace_name=s.workspace_name or f"ws-{run.project_slug}-shared",
                     )
                 ]
             return []
+        if s.switch_pending and s.live_status in ("working", "waiting_first_tool"):
+            # A process switch takes effect at the next turn: the replacement starts now.
+            return [ports.RestartProcess(agent_id=agent, reason="process_switch")]
         if s.live_status == "waiting_first_tool":
             return self._first_tool(run, s, tick, rng)
         if s.live_status != "working":
@@ -105,6 +109,8 @@ class SimulatorPlane:
                     evidence={"workspace_name": s.workspace_name, "runner_signal": "sandbox_missing"},
                 )
             ]
+        if s.mailbox_count and rng.random() < 0.5:
+            return [ports.ControllerAction(agent_id=agent, action="agent_mailbox", summary="read the mailbox")]
         handoffs = self._handoffs(run, s, by_agent, kind)
         if handoffs and s.tool_call_count >= 2:
             return [handoffs[0]]
@@ -121,7 +127,8 @@ class SimulatorPlane:
             return steps
         if kind == "delivery" and s.pull_requests == 0:
             skips_pr = _unit(run.seed, agent, "missing_pr") < MISSING_PR_RATE
-            if not skips_pr:
+            # After an operator intervention the lane opens its pull request.
+            if not skips_pr or s.controller_intervention_count:
                 return [self._pull_request(run, s)]
         return [ports.Finish(agent_id=agent, result=self._result(run, s, budget, tick))]
 

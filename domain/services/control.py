@@ -1,0 +1,370 @@
+"""Control commands: operator verbs on a run or on one agent session (C8).
+
+Every verb is recorded as an event with its actor, reason and causation id (the control
+id; effects a run verb causes on sessions name the run's control as their cause), and its
+effect is the events the action table of the spec gives. One save per verb.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from domain.control import ControlIntent, check_intent
+from domain.errors import Invalid
+from domain.ids import new_id
+from domain.policies.walls import RECOMMENDED, clears
+from domain.process import ProcessAssignment, resolve_switch
+from domain.run import Run
+from domain.services.runs import derived_id
+from domain.session import BLOCKED, PAUSED, AgentSession
+
+if TYPE_CHECKING:
+    from domain.application import SquadOps
+
+SANDBOX_BLOCKERS = frozenset(
+    {
+        "sandbox_missing",
+        "sandbox_toolbox_observe_failed",
+        "sandbox_api_credentials_not_configured",
+        "sandbox_api_credentials_invalid",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ControlOutcome:
+    control_id: str
+    run_id: str
+    session_id: str
+    verb: str
+    status: str = "accepted"
+
+
+class ControlCommands:
+    # -- entry points -------------------------------------------------------------------------
+
+    def control_run(
+        self: SquadOps, *, tenant: str, run_id: str, intent: ControlIntent, actor: str
+    ) -> ControlOutcome:
+        check_intent(intent, level="run")
+        control_id = new_id("ctl")
+
+        def command() -> ControlOutcome:
+            run = self.get_run(tenant, run_id)
+            run._require_open()
+            at = self.now()
+            changed: list[Any] = [run]
+            run.record_control(
+                control_id=control_id,
+                verb=intent.verb,
+                actor=actor,
+                reason=intent.reason,
+                causation_id=control_id,
+                params=intent.params(),
+            )
+            if intent.verb == "cleanup_run":
+                sessions = self.live_sessions(run)
+                for session in sessions:
+                    session.stop(actor=actor, reason=intent.reason or "run cleaned up", at=at, control_id=control_id)
+                run.clean_up(at=at, actor=actor, reason=intent.reason, control_id=control_id)
+                changed.extend(sessions)
+            elif intent.verb == "replay_blockers":
+                changed.extend(self._replay_blockers(run, control_id, actor, intent.reason, at))
+            elif intent.verb == "retry_prompt":
+                for session in self.live_sessions(run):
+                    if session.live_status == BLOCKED and clears("retry_prompt", session.blocker_code):
+                        self._record_verb(session, "retry_prompt", control_id, actor, intent, at)
+                        session.restart_process(reason="retry_prompt", actor=actor, control_id=control_id, at=at)
+                        changed.append(session)
+            elif intent.verb == "verify_wave":
+                changed.extend(self._verify_wave(run, control_id, actor, at))
+            self.save(*changed)
+            return ControlOutcome(control_id, run.run_id, "", intent.verb)
+
+        return self.retrying(command)
+
+    def control_session(
+        self: SquadOps,
+        *,
+        tenant: str,
+        run_id: str,
+        session_id: str = "",
+        agent_id: str = "",
+        intent: ControlIntent,
+        actor: str,
+    ) -> ControlOutcome:
+        check_intent(intent, level="session")
+        control_id = new_id("ctl")
+
+        def command() -> ControlOutcome:
+            run = self.get_run(tenant, run_id)
+            run._require_open()
+            session = self.get_session(run, session_id) if session_id else self.agent_session(run, agent_id)
+            session._require_live()
+            at = self.now()
+            self._record_verb(session, intent.verb, control_id, actor, intent, at)
+            changed = self._session_verb(run, session, intent, control_id, actor, at)
+            self.save(run, session, *[a for a in changed if a is not run and a is not session])
+            return ControlOutcome(control_id, run.run_id, session.session_id, intent.verb)
+
+        return self.retrying(command)
+
+    # -- session verbs --------------------------------------------------------------------------
+
+    def _record_verb(
+        self: SquadOps,
+        session: AgentSession,
+        verb: str,
+        control_id: str,
+        actor: str,
+        intent: ControlIntent,
+        at: str,
+        causation_id: str = "",
+    ) -> None:
+        session.record_control(
+            control_id=control_id,
+            verb=verb,
+            actor=actor,
+            reason=intent.reason,
+            causation_id=causation_id or control_id,
+            params=intent.params(),
+            at=at,
+        )
+
+    def _session_verb(
+        self: SquadOps,
+        run: Run,
+        session: AgentSession,
+        intent: ControlIntent,
+        control_id: str,
+        actor: str,
+        at: str,
+    ) -> list[Any]:
+        verb = intent.verb
+        blocked_here = session.live_status == BLOCKED and clears(verb, session.blocker_code)
+        if verb == "pause_session":
+            session.pause(actor=actor, control_id=control_id, at=at)
+        elif verb == "queue_request":
+            session.queue_request(
+                message=intent.message, wake_target=intent.wake_target, actor=actor, control_id=control_id, at=at
+            )
+        elif verb == "stop_session":
+            session.stop(actor=actor, reason=intent.reason or "stopped by operator", at=at, control_id=control_id)
+        elif verb == "intervene":
+            session.deliver_message(
+                channel="controller", message=intent.message, thread_id="", actor=actor, control_id=control_id, at=at
+            )
+            if blocked_here:
+                session.unblock(resolution="controller intervention", actor=actor, at=at, resume_status="working")
+        elif verb == "retry_prompt":
+            if blocked_here:
+                session.restart_process(reason="retry_prompt", actor=actor, control_id=control_id, at=at)
+            else:
+                session.queue_request(
+                    message=intent.message or "retry the current prompt",
+                    wake_target="",
+                    actor=actor,
+                    control_id=control_id,
+                    at=at,
+                )
+        elif verb == "comment_agent":
+            session.deliver_message(
+                channel="mailbox", message=intent.message, thread_id="", actor=actor, control_id=control_id, at=at
+            )
+        elif verb == "reply_thread":
+            session.deliver_message(
+                channel="thread",
+                message=intent.message,
+                thread_id=intent.thread_id,
+                actor=actor,
+                control_id=control_id,
+                at=at,
+            )
+        elif verb in ("nudge_agent", "yolo_loop_break"):
+            if blocked_here:
+                session.unblock(resolution=verb, actor=actor, at=at)
+            elif session.live_status == PAUSED and verb == "nudge_agent":
+                session.queue_request(
+                    message=intent.message, wake_target=session.agent_id, actor=actor, control_id=control_id, at=at
+                )
+        elif verb == "restart_workspace":
+            session.restart_workspace(
+                reason=intent.reason or (session.blocker_code or "operator restart"),
+                actor=actor,
+                control_id=control_id,
+                at=at,
+                recreated=session.blocker_code in SANDBOX_BLOCKERS,
+            )
+        elif verb in ("create_task_card", "create_followup_task", "resolve_task_card"):
+            self._task_card(session, intent, control_id, actor, at)
+        elif verb == "switch_agent_process":
+            return [self._switch_process(run, session, intent, control_id, actor, at)]
+        elif verb == "handoff_agent":
+            return self._operator_handoff(run, session, intent, actor, at)
+        return []
+
+    def _task_card(
+        self: SquadOps, session: AgentSession, intent: ControlIntent, control_id: str, actor: str, at: str
+    ) -> None:
+        if intent.verb == "resolve_task_card":
+            card, parent, action = intent.task_card_id, "", "resolved"
+        elif intent.verb == "create_followup_task":
+            card = derived_id("card", session.session_id, session.task_card_count + 1)
+            parent, action = intent.task_card_id, "followup_created"
+        else:
+            card = intent.task_card_id or derived_id("card", session.session_id, session.task_card_count + 1)
+            parent, action = "", "created"
+        session.change_task_card(
+            action=action,
+            task_card_id=card,
+            title=intent.title,
+            parent_task_card_id=parent,
+            actor=actor,
+            control_id=control_id,
+            at=at,
+        )
+
+    def _switch_process(
+        self: SquadOps,
+        run: Run,
+        session: AgentSession,
+        intent: ControlIntent,
+        control_id: str,
+        actor: str,
+        at: str,
+    ) -> Run:
+        """A takeover handoff is recorded first; the replacement starts at the next turn."""
+        current = ProcessAssignment(**session.process)
+        new = resolve_switch(
+            current,
+            self.aliases,
+            provider=intent.provider,
+            model=intent.model,
+            effort=intent.effort,
+            speed=intent.speed,
+        )
+        handoff_id = derived_id("hof", run.run_id, run.handoff_count, session.agent_id, control_id)
+        run.record_handoff(
+            handoff_id=handoff_id,
+            from_agent_id=session.agent_id,
+            to_agent_id=session.agent_id,
+            to_session_id=session.session_id,
+            kind="process_takeover",
+            reason=intent.reason or f"switch to {new.provider}/{new.model}",
+            actor=actor,
+        )
+        session.switch_process(
+            process=new.as_dict(),
+            takeover_handoff_id=handoff_id,
+            actor=actor,
+            control_id=control_id,
+            reason=intent.reason,
+            at=at,
+        )
+        return run
+
+    def _operator_handoff(
+        self: SquadOps, run: Run, session: AgentSession, intent: ControlIntent, actor: str, at: str
+    ) -> list[Any]:
+        """Routes work to another agent, creating its session when it has none."""
+        template = self.templates.get(run.template_id)
+        target_id = intent.target_agent_id
+        changed: list[Any] = [run]
+        if target_id in run.sessions:
+            target = self.agent_session(run, target_id)
+        else:
+            spec_id, suit = target_id, None
+            if target_id.startswith("tester-"):
+                spec_id = "tester"
+                suit_id = target_id.removeprefix("tester-")
+                suit = next((s for s in run.project_facts.get("suits", []) if s["suit_id"] == suit_id), None)
+                suit = suit or {"suit_id": suit_id, "role_key": "role_tester", "title": suit_id}
+            spec = template.spec(spec_id) if template else None
+            if spec is None:
+                raise Invalid(
+                    f"Template {run.template_id} has no agent {target_id!r} to hand off to.",
+                    code="unknown_target_agent",
+                )
+            target = self.open_session(
+                run,
+                template,
+                spec,
+                joined_via={"kind": "operator", "from_agent_id": session.agent_id, "reason": intent.reason},
+                agent_id=target_id,
+                suit=suit,
+            )
+        changed.append(target)
+        thread_id = intent.thread_id or derived_id("thr", run.run_id, session.agent_id, target.agent_id)
+        session.hand_off(
+            target_agent_id=target.agent_id,
+            target_session_id=target.session_id,
+            reason=intent.reason or intent.message or "operator handoff",
+            thread_id=thread_id,
+            at=at,
+        )
+        run.record_handoff(
+            handoff_id=derived_id("hof", run.run_id, run.handoff_count, session.agent_id, target.agent_id),
+            from_agent_id=session.agent_id,
+            to_agent_id=target.agent_id,
+            to_session_id=target.session_id,
+            kind="operator",
+            reason=intent.reason or intent.message or "operator handoff",
+            thread_id=thread_id,
+            actor=actor,
+        )
+        return changed
+
+    # -- run verbs ------------------------------------------------------------------------------
+
+    def _replay_blockers(
+        self: SquadOps, run: Run, control_id: str, actor: str, reason: str, at: str
+    ) -> list[AgentSession]:
+        """Dispatches each blocked session's recommended verb (the control-line rule)."""
+        replayed = []
+        for session in self.live_sessions(run):
+            if session.live_status != BLOCKED:
+                continue
+            verb = RECOMMENDED.get(session.blocker_code, "nudge_agent")
+            intent = ControlIntent(verb=verb, reason=reason or "replay_blockers", message="replay blockers")
+            self._record_verb(session, verb, new_id("ctl"), actor, intent, at, causation_id=control_id)
+            self._session_verb(run, session, intent, control_id, actor, at)
+            replayed.append(session)
+        return replayed
+
+    def _verify_wave(
+        self: SquadOps, run: Run, control_id: str, actor: str, at: str
+    ) -> list[AgentSession]:
+        """Starts the proof gate: a tester session per actor suit for this wave."""
+        template = self.templates.get(run.template_id)
+        spec = template.spec("tester") if template else None
+        if spec is None:
+            return []
+        wave = run.verification_waves
+        opened = []
+        source = "curator" if "curator" in run.sessions else ""
+        for suit in run.project_facts.get("suits", []):
+            agent_id = f"tester-{suit['suit_id']}"
+            if agent_id in run.sessions:
+                agent_id = f"{agent_id}-w{wave}"
+                if agent_id in run.sessions:
+                    continue
+            tester = self.open_session(
+                run,
+                template,
+                spec,
+                joined_via={"kind": "proof_gate", "from_agent_id": source, "reason": f"verify wave {wave}"},
+                agent_id=agent_id,
+                suit=suit,
+            )
+            run.record_handoff(
+                handoff_id=derived_id("hof", run.run_id, run.handoff_count, source, agent_id),
+                from_agent_id=source,
+                to_agent_id=agent_id,
+                to_session_id=tester.session_id,
+                kind="proof_gate",
+                reason=f"verify wave {wave}: prove as {suit['suit_id']}",
+                actor=actor,
+            )
+            opened.append(tester)
+        return opened
