@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError, RecordConflictError, Recording
 
 from domain.base import Aggregate
+from domain.clock import iso, utc_now_iso
 from domain.errors import Conflict
 from domain.process import ModelProxyAliases
 from domain.services.control import ControlCommands
+from domain.services.leases import LeaseCommands
 from domain.services.projects import ProjectCommands
 from domain.services.runs import RunCommands
 from domain.services.ticks import TickCommands
@@ -27,20 +28,13 @@ from domain.templates import TemplateCatalog, shipped_templates
 T = TypeVar("T")
 A = TypeVar("A", bound=Aggregate)
 
+__all__ = ["SquadOps", "iso", "utc_now_iso"]
+
 CONFLICT_ATTEMPTS = 8
 
 
-def utc_now_iso() -> str:
-    return iso(datetime.now(UTC))
-
-
-def iso(moment: datetime) -> str:
-    """One sortable ISO 8601 form for every stored time: microseconds, ``Z``."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 class SquadOps(
-    ProjectCommands, RunCommands, TickCommands, ControlCommands, Application[str]
+    ProjectCommands, RunCommands, TickCommands, ControlCommands, LeaseCommands, Application[str]
 ):
     """The service layer: every state change goes through here as aggregate events."""
 

@@ -105,6 +105,7 @@ class AgentSession(Aggregate):
         self.task_card_count = 0
         self.switch_pending = False
         self.workspace_restarts = 0
+        self.last_restart_reason = ""
 
     # -- guards -----------------------------------------------------------------------
 
@@ -440,6 +441,7 @@ class AgentSession(Aggregate):
         self.switch_pending = False
         self.controller_state = "active"
         self.status_tick = tick
+        self.last_restart_reason = reason
         if fresh_workspace:
             self.workspace_name = ""
 
@@ -468,6 +470,7 @@ class AgentSession(Aggregate):
         at: str,
     ) -> None:
         self.workspace_restarts += 1
+        self.last_restart_reason = reason
         self.live_status = READY
         self.current_step = "workspace_restarting"
         self.blocker_code = ""

@@ -15,6 +15,7 @@ from projections.projects import ProjectsProjector
 from projections.runner import NotificationSource, ProjectionRunner
 from projections.runs import RunsProjector
 from projections.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.workspace_mirror import MirrorProjector
 from workers.logging import configure_logging
 from workers.planes.simulator import SimulatorPlane
 from workers.settings import Settings
@@ -56,7 +57,7 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
 
 def read_projectors() -> list[Projector]:
     """Every read model the API serves (the live fan-out is not one of them)."""
-    return [RunsProjector(), ProjectsProjector()]
+    return [RunsProjector(), ProjectsProjector(), MirrorProjector()]
 
 
 @dataclass

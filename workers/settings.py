@@ -39,6 +39,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     live_stream_max_bytes: int = 1024 * 1024 * 1024
     live_max_acks_in_flight: int = 256
     live_heartbeat_seconds: float = 15.0
+    live_subject_prefix: str = "portal_live_events"
+    live_stream_duplicate_window_seconds: float = 120.0
+    live_memory_buffer_events: int = 10_000
+    live_fanout_page_size: int = 1000
     controller_timeout_seconds: float = 25.0
     strict_observation: bool = False
     base_url: str = "http://127.0.0.1:8000"

@@ -64,11 +64,9 @@ class ControlCommands:
                 params=intent.params(),
             )
             if intent.verb == "cleanup_run":
-                sessions = self.live_sessions(run)
-                for session in sessions:
-                    session.stop(actor=actor, reason=intent.reason or "run cleaned up", at=at, control_id=control_id)
-                run.clean_up(at=at, actor=actor, reason=intent.reason, control_id=control_id)
-                changed.extend(sessions)
+                changed.extend(
+                    self.end_run(run, actor=actor, reason=intent.reason, control_id=control_id, at=at)
+                )
             elif intent.verb == "replay_blockers":
                 changed.extend(self._replay_blockers(run, control_id, actor, intent.reason, at))
             elif intent.verb == "retry_prompt":
@@ -151,6 +149,8 @@ class ControlCommands:
             )
         elif verb == "stop_session":
             session.stop(actor=actor, reason=intent.reason or "stopped by operator", at=at, control_id=control_id)
+            lease = self.give_back_slot(run, session, "session_stopped", at)
+            return [lease] if lease is not None else []
         elif verb == "intervene":
             session.deliver_message(
                 channel="controller", message=intent.message, thread_id="", actor=actor, control_id=control_id, at=at
@@ -189,13 +189,7 @@ class ControlCommands:
                     message=intent.message, wake_target=session.agent_id, actor=actor, control_id=control_id, at=at
                 )
         elif verb == "restart_workspace":
-            session.restart_workspace(
-                reason=intent.reason or (session.blocker_code or "operator restart"),
-                actor=actor,
-                control_id=control_id,
-                at=at,
-                recreated=session.blocker_code in SANDBOX_BLOCKERS,
-            )
+            return self._restart_workspace(run, session, intent, control_id, actor, at)
         elif verb in ("create_task_card", "create_followup_task", "resolve_task_card"):
             self._task_card(session, intent, control_id, actor, at)
         elif verb == "switch_agent_process":
@@ -203,6 +197,35 @@ class ControlCommands:
         elif verb == "handoff_agent":
             return self._operator_handoff(run, session, intent, actor, at)
         return []
+
+    def _restart_workspace(
+        self: SquadOps,
+        run: Run,
+        session: AgentSession,
+        intent: ControlIntent,
+        control_id: str,
+        actor: str,
+        at: str,
+    ) -> list[Any]:
+        """Restarts the session's workspace; a missing sandbox is recreated once first."""
+        lease = self.lease(run, session.workspace_name, at) if session.workspace_name else None
+        recreated = False
+        if lease is not None:
+            recreated = lease.recreate(
+                reason=session.blocker_code or intent.reason or "operator restart",
+                provider_workspace_id=derived_id(
+                    "sbx", run.tenant, run.project_slug, lease.workspace_name, lease.recreations + 1
+                ),
+                at=at,
+            )
+        session.restart_workspace(
+            reason=intent.reason or session.blocker_code or "operator restart",
+            actor=actor,
+            control_id=control_id,
+            at=at,
+            recreated=recreated or session.blocker_code in SANDBOX_BLOCKERS,
+        )
+        return [lease] if lease is not None and lease.pending_events else []
 
     def _task_card(
         self: SquadOps, session: AgentSession, intent: ControlIntent, control_id: str, actor: str, at: str
@@ -319,17 +342,19 @@ class ControlCommands:
 
     def _replay_blockers(
         self: SquadOps, run: Run, control_id: str, actor: str, reason: str, at: str
-    ) -> list[AgentSession]:
+    ) -> list[Any]:
         """Dispatches each blocked session's recommended verb (the control-line rule)."""
-        replayed = []
+        replayed: list[Any] = []
         for session in self.live_sessions(run):
             if session.live_status != BLOCKED:
                 continue
             verb = RECOMMENDED.get(session.blocker_code, "nudge_agent")
             intent = ControlIntent(verb=verb, reason=reason or "replay_blockers", message="replay blockers")
             self._record_verb(session, verb, new_id("ctl"), actor, intent, at, causation_id=control_id)
-            self._session_verb(run, session, intent, control_id, actor, at)
             replayed.append(session)
+            replayed.extend(
+                a for a in self._session_verb(run, session, intent, control_id, actor, at) if a is not run
+            )
         return replayed
 
     def _verify_wave(

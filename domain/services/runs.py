@@ -224,14 +224,26 @@ class RunCommands:
             run = self.get_run(tenant, run_id)
             run._require_open()
             at = self.now()
-            sessions = self.live_sessions(run)
-            for session in sessions:
-                session.stop(actor=actor, reason=reason or "run cleaned up", at=at, control_id=control_id)
-            run.clean_up(at=at, actor=actor, reason=reason, control_id=control_id)
-            self.save(run, *sessions)
-            return run, len(sessions)
+            changed = self.end_run(run, actor=actor, reason=reason, control_id=control_id, at=at)
+            self.save(run, *changed)
+            return run, sum(1 for a in changed if isinstance(a, AgentSession))
 
         return self.retrying(command)
+
+    def end_run(
+        self: SquadOps, run: Run, *, actor: str, reason: str, control_id: str, at: str
+    ) -> list[Any]:
+        """Stops every live session, gives back their slots and ends the run (not saved)."""
+        changed: list[Any] = []
+        leases: dict[str, Any] = {}
+        for session in self.live_sessions(run):
+            session.stop(actor=actor, reason=reason or "run cleaned up", at=at, control_id=control_id)
+            changed.append(session)
+            lease = self.give_back_slot(run, session, "run_cleaned_up", at, lambda k: leases.get(k) or self.get_or_none(k))
+            if lease is not None:
+                leases[lease.id] = lease
+        run.clean_up(at=at, actor=actor, reason=reason, control_id=control_id)
+        return changed + list(leases.values())
 
     def replay_run(
         self: SquadOps, *, tenant: str, run_id: str, launched_by: str

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 from eventsourcing.persistence import RecordConflictError
 
 from domain import ports
+from domain.clock import shift
 from domain.errors import DomainError, NotFound
+from domain.lease import SUSPEND_AFTER_SECONDS, WorkspaceLease
 from domain.ids import run_key, session_key
 from domain.run import RUNNING, SCHEDULED, Run
 from domain.services.runs import derived_id
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 ERROR_TRACKING_ROLES = frozenset({"role_tester", "role_compactor"})
 ERROR_TRACKING_SERVER = "errors"
 VCS_BASE_URL = "https://vcs.squadops.local"
+PROBE_SECONDS = 30
 
 
 @dataclass
@@ -76,6 +79,7 @@ class Holdings:
 
     def __init__(self) -> None:
         self.aggregates: dict[str, Any] = {}
+        self.batch: dict[str, Any] = {}
         self.position = 0
         self.lock = threading.Lock()
 
@@ -97,13 +101,23 @@ class Holdings:
             self.position = page[-1].id
 
     def get(self, app: SquadOps, aggregate_id: str) -> Any:
+        """The copy this pass works on (one object per aggregate within a pass)."""
+        in_batch = self.batch.get(aggregate_id)
+        if in_batch is not None:
+            return in_batch
         held = self.aggregates.get(aggregate_id)
+        # Pending events on a held copy are leftovers of a failed save: load afresh.
         if held is None or held.pending_events:
             held = app.get_or_none(aggregate_id)
             if held is None:
                 raise NotFound(f"No aggregate {aggregate_id}.", code="not_found")
             self.aggregates[aggregate_id] = held
+        self.batch[aggregate_id] = held
         return held
+
+    def add_new(self, aggregate: Any) -> None:
+        """A new aggregate created in this pass (not saved yet)."""
+        self.batch[aggregate.id] = aggregate
 
     def adopt(self, aggregates: Iterable[Any]) -> None:
         """Keeps the saved copies (sessions opened this tick included)."""
@@ -136,6 +150,7 @@ class TickCommands:
         holdings = self.holdings
         with holdings.lock:
             holdings.refresh(self)
+            holdings.batch = {}
             outcome = TickOutcome()
             changed: list[Any] = []
             for (tenant, run_id), starting in refs:
@@ -147,6 +162,8 @@ class TickCommands:
                     continue
                 changed.extend(aggregates)
                 outcome.add(one)
+            changed.extend(self._housekeep_leases(plane))
+            changed = list({id(a): a for a in changed}.values())
             try:
                 if changed:
                     self.save(*changed)
@@ -154,6 +171,7 @@ class TickCommands:
                 return outcome
             except RecordConflictError:
                 holdings.drop(changed)
+                holdings.drop(holdings.batch.values())
             # A concurrent command touched one of the runs: tick each run on its own.
             outcome = TickOutcome(conflicts=1)
             for (tenant, run_id), starting in refs:
@@ -161,6 +179,31 @@ class TickCommands:
                     self._tick_alone(plane, tenant, run_id, starting, policies, fresh_after)
                 )
             return outcome
+
+    def _housekeep_leases(self: SquadOps, plane: ports.ExecutionPlane) -> list[Any]:
+        """Suspends workspaces idle past their window; probes busy ones now and then."""
+        at = self.now()
+        changed = []
+        probe = getattr(plane, "probe_workspace", None)
+        for lease in list(self.holdings.aggregates.values()):
+            if not isinstance(lease, WorkspaceLease) or lease.pending_events:
+                continue
+            if lease.status == "ready" and not lease.slots and lease.idle_since:
+                if shift(lease.idle_since, SUSPEND_AFTER_SECONDS) <= at:
+                    lease.suspend(at=at)
+            elif probe is not None and lease.slots:
+                if not lease.last_verified_at or shift(lease.last_verified_at, PROBE_SECONDS) <= at:
+                    lease.record_probe(live_status=probe(lease), at=at)
+            if lease.pending_events:
+                self.holdings.batch[lease.id] = lease
+                changed.append(lease)
+        return changed
+
+    def _held_or_none(self: SquadOps, aggregate_id: str) -> Any:
+        try:
+            return self.holdings.get(self, aggregate_id)
+        except NotFound:
+            return None
 
     @property
     def holdings(self: SquadOps) -> Holdings:
@@ -175,7 +218,9 @@ class TickCommands:
         ended = {(a.tenant, a.run_id) for a in changed if isinstance(a, Run) and a.ended}
         if ended:
             self.holdings.drop(
-                a for a in list(self.holdings.aggregates.values()) if (a.tenant, a.run_id) in ended
+                a
+                for a in list(self.holdings.aggregates.values())
+                if (a.tenant, getattr(a, "run_id", None)) in ended
             )
 
     def _tick_alone(
@@ -188,6 +233,7 @@ class TickCommands:
         fresh_after: str,
     ) -> TickOutcome:
         def command() -> TickOutcome:
+            self.holdings.batch = {}
             try:
                 aggregates, one = self._tick_one(
                     plane, tenant, run_id, starting, policies, fresh_after
@@ -195,10 +241,7 @@ class TickCommands:
                 if aggregates:
                     self.save(*aggregates)
             except Exception:
-                self.holdings.drop(
-                    a for a in list(self.holdings.aggregates.values())
-                    if (a.tenant, a.run_id) == (tenant, run_id)
-                )
+                self.holdings.drop(self.holdings.batch.values())
                 raise
             self._release_ended(aggregates)
             return one
@@ -238,13 +281,14 @@ class TickCommands:
             steps.extend(policy.plan(run, list(sessions.values()), tick))
         steps.extend(plane.plan_tick(run, list(sessions.values()), tick))
         tallies: Counter[str] = Counter()
+        touched: dict[str, Any] = {}
         complete: ports.CompleteRun | None = None
         for step in steps:
             if isinstance(step, ports.CompleteRun):
                 complete = step
                 continue
             try:
-                self._apply_step(run, template, sessions, step, at, tick)
+                self._apply_step(run, template, sessions, step, at, tick, touched)
                 tallies[step.__struct_config__.tag] += 1
             except DomainError:
                 tallies["rejected"] += 1
@@ -274,6 +318,7 @@ class TickCommands:
             run.complete(at, {**complete.summary, "ticks": tick})
             outcome.runs_completed = 1
         changed: list[Any] = [run] + [s for s in sessions.values() if s.pending_events]
+        changed += [lease for lease in touched.values() if lease.pending_events]
         outcome.runs_ticked = 1
         outcome.rejected_steps = tallies["rejected"]
         outcome.events = sum(len(a.pending_events) for a in changed)
@@ -288,6 +333,7 @@ class TickCommands:
         step: ports.Step,
         at: str,
         tick: int,
+        touched: dict[str, Any],
     ) -> None:
         session = sessions.get(step.agent_id)
         if session is None:
@@ -297,6 +343,10 @@ class TickCommands:
                 skills, servers = loadout(
                     session.role_key, session.spec_skill_ids, session.spec_mcp_server_ids
                 )
+                lease = self.lease(run, step.workspace_name, at, self._held_or_none)
+                self.holdings.add_new(lease)
+                self.take_slot(run, session, lease, at)
+                touched[lease.id] = lease
                 session.start_process(
                     llm_session_id=step.llm_session_id,
                     skill_ids=skills,
@@ -326,6 +376,11 @@ class TickCommands:
                 session.block(
                     code=step.code, message=step.message, evidence=dict(step.evidence), at=at, tick=tick
                 )
+                if step.code == "sandbox_missing" and session.workspace_name:
+                    lease = self.lease(run, session.workspace_name, at, self._held_or_none)
+                    self.holdings.add_new(lease)
+                    lease.mark_missing(reason=step.message, at=at)
+                    touched[lease.id] = lease
             case ports.Handoff():
                 self._hand_off(run, template, sessions, session, step, at)
             case ports.OpenPullRequest():
@@ -338,7 +393,10 @@ class TickCommands:
                     at=at,
                 )
             case ports.Finish():
-                session.finish(result=dict(step.result), at=at, tick=tick)
+                if session.finish(result=dict(step.result), at=at, tick=tick):
+                    lease = self.give_back_slot(run, session, "session_completed", at, self._held_or_none)
+                    if lease is not None:
+                        touched[lease.id] = lease
             case _:
                 raise DomainError(f"Unknown step {step!r}.", code="unknown_step")
 

@@ -271,6 +271,10 @@ class SimulatorPlane:
             "session_id": s.llm_session_id,
         }
 
+    def probe_workspace(self, lease: Any) -> str:
+        """The simulated sandbox plane's live view of a workspace it hosts."""
+        return {"ready": "connected", "suspended": "stopped", "missing": "missing"}.get(lease.status, "pending")
+
     def _llm_session_id(self, run: Any, s: Any) -> str:
         digest = hashlib.sha256(f"{run.seed}|{s.agent_id}|{s.process_attempt + 1}".encode()).hexdigest()
         return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
