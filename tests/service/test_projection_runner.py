@@ -1,0 +1,204 @@
+"""The projection runner on both stores: exactly once, resumable, contiguous, isolated."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from domain.application import SquadOps
+from projections.docs import MemoryDocs, Projector
+from projections.envelope import Envelope
+from projections.runner import NotificationSource, ProjectionRunner, contiguous
+from projections.store import DocStore
+from tests.conftest import settings_for
+from tests.helpers import DEMO_LIKE, eventually
+from workers.bootstrap import Container, build, read_projectors
+from workers.planes.simulator import SimulatorPlane
+
+
+def simulate(app: SquadOps, runs: int = 3, ticks: int = 40) -> list[str]:
+    if app.get_project("default", "acme") is None:
+        app.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
+    plane = SimulatorPlane()
+    ids = []
+    for _ in range(runs):
+        run, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
+        app.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
+        ids.append(run.run_id)
+    app.tick_runs(plane, start=[("default", r) for r in ids])
+    for _ in range(ticks):
+        app.tick_runs(plane, tick=[("default", r) for r in ids])
+    return ids
+
+
+def folded_rows(app: SquadOps, projector: Projector) -> list[tuple]:
+    """The read model folded in memory from position 0: what live projection must equal."""
+    docs = MemoryDocs()
+    for env in NotificationSource(app.recorder).read(1, 10**9):
+        if projector.wants(env):
+            projector.apply(env, docs)
+    return [tuple(r) for r in docs.rows()]
+
+
+def runner_for(container: Container, **kw: object) -> ProjectionRunner:
+    return ProjectionRunner(NotificationSource(container.app.recorder), container.store, read_projectors(), **kw)
+
+
+def test_live_projection_equals_a_fold_from_zero(container: Container) -> None:
+    simulate(container.app)
+    runner = runner_for(container, page_size=97)  # odd pages: batch edges must not matter
+    while runner.run_once():
+        pass
+    top = container.app.max_position()
+    positions = container.store.positions()
+    assert {positions[p.name] for p in read_projectors()} == {top}
+    for projector in read_projectors():
+        live = [tuple(r) for r in container.store.dump(projector.name)]
+        assert live == folded_rows(container.app, projector), projector.name
+
+
+def test_a_crashed_runner_resumes_where_it_stopped(container: Container) -> None:
+    simulate(container.app, runs=2, ticks=20)
+    first = runner_for(container, page_size=50)
+    first.run_once()
+    first.run_once()
+    partway = container.store.position("runs")
+    assert 0 < partway < container.app.max_position()
+    simulate(container.app, runs=1, ticks=10)
+    second = runner_for(container, page_size=50)  # a new process, same store
+    while second.run_once():
+        pass
+    for projector in read_projectors():
+        assert [tuple(r) for r in container.store.dump(projector.name)] == folded_rows(container.app, projector)
+
+
+def test_two_runners_at_once_apply_each_event_once(container: Container) -> None:
+    simulate(container.app, runs=3, ticks=30)
+    runners = [runner_for(container, page_size=40) for _ in range(2)]
+
+    def drain(runner: ProjectionRunner) -> None:
+        while runner.run_once():
+            pass
+
+    threads = [threading.Thread(target=drain, args=(r,)) for r in runners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    drain(runners[0])
+    for projector in read_projectors():
+        assert [tuple(r) for r in container.store.dump(projector.name)] == folded_rows(container.app, projector)
+
+
+class Exploding(Projector):
+    name = "exploding"
+    topics = frozenset({"Run.ExecutionRequested"})
+
+    def apply(self, env: Envelope, docs) -> None:  # type: ignore[no-untyped-def]
+        raise RuntimeError("broken projector")
+
+
+def test_a_failing_projector_does_not_stop_the_others(container: Container) -> None:
+    simulate(container.app, runs=1, ticks=5)
+    projectors = [*read_projectors(), Exploding()]
+    runner = ProjectionRunner(NotificationSource(container.app.recorder), container.store, projectors)
+    while runner.run_once():
+        pass
+    top = container.app.max_position()
+    positions = container.store.positions()
+    assert positions["runs"] == positions["projects"] == top
+    assert positions["exploding"] < top
+    status = runner.stats.statuses["exploding"]
+    assert status.failures >= 1 and "broken projector" in status.last_error
+
+
+class GappySource:
+    """A log whose position 3 is not visible yet (a transaction still in flight)."""
+
+    def __init__(self, envs: list[Envelope]) -> None:
+        self.envs = envs
+
+    def read(self, start: int, limit: int, stop: int | None = None) -> list[Envelope]:
+        return [e for e in self.envs if e.position >= start][:limit]
+
+    def max_position(self) -> int:
+        return max(e.position for e in self.envs)
+
+
+class Counting(Projector):
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def apply(self, env: Envelope, docs) -> None:  # type: ignore[no-untyped-def]
+        self.seen.append(env.position)
+
+
+def env(position: int) -> Envelope:
+    return Envelope(position=position, originator_id="run:t:r", version=position, kind="Run.X", at="", data={})
+
+
+def test_contiguous_prefix() -> None:
+    assert contiguous([env(4), env(5), env(7)], after=3) == 2
+    assert contiguous([env(5)], after=3) == 0
+    assert contiguous([], after=3) == 0
+
+
+def test_runner_waits_on_a_gap_then_accepts_it_after_the_timeout(sqlite_url: str) -> None:
+    container = build(settings_for(sqlite_url))
+    try:
+        clock = {"now": 0.0}
+        projector = Counting()
+        source = GappySource([env(1), env(2), env(4), env(5)])
+        runner = ProjectionRunner(
+            source, container.store, [projector], gap_timeout=5.0, clock=lambda: clock["now"]  # type: ignore[arg-type]
+        )
+        runner.run_once()
+        assert projector.seen == [1, 2] and container.store.position("counting") == 2
+        assert runner.run_once() == 0  # position 3 may still commit: wait
+        clock["now"] = 4.0
+        assert runner.run_once() == 0
+        source.envs.insert(2, env(3))  # it committed: no gap after all
+        runner.run_once()
+        assert projector.seen == [1, 2, 3, 4, 5]
+        source.envs.extend([env(7), env(8)])  # 6 rolled back: never fills
+        clock["now"] = 10.0
+        assert runner.run_once() == 0
+        clock["now"] = 16.0
+        runner.run_once()
+        assert projector.seen == [1, 2, 3, 4, 5, 7, 8] and runner.stats.gaps_accepted == 1
+    finally:
+        container.close()
+
+
+def test_postgres_listen_wakes_a_runner_in_another_process(pg_url: str) -> None:
+    """An append by another process reaches a runner that would otherwise poll only every 30 s."""
+    reader = build(settings_for(pg_url, projection_poll_seconds=30.0))
+    writer = build(settings_for(pg_url))
+    try:
+        reader.runner.poll_seconds = 30.0
+        reader.start(("projector",))
+        time.sleep(0.3)  # LISTEN established
+        writer.app.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
+        target = writer.app.max_position()
+        started = time.monotonic()
+        eventually(lambda: reader.store.position("projects") >= target, timeout=5, interval=0.01)
+        assert time.monotonic() - started < 2.0
+    finally:
+        reader.close()
+        writer.close()
+
+
+@pytest.fixture
+def store(container: Container) -> DocStore:
+    return container.store
+
+
+def test_commit_is_guarded_by_the_expected_position(store: DocStore) -> None:
+    store.ensure("guarded")
+    assert store.commit("guarded", 0, 5, [], [])
+    assert not store.commit("guarded", 0, 9, [], [])  # someone else moved it to 5
+    assert store.position("guarded") == 5
