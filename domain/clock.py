@@ -14,7 +14,7 @@ def utc_now_iso() -> str:
 
 
 def parse(value: str) -> datetime:
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    return datetime.fromisoformat(value)
 
 
 def shift(value: str, seconds: float) -> str:
