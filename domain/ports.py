@@ -22,10 +22,35 @@ class StartProcess(Step, tag="start_process"):
 
 
 class RestartProcess(Step, tag="restart_process"):
-    """Restart only this agent's process, in its assigned workspace (or a fresh one)."""
+    """Restart only this agent's process, in its assigned workspace (or a fresh one).
+
+    ``probe_workspace`` asks for a live probe of the assigned workspace first, so the
+    restarted process is probed where it runs before any fresh workspace is considered.
+    """
 
     reason: str
     fresh_workspace: bool = False
+    probe_workspace: bool = False
+
+
+class StartFailed(Step, tag="start_failed"):
+    """The plane's start call for the agent's process failed in ``workspace_name``."""
+
+    workspace_name: str
+    error: str
+    message: str = ""
+
+
+class RecreateWorkspace(Step, tag="recreate_workspace"):
+    """Recreate the agent's workspace once through the shared registry; restart there."""
+
+    reason: str
+
+
+class SelfHeal(Step, tag="self_heal"):
+    """Clear the agent's stale workspace identity and requeue a fresh launch."""
+
+    signal: str
 
 
 class ControllerAction(Step, tag="controller_action"):
@@ -74,7 +99,7 @@ class CompleteRun(Step, tag="complete_run"):
 
 AnyStep = (
     StartProcess | RestartProcess | ControllerAction | CallTool | Say | Block | Handoff | OpenPullRequest
-    | Finish | CompleteRun
+    | Finish | CompleteRun | StartFailed | RecreateWorkspace | SelfHeal
 )
 
 
@@ -86,3 +111,28 @@ class ExecutionPlane(Protocol):
     def plan_tick(self, run: Any, sessions: Sequence[Any], tick: int) -> list[Step]:
         """The steps the run's agents take at ``tick`` (run and sessions are read only)."""
         ...
+
+
+class CredentialProbe(Protocol):
+    """Resolves the studio credential profile and asks the sandbox key status endpoint."""
+
+    def check_credentials(self, run: Any, session: Any) -> Any:
+        """A ``domain.policies.credentials.CredentialCheck`` for the session's launch."""
+        ...
+
+
+class ProjectAssets(Protocol):
+    """The project-assets lookup of the operator projection (one bounded controller call)."""
+
+    def fetch(self, tenant: str, project_slug: str) -> dict[str, Any]:
+        """The project's assets JSON; raises ``ProjectAssetsError`` when it cannot answer."""
+        ...
+
+
+class ProjectAssetsError(Exception):
+    """A failed project-assets lookup; ``kind`` is transport, credential, proxy, not_found or error."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail

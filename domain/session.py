@@ -9,11 +9,14 @@ from eventsourcing.domain import event
 from domain.base import Aggregate
 from domain.errors import Conflict, Invalid, NotFound
 from domain.ids import session_key
+from domain.policies.blockers import SANDBOX_MISSING
 from domain.policies.first_tool import (
+    FIRST_TOOL_REQUIRED,
     NOT_REQUIRED_TOOL_LABEL,
     counts_as_first_tool,
     is_controller_action,
 )
+from domain.policies.self_heal import cleared_identity, self_heal_status
 
 READY = "ready"
 WAITING_FIRST_TOOL = "waiting_first_tool"
@@ -106,6 +109,14 @@ class AgentSession(Aggregate):
         self.switch_pending = False
         self.workspace_restarts = 0
         self.last_restart_reason = ""
+        self.blocker_message = ""
+        self.blocker_evidence: dict[str, Any] = {}
+        # Automatic (policy) restarts by reason; bounded by the recovery policies.
+        self.policy_attempts: dict[str, int] = {}
+        self.workspace_generation = 0
+        self.process_assignment: dict[str, str] = {}
+        self.process_switch_status = ""
+        self.self_heal_count = 0
 
     # -- guards -----------------------------------------------------------------------
 
@@ -200,6 +211,8 @@ class AgentSession(Aggregate):
         if first:
             self.live_status = WORKING
             self.status_tick = tick
+            # The first tool answered the probe: a later stall gets a fresh budget.
+            self.policy_attempts.pop(FIRST_TOOL_REQUIRED, None)
         self.current_step = f"tool:{tool_name}"
 
     def say(self, text: str, at: str) -> None:
@@ -218,6 +231,9 @@ class AgentSession(Aggregate):
         self._require_live()
         if not code:
             raise Invalid("A blocker needs a code.")
+        if self.live_status == PAUSED:
+            # A paused agent does nothing, so nothing new can stop it; it keeps any old wall.
+            raise Conflict(f"Session {self.session_id} is paused.", code="session_paused")
         if self.live_status == BLOCKED and self.blocker_code == code:
             return
         self._blocked(code=code, message=message, evidence=evidence, at=at, tick=tick)
@@ -230,6 +246,8 @@ class AgentSession(Aggregate):
             self.status_before_block = self.live_status
         self.live_status = BLOCKED
         self.blocker_code = code
+        self.blocker_message = message
+        self.blocker_evidence = dict(evidence)
         self.current_step = f"blocked:{code}"
         self.status_tick = tick
 
@@ -256,6 +274,7 @@ class AgentSession(Aggregate):
         self.blocker_code = ""
         self.current_step = resume_status
         self.status_tick = tick
+        self._forget_wall()
 
     # -- collaboration ----------------------------------------------------------------------
 
@@ -342,10 +361,25 @@ class AgentSession(Aggregate):
         self._require_live()
         if self.live_status == PAUSED:
             raise Conflict(f"Session {self.session_id} is already paused.", code="session_paused")
-        self._paused(actor=actor, control_id=control_id, previous_status=self.live_status, at=at)
+        self._paused(
+            actor=actor,
+            control_id=control_id,
+            previous_status=self.live_status,
+            at=at,
+            live_status=PAUSED,
+            current_step="paused",
+        )
 
     @event("Paused")
-    def _paused(self, actor: str, control_id: str, previous_status: str, at: str) -> None:
+    def _paused(
+        self,
+        actor: str,
+        control_id: str,
+        previous_status: str,
+        at: str,
+        live_status: str = PAUSED,
+        current_step: str = "paused",
+    ) -> None:
         self.status_before_pause = previous_status
         self.live_status = PAUSED
         self.controller_state = "paused"
@@ -419,6 +453,9 @@ class AgentSession(Aggregate):
             cleared_blocker=self.blocker_code,
             at=at,
             tick=tick,
+            live_status=READY,
+            current_step="process_restarting",
+            llm_session_id="",
         )
 
     @event("ProcessRestarted")
@@ -433,29 +470,155 @@ class AgentSession(Aggregate):
         cleared_blocker: str,
         at: str,
         tick: int,
+        live_status: str = READY,
+        current_step: str = "process_restarting",
+        llm_session_id: str = "",
     ) -> None:
         self.live_status = READY
-        self.current_step = "process_restarting"
+        self.current_step = current_step
         self.blocker_code = ""
         self.llm_session_id = ""
         self.switch_pending = False
         self.controller_state = "active"
         self.status_tick = tick
         self.last_restart_reason = reason
+        self._forget_wall()
+        if actor == "policy":
+            self.policy_attempts[reason] = self.policy_attempts.get(reason, 0) + 1
+        if self.process_switch_status == "pending":
+            self.process_switch_status = "applied"
         if fresh_workspace:
+            # A fresh workspace is a new checkout in a new workspace of the registry.
             self.workspace_name = ""
+            self.workspace_generation += 1
 
-    def restart_workspace(self, *, reason: str, actor: str, control_id: str, at: str, recreated: bool) -> None:
-        """Restarts (or recreates once) the session's sandbox workspace; the process follows."""
+    def _forget_wall(self) -> None:
+        self.blocker_message = ""
+        self.blocker_evidence = {}
+
+    # -- recovery (policies) ------------------------------------------------------------
+
+    def workspace_for_recovery(self) -> str:
+        """The workspace the session is bound to, or the one its failed start named."""
+        return self.workspace_name or str(self.blocker_evidence.get("workspace_name", ""))
+
+    @property
+    def self_heal_status(self) -> str:
+        return self_heal_status(self.blocker_evidence)
+
+    def fail_start(
+        self,
+        *,
+        workspace_name: str,
+        provider_workspace_id: str,
+        error: str,
+        message: str,
+        at: str,
+        tick: int = 0,
+    ) -> None:
+        """The start call failed: the session is bound to the workspace it was started in,
+        and blocked as a missing provider binding (``sandbox_missing``)."""
         self._require_live()
+        if self.live_status != READY:
+            raise Conflict(f"Session {self.session_id} is {self.live_status}; no start to fail.")
+        self._start_failed(
+            workspace_name=workspace_name, provider_workspace_id=provider_workspace_id, error=error, at=at
+        )
+        self.block(
+            code=SANDBOX_MISSING,
+            message=message,
+            evidence={
+                "start_error": error,
+                "workspace_name": workspace_name,
+                "provider_workspace_id": provider_workspace_id,
+                "runner_signal": "no such container",
+            },
+            at=at,
+            tick=tick,
+        )
+
+    @event("StartFailed")
+    def _start_failed(self, workspace_name: str, provider_workspace_id: str, error: str, at: str) -> None:
+        self.workspace_name = workspace_name
+
+    def self_heal(self, *, signal: str, at: str, tick: int = 0) -> dict[str, str]:
+        """Clears the stale workspace identity and requeues a fresh launch; answers what it cleared."""
+        self._require_live()
+        if self.live_status != BLOCKED:
+            raise Conflict(f"Session {self.session_id} is not blocked; nothing to heal.")
+        evidence = self.blocker_evidence
+        cleared = cleared_identity(
+            {
+                "workspace_name": self.workspace_for_recovery(),
+                "provider_workspace_id": evidence.get("provider_workspace_id", ""),
+                "llm_session_id": self.llm_session_id,
+                "runner_pid": evidence.get("runner_pid", ""),
+            }
+        )
+        previous_llm_session_id, blocker = self.llm_session_id, self.blocker_code
+        self._self_healed(signal=signal, self_heal_status=self.self_heal_status, cleared=cleared, at=at)
+        self._process_restarted(
+            reason="self_heal",
+            actor="policy",
+            control_id="",
+            workspace_name="",
+            fresh_workspace=False,
+            previous_llm_session_id=previous_llm_session_id,
+            cleared_blocker=blocker,
+            at=at,
+            tick=tick,
+            live_status=READY,
+            current_step="self_heal_requeued",
+            llm_session_id="",
+        )
+        return cleared
+
+    @event("SelfHealed")
+    def _self_healed(self, signal: str, self_heal_status: str, cleared: dict[str, str], at: str) -> None:
+        self.workspace_name = ""
+        self.self_heal_count += 1
+
+    def restart_workspace(
+        self,
+        *,
+        reason: str,
+        actor: str,
+        control_id: str,
+        at: str,
+        recreated: bool,
+        fresh_workspace: bool = False,
+        tick: int = 0,
+    ) -> None:
+        """Restarts (or recreates once) the session's sandbox workspace; the process follows.
+
+        ``fresh_workspace`` only for the causes of the fresh-workspace policy; the process
+        restart is its own event so every reader of session state sees the session ready.
+        """
+        self._require_live()
+        previous_llm_session_id, blocker = self.llm_session_id, self.blocker_code
+        workspace_name = self.workspace_for_recovery()
         self._workspace_restarted(
             reason=reason,
             actor=actor,
             control_id=control_id,
-            workspace_name=self.workspace_name,
+            workspace_name=workspace_name,
             recreated=recreated,
-            cleared_blocker=self.blocker_code,
+            cleared_blocker=blocker,
             at=at,
+        )
+        self._process_restarted(
+            reason=reason,
+            actor=actor,
+            control_id=control_id,
+            workspace_name=workspace_name,
+            fresh_workspace=fresh_workspace,
+            previous_llm_session_id=previous_llm_session_id,
+            cleared_blocker=blocker,
+            at=at,
+            tick=tick,
+            live_status=READY,
+            current_step="workspace_restarting",
+            llm_session_id="",
         )
 
     @event("WorkspaceRestarted")
@@ -486,8 +649,15 @@ class AgentSession(Aggregate):
         control_id: str,
         reason: str,
         at: str,
+        assignment: dict[str, str] | None = None,
+        source: str = "operator",
     ) -> None:
-        """Repoints the agent to another provider/model from its next turn, worktree kept."""
+        """Repoints the agent to another provider/model from its next turn, worktree kept.
+
+        ``assignment`` is what was asked (``agent_process_assignment``: target and the
+        given provider/model/effort/speed); the ``agent_process_switch_*`` fields say
+        where the switch came from and whether the replacement is still to start.
+        """
         self._require_live()
         if process == self.process:
             raise Conflict("The session already runs that process.", code="process_unchanged")
@@ -500,6 +670,10 @@ class AgentSession(Aggregate):
             control_id=control_id,
             reason=reason,
             at=at,
+            agent_process_assignment=dict(assignment or {"target": self.agent_id}),
+            agent_process_switch_status="applied" if self.live_status == READY else "pending",
+            agent_process_switch_source=source,
+            agent_process_switch_target=self.agent_id,
         )
 
     @event("ProcessSwitched")
@@ -513,9 +687,15 @@ class AgentSession(Aggregate):
         control_id: str,
         reason: str,
         at: str,
+        agent_process_assignment: dict[str, str] | None = None,
+        agent_process_switch_status: str = "",
+        agent_process_switch_source: str = "",
+        agent_process_switch_target: str = "",
     ) -> None:
         self.process = dict(process)
         self.switch_pending = self.live_status not in (READY,)
+        self.process_assignment = dict(agent_process_assignment or {})
+        self.process_switch_status = agent_process_switch_status
 
     def change_task_card(
         self,
@@ -600,3 +780,4 @@ class AgentSession(Aggregate):
         self.live_status = STOPPED
         self.current_step = "stopped"
         self.blocker_code = ""
+        self._forget_wall()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,20 +11,30 @@ import structlog
 
 from domain.application import SquadOps
 from domain.process import ModelProxyAliases
+from domain.services.recovery import recovery_policies
 from projections.docs import Projector
+from projections.fleet import FleetProjector
+from projections.log_dock import LogDockProjector
+from projections.pixels import PixelsProjector
 from projections.projects import ProjectsProjector
 from projections.runner import NotificationSource, ProjectionRunner
 from projections.runs import RunsProjector
 from projections.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.surfaces import SurfacesProjector
 from projections.workspace_mirror import MirrorProjector
+from workers.fanout import LiveFanout
+from workers.live_broker import Broker, broker_factory
 from workers.logging import configure_logging
 from workers.planes.simulator import SimulatorPlane
 from workers.settings import Settings
 from workers.ticker import Ticker
+from workers.watcher import EventStoreProjectAssets, Watcher, load_project_assets
 
 log = structlog.get_logger("squadops")
 
-WORKERS = ("projector", "ticker")
+WORKERS = ("projector", "ticker", "fanout")
+# Workers that run only when named (``squadops worker watcher`` or ``serve --workers``).
+OPTIONAL_WORKERS = ("watcher",)
 
 
 def eventsourcing_env(settings: Settings) -> dict[str, str]:
@@ -31,6 +42,7 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
     env = {
         "ORIGINATOR_ID_TYPE": "text",
         "AGGREGATE_CACHE_MAXSIZE": "5000",
+        "TRANSCODER_TOPIC": "projections.transcoder:MsgspecTranscoder",
     }
     if settings.is_postgres:
         from psycopg.conninfo import conninfo_to_dict
@@ -46,7 +58,8 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
             POSTGRES_POOL_SIZE="10",
             POSTGRES_MAX_OVERFLOW="20",
             POSTGRES_LOCK_TIMEOUT="10",
-            POSTGRES_ENABLE_DB_FUNCTIONS="y",
+            POSTGRES_ENABLE_DB_FUNCTIONS="n",
+            APPLICATION_RECORDER_TOPIC="projections.pg_events:TypedArrayApplicationRecorder",
         )
     else:
         path = settings.sqlite_path
@@ -57,7 +70,15 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
 
 def read_projectors() -> list[Projector]:
     """Every read model the API serves (the live fan-out is not one of them)."""
-    return [RunsProjector(), ProjectsProjector(), MirrorProjector()]
+    return [
+        RunsProjector(),
+        ProjectsProjector(),
+        MirrorProjector(),
+        PixelsProjector(),
+        SurfacesProjector(),
+        LogDockProjector(),
+        FleetProjector(),
+    ]
 
 
 @dataclass
@@ -68,17 +89,27 @@ class Container:
     runner: ProjectionRunner
     ticker: Ticker
     plane: Any
+    fanout: LiveFanout
+    live_broker: Callable[[], Broker]
     started: list[str] = field(default_factory=list)
+    watcher: Watcher | None = None
 
     def start(self, workers: tuple[str, ...] = WORKERS) -> None:
         """Starts the named workers in this process (the embedded default runs all)."""
         if "projector" in workers:
             listen = self.settings.database_url if self.settings.is_postgres else ""
-            self.runner.start(listen_url=listen)
+            channel = getattr(self.app.recorder, "channel_name", "")
+            self.runner.start(listen_url=listen, channel=channel)
             self.started.append("projector")
         if "ticker" in workers:
             self.ticker.start()
             self.started.append("ticker")
+        if "fanout" in workers:
+            self.fanout.start()
+            self.started.append("fanout")
+        if "watcher" in workers and self.watcher is not None:
+            self.watcher.start()
+            self.started.append("watcher")
 
     def await_reads(self, position: int | None = None, timeout: float = 2.0) -> bool:
         """Read-your-writes: waits until read models include this thread's last save."""
@@ -88,6 +119,10 @@ class Container:
         return self.runner.wait_for(target, timeout, [p.name for p in self.runner.projectors])
 
     def stop(self) -> None:
+        if "watcher" in self.started and self.watcher is not None:
+            self.watcher.stop()
+        if "fanout" in self.started:
+            self.fanout.stop()
         if "ticker" in self.started:
             self.ticker.stop()
         if "projector" in self.started:
@@ -127,5 +162,31 @@ def build(settings: Settings) -> Container:
         plane,
         tick_seconds=settings.tick_seconds,
         capacity=settings.max_active_runs,
+        policies=recovery_policies(credentials=plane) if settings.auto_recovery else (),
     )
-    return Container(settings=settings, app=app, store=store, runner=runner, ticker=ticker, plane=plane)
+    live_broker = broker_factory(settings)
+    fanout = LiveFanout(
+        NotificationSource(app.recorder),
+        store,
+        live_broker,
+        subject_prefix=settings.live_subject_prefix,
+        page_size=settings.live_fanout_page_size,
+        poll_seconds=settings.projection_poll_seconds,
+        gap_timeout=settings.live_gap_timeout_seconds,
+        listen_url=settings.database_url if settings.is_postgres else "",
+        channel=getattr(app.recorder, "channel_name", ""),
+    )
+    app.add_listener(fanout.wake)
+    watcher = Watcher(
+        app,
+        store,
+        EventStoreProjectAssets(app),
+        timeout_seconds=settings.controller_timeout_seconds,
+        interval_seconds=settings.watch_interval_seconds,
+        strict=settings.strict_observation,
+        explicit_assets=load_project_assets(settings.project_assets_path) if settings.project_assets_path else None,
+    )
+    return Container(
+        settings=settings, app=app, store=store, runner=runner, ticker=ticker, plane=plane,
+        fanout=fanout, live_broker=live_broker, watcher=watcher,
+    )

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import msgspec
 
+from workers.projections_cli import add_parser as add_projections_parser
 from workers.settings import Settings, SettingsError, load_settings
 
 DEMO_PROJECT = {
@@ -67,26 +68,62 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     workers = WORKERS if args.workers == "all" else tuple(w for w in args.workers.split(",") if w and w != "none")
     app = create_app(container, workers=workers)
     print(f"squadops listening on http://{settings.host}:{settings.port} ({container.store.dialect})", file=sys.stderr)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", access_log=False)
+    # Live streams (SSE, WebSocket) never finish on their own: bound the graceful shutdown.
+    uvicorn.run(
+        app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
+        timeout_graceful_shutdown=5,
+    )
     container.close()
     return 0
 
 
 def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
-    from workers.bootstrap import WORKERS, build
+    from workers.bootstrap import OPTIONAL_WORKERS, WORKERS, build
 
-    if args.name not in WORKERS:
-        print(f"unknown worker {args.name!r}; workers: {', '.join(WORKERS)}", file=sys.stderr)
+    known = WORKERS + OPTIONAL_WORKERS
+    if args.name not in known:
+        print(f"unknown worker {args.name!r}; workers: {', '.join(known)}", file=sys.stderr)
         return 2
+    if args.name == "watcher":
+        from workers.assign import watcher_settings
+
+        try:
+            settings = watcher_settings(settings, args)
+        except (ValueError, OSError) as exc:
+            print(f"configuration error: {exc}", file=sys.stderr)
+            return 2
     container = build(settings)
+    if args.name == "watcher" and args.once and container.watcher is not None:
+        from workers.watcher import ObservationFailed, views_json
+
+        try:
+            print(views_json(container.watcher.watch_once()))
+            return 0
+        except ObservationFailed as exc:
+            print(f"observation failed: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            container.close()
     container.start((args.name,))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     print(f"squadops worker {args.name} running ({container.store.dialect})", file=sys.stderr)
-    stop.wait()
+    failed = False
+    while not stop.wait(0.5):
+        # Strict observation fails loudly: a watcher that stopped on a failure ends the worker.
+        if container.watcher is not None and container.watcher.failure is not None:
+            print(f"observation failed: {container.watcher.failure}", file=sys.stderr)
+            failed = True
+            break
     container.close()
-    return 0
+    return 1 if failed else 0
+
+
+def cmd_assign_processes(settings: Settings, args: argparse.Namespace) -> int:
+    from workers.assign import run_assign_processes
+
+    return run_assign_processes(settings, args)
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
@@ -167,18 +204,10 @@ def render(state: dict[str, Any]) -> str:
 
 
 def watch(http: httpx.Client, run_id: str, interval: float) -> int:
-    """Prints the run's progress whenever it changes, until the run ends."""
-    last = ""
-    while True:
-        state = _answer(http.get(f"/v1/admin/studio/runs/{run_id}/session-state"))
-        text = render(state)
-        if text != last:
-            print(text, flush=True)
-            print("", flush=True)
-            last = text
-        if state["status"] in ("completed", "cleaned_up"):
-            return 0
-        time.sleep(interval)
+    """Prints the run's progress whenever it changes (live channel), until the run ends."""
+    from workers.live_watch import watch_live
+
+    return watch_live(http, run_id, render, retry_seconds=interval)
 
 
 # -- entry point ----------------------------------------------------------------------------------
@@ -197,7 +226,30 @@ def parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser("worker", help="run one worker in this process")
     worker.add_argument("name")
+    worker.add_argument(
+        "--controller-timeout-seconds",
+        type=float,
+        default=None,
+        help="watcher: bound of each controller call (default 25 s, below the 30 s cadence)",
+    )
+    worker.add_argument("--project-assets", default="", help="watcher: explicit project-assets JSON file")
+    worker.add_argument("--strict", action="store_true", help="watcher: fail loudly on transport/credential errors")
+    worker.add_argument("--once", action="store_true", help="watcher: one pass, printed as JSON")
     worker.set_defaults(func=cmd_worker)
+
+    assign = sub.add_parser("assign-processes", help="switch the agent processes of a run's sessions")
+    assign.add_argument("run_id")
+    assign.add_argument(
+        "--assignment",
+        action="append",
+        required=True,
+        metavar="TARGET:PROVIDER:MODEL:EFFORT:SPEED",
+        help="target = agent id, role key (role_tester) or 'testers'; repeatable, later wins",
+    )
+    assign.add_argument("--tenant", default="default")
+    assign.add_argument("--actor", default=OPERATOR)
+    assign.add_argument("--reason", default="")
+    assign.set_defaults(func=cmd_assign_processes)
 
     demo = sub.add_parser("demo", help="seed the demo project")
     demo.set_defaults(func=cmd_demo)
@@ -215,6 +267,7 @@ def parser() -> argparse.ArgumentParser:
         if action == "watch":
             one.add_argument("--interval", type=float, default=1.0)
     runs.set_defaults(func=cmd_runs)
+    add_projections_parser(sub)
     return root
 
 

@@ -34,6 +34,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     projection_poll_seconds: float = 0.5
     projection_page_size: int = 2000
     projection_gap_timeout_seconds: float = 5.0
+    rebuild_page_size: int = 10_000
+    rebuild_workers: int = 2
+    feed_cache_seconds: float = 0.02
     live_stream_name: str = "PORTAL_LIVE_EVENTS"
     live_stream_max_age_seconds: float = 7 * 24 * 3600.0
     live_stream_max_bytes: int = 1024 * 1024 * 1024
@@ -42,9 +45,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     live_subject_prefix: str = "portal_live_events"
     live_stream_duplicate_window_seconds: float = 120.0
     live_memory_buffer_events: int = 10_000
-    live_fanout_page_size: int = 1000
+    live_fanout_page_size: int = 2000
+    live_gap_timeout_seconds: float = 0.2
     controller_timeout_seconds: float = 25.0
     strict_observation: bool = False
+    watch_interval_seconds: float = 30.0
+    project_assets_path: str = ""
+    auto_recovery: bool = True
     base_url: str = "http://127.0.0.1:8000"
     model_proxy_aliases: tuple[tuple[str, str], ...] = ()
 
@@ -127,6 +134,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     settings = Settings(**values)
     if settings.log_format not in ("console", "json"):
         raise SettingsError("SQUADOPS_LOG_FORMAT must be 'console' or 'json'")
+    if not 0 < settings.controller_timeout_seconds < settings.watch_interval_seconds:
+        raise SettingsError(
+            "SQUADOPS_CONTROLLER_TIMEOUT_SECONDS must be positive and below "
+            "SQUADOPS_WATCH_INTERVAL_SECONDS (the monitor polling cadence)"
+        )
     if settings.database_url and not (
         settings.is_postgres or settings.database_url.startswith("sqlite:")
     ):

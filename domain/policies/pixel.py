@@ -16,6 +16,9 @@ PIXEL_STATES = ("idle", "active", "in_conversation", "waiting", "awaiting_reply"
 TEMPO_PHASES = ("waiting_first_tool", "prompt_dispatching", "agent_running", "delivery_evidence_seen", "terminal")
 PROGRESS_BUCKETS = ("active", "waiting", "blocked", "moving", "idle", "completed")
 
+# What a session did last, as the pixel reads it (``last_activity``).
+ACTIVITIES = ("", "tool", "handoff", "message", "say", "controller")
+
 _BUCKET = {
     "active": "active",
     "in_conversation": "active",
@@ -27,12 +30,16 @@ _BUCKET = {
     "resolved": "completed",
 }
 
+# A blocked or paused session keeps the tempo of the state it was stopped in.
+_INTERRUPTED = ("blocked", "paused")
+
 
 def pixel_state(live_status: str, last_activity: str = "", in_thread: bool = False) -> str:
     """The pixel state of a session.
 
-    ``last_activity`` is what the session did last: ``tool``, ``handoff``, ``message``,
-    ``controller`` or ``""``; ``in_thread`` is true while a message thread is open.
+    ``last_activity`` is what the session did last: ``tool``, ``handoff``, ``message``
+    (a message delivered to it), ``say`` (it spoke), ``controller`` or ``""``;
+    ``in_thread`` is true while a message thread is open.
     """
     if live_status == "blocked":
         return "blocked"
@@ -51,9 +58,22 @@ def pixel_state(live_status: str, last_activity: str = "", in_thread: bool = Fal
     return "active"
 
 
-def tempo_phase(live_status: str, controller_actions: int = 0, delivery_evidence: bool = False) -> str:
+def tempo_phase(
+    live_status: str,
+    controller_actions: int = 0,
+    delivery_evidence: bool = False,
+    interrupted_from: str = "",
+) -> str:
+    """Where the session is in its tempo.
+
+    ``controller_actions`` counts controller actions since the process started (a prompt
+    being dispatched); ``delivery_evidence`` is true once the agent opened a pull request;
+    ``interrupted_from`` is the status a blocked or paused session was in when stopped.
+    """
     if live_status in ("session_completed", "stopped"):
         return "terminal"
+    if live_status in _INTERRUPTED and interrupted_from and interrupted_from not in _INTERRUPTED:
+        live_status = interrupted_from
     if live_status in ("ready", "waiting_first_tool"):
         return "prompt_dispatching" if controller_actions else "waiting_first_tool"
     if delivery_evidence:

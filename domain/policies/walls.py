@@ -18,6 +18,9 @@ RECOMMENDED: dict[str, str] = {
     "project_delivery_completion_requires_pr": "intervene",
     "project_assets_lookup_failed": "nudge_agent",
     "agent_yolo_loop_detected": "yolo_loop_break",
+    "workspace_source_materialization_failed": "restart_workspace",
+    "workspace_checkout_corrupt": "restart_workspace",
+    "runtime_memory_checkpoint_missing": "restart_workspace",
 }
 
 MESSAGES: dict[str, str] = {
@@ -38,6 +41,13 @@ MESSAGES: dict[str, str] = {
     ),
     "project_assets_lookup_failed": "The project assets lookup was slow or failed; nudge the agent to look again.",
     "agent_yolo_loop_detected": "The agent repeats the same action in a loop; break the loop.",
+    "workspace_source_materialization_failed": (
+        "The workspace could not materialize the project's sources; restart the workspace (a fresh one)."
+    ),
+    "workspace_checkout_corrupt": "The workspace checkout is corrupt; restart the workspace (a fresh one).",
+    "runtime_memory_checkpoint_missing": (
+        "The runtime-memory checkpoint is missing; restart the workspace (a fresh one after terminal cleanup)."
+    ),
 }
 
 

@@ -7,29 +7,26 @@ effect is the events the action table of the spec gives. One save per verb.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from domain.control import ControlIntent, check_intent
-from domain.errors import Invalid
-from domain.ids import new_id
-from domain.policies.walls import RECOMMENDED, clears
+from domain.errors import Conflict, Invalid
+from domain.ids import lease_key, new_id
+from domain.lease import WorkspaceLease
+from domain.policies.fresh_workspace import fresh_workspace_cause
+from domain.policies.walls import clears, wall_for
 from domain.process import ProcessAssignment, resolve_switch
 from domain.run import Run
+from domain.services.recovery import recreate_once
 from domain.services.runs import derived_id
 from domain.session import BLOCKED, PAUSED, AgentSession
 
 if TYPE_CHECKING:
     from domain.application import SquadOps
 
-SANDBOX_BLOCKERS = frozenset(
-    {
-        "sandbox_missing",
-        "sandbox_toolbox_observe_failed",
-        "sandbox_api_credentials_not_configured",
-        "sandbox_api_credentials_invalid",
-    }
-)
+Loader = Callable[[str], Any]
 
 
 @dataclass(frozen=True)
@@ -54,6 +51,7 @@ class ControlCommands:
             run = self.get_run(tenant, run_id)
             run._require_open()
             at = self.now()
+            load = self._one_copy_loader()
             changed: list[Any] = [run]
             run.record_control(
                 control_id=control_id,
@@ -68,16 +66,12 @@ class ControlCommands:
                     self.end_run(run, actor=actor, reason=intent.reason, control_id=control_id, at=at)
                 )
             elif intent.verb == "replay_blockers":
-                changed.extend(self._replay_blockers(run, control_id, actor, intent.reason, at))
+                changed.extend(self._replay_blockers(run, control_id, actor, intent.reason, at, load))
             elif intent.verb == "retry_prompt":
-                for session in self.live_sessions(run):
-                    if session.live_status == BLOCKED and clears("retry_prompt", session.blocker_code):
-                        self._record_verb(session, "retry_prompt", control_id, actor, intent, at)
-                        session.restart_process(reason="retry_prompt", actor=actor, control_id=control_id, at=at)
-                        changed.append(session)
+                changed.extend(self._retry_run(run, intent, control_id, actor, at, load))
             elif intent.verb == "verify_wave":
                 changed.extend(self._verify_wave(run, control_id, actor, at))
-            self.save(*changed)
+            self.save(*unique(changed))
             return ControlOutcome(control_id, run.run_id, "", intent.verb)
 
         return self.retrying(command)
@@ -102,11 +96,22 @@ class ControlCommands:
             session._require_live()
             at = self.now()
             self._record_verb(session, intent.verb, control_id, actor, intent, at)
-            changed = self._session_verb(run, session, intent, control_id, actor, at)
-            self.save(run, session, *[a for a in changed if a is not run and a is not session])
+            changed = self._session_verb(run, session, intent, control_id, actor, at, self._one_copy_loader())
+            self.save(*unique([run, session, *changed]))
             return ControlOutcome(control_id, run.run_id, session.session_id, intent.verb)
 
         return self.retrying(command)
+
+    def _one_copy_loader(self: SquadOps) -> Loader:
+        """Loads each aggregate once per command, so two effects on one lease share a copy."""
+        loaded: dict[str, Any] = {}
+
+        def load(aggregate_id: str) -> Any:
+            if aggregate_id not in loaded:
+                loaded[aggregate_id] = self.get_or_none(aggregate_id)
+            return loaded[aggregate_id]
+
+        return load
 
     # -- session verbs --------------------------------------------------------------------------
 
@@ -138,7 +143,10 @@ class ControlCommands:
         control_id: str,
         actor: str,
         at: str,
+        load: Loader | None = None,
     ) -> list[Any]:
+        """The effect of a session verb (the action table); answers the other aggregates changed."""
+        load = load or self._one_copy_loader()
         verb = intent.verb
         blocked_here = session.live_status == BLOCKED and clears(verb, session.blocker_code)
         if verb == "pause_session":
@@ -149,7 +157,7 @@ class ControlCommands:
             )
         elif verb == "stop_session":
             session.stop(actor=actor, reason=intent.reason or "stopped by operator", at=at, control_id=control_id)
-            lease = self.give_back_slot(run, session, "session_stopped", at)
+            lease = self.give_back_slot(run, session, "session_stopped", at, load)
             return [lease] if lease is not None else []
         elif verb == "intervene":
             session.deliver_message(
@@ -184,12 +192,17 @@ class ControlCommands:
         elif verb in ("nudge_agent", "yolo_loop_break"):
             if blocked_here:
                 session.unblock(resolution=verb, actor=actor, at=at)
-            elif session.live_status == PAUSED and verb == "nudge_agent":
+            elif verb == "nudge_agent" and session.live_status != BLOCKED:
+                # Wakes a stalled agent: a request aimed at itself (a paused one resumes).
                 session.queue_request(
-                    message=intent.message, wake_target=session.agent_id, actor=actor, control_id=control_id, at=at
+                    message=intent.message or "nudge",
+                    wake_target=session.agent_id,
+                    actor=actor,
+                    control_id=control_id,
+                    at=at,
                 )
         elif verb == "restart_workspace":
-            return self._restart_workspace(run, session, intent, control_id, actor, at)
+            return self._restart_workspace(run, session, intent, control_id, actor, at, load)
         elif verb in ("create_task_card", "create_followup_task", "resolve_task_card"):
             self._task_card(session, intent, control_id, actor, at)
         elif verb == "switch_agent_process":
@@ -206,26 +219,32 @@ class ControlCommands:
         control_id: str,
         actor: str,
         at: str,
+        load: Loader,
     ) -> list[Any]:
-        """Restarts the session's workspace; a missing sandbox is recreated once first."""
-        lease = self.lease(run, session.workspace_name, at) if session.workspace_name else None
+        """Restarts the session's workspace: a missing sandbox is recreated once through the
+        shared registry; a fresh workspace only for the fresh-workspace policy's causes."""
+        cause = fresh_workspace_cause(session.blocker_code, session.blocker_evidence)
+        reason = intent.reason or session.blocker_code or "operator restart"
+        workspace_name = session.workspace_for_recovery()
+        changed: list[Any] = []
         recreated = False
-        if lease is not None:
-            recreated = lease.recreate(
-                reason=session.blocker_code or intent.reason or "operator restart",
-                provider_workspace_id=derived_id(
-                    "sbx", run.tenant, run.project_slug, lease.workspace_name, lease.recreations + 1
-                ),
-                at=at,
-            )
+        if workspace_name and cause:
+            lease = self.give_back_slot(run, session, "fresh_workspace", at, load)
+            changed += [lease] if lease is not None else []
+        elif workspace_name:
+            lease = load(lease_key(run.tenant, run.project_slug, workspace_name))
+            if isinstance(lease, WorkspaceLease):
+                recreated = recreate_once(run, lease, session.blocker_code or reason, at)
+                changed.append(lease)
         session.restart_workspace(
-            reason=intent.reason or session.blocker_code or "operator restart",
+            reason=reason,
             actor=actor,
             control_id=control_id,
             at=at,
-            recreated=recreated or session.blocker_code in SANDBOX_BLOCKERS,
+            recreated=recreated,
+            fresh_workspace=bool(cause),
         )
-        return [lease] if lease is not None and lease.pending_events else []
+        return [a for a in changed if a.pending_events]
 
     def _task_card(
         self: SquadOps, session: AgentSession, intent: ControlIntent, control_id: str, actor: str, at: str
@@ -256,6 +275,8 @@ class ControlCommands:
         control_id: str,
         actor: str,
         at: str,
+        assignment: dict[str, str] | None = None,
+        source: str = "operator",
     ) -> Run:
         """A takeover handoff is recorded first; the replacement starts at the next turn."""
         current = ProcessAssignment(**session.process)
@@ -284,6 +305,15 @@ class ControlCommands:
             control_id=control_id,
             reason=intent.reason,
             at=at,
+            assignment=assignment
+            or {
+                "target": session.agent_id,
+                "provider": intent.provider,
+                "model": intent.model,
+                "effort": intent.effort,
+                "speed": intent.speed,
+            },
+            source=source,
         )
         return run
 
@@ -294,8 +324,15 @@ class ControlCommands:
         template = self.templates.get(run.template_id)
         target_id = intent.target_agent_id
         changed: list[Any] = [run]
+        if target_id == session.agent_id:
+            raise Invalid("An agent cannot hand off to itself.", code="handoff_to_self")
         if target_id in run.sessions:
             target = self.agent_session(run, target_id)
+            if target.ended:
+                raise Conflict(
+                    f"Agent {target_id} has ended ({target.live_status}); no work can be routed to it.",
+                    code="target_session_ended",
+                )
         else:
             spec_id, suit = target_id, None
             if target_id.startswith("tester-"):
@@ -341,21 +378,36 @@ class ControlCommands:
     # -- run verbs ------------------------------------------------------------------------------
 
     def _replay_blockers(
-        self: SquadOps, run: Run, control_id: str, actor: str, reason: str, at: str
+        self: SquadOps, run: Run, control_id: str, actor: str, reason: str, at: str, load: Loader
     ) -> list[Any]:
         """Dispatches each blocked session's recommended verb (the control-line rule)."""
         replayed: list[Any] = []
         for session in self.live_sessions(run):
             if session.live_status != BLOCKED:
                 continue
-            verb = RECOMMENDED.get(session.blocker_code, "nudge_agent")
+            verb = wall_for(session.blocker_code).recommended_action
             intent = ControlIntent(verb=verb, reason=reason or "replay_blockers", message="replay blockers")
             self._record_verb(session, verb, new_id("ctl"), actor, intent, at, causation_id=control_id)
             replayed.append(session)
-            replayed.extend(
-                a for a in self._session_verb(run, session, intent, control_id, actor, at) if a is not run
-            )
+            replayed.extend(self._session_verb(run, session, intent, control_id, actor, at, load))
         return replayed
+
+    def _retry_run(
+        self: SquadOps, run: Run, intent: ControlIntent, control_id: str, actor: str, at: str, load: Loader
+    ) -> list[Any]:
+        """``retry_prompt`` on every live session it applies to: a stale process blocked on its
+        first tool restarts, an agent at work gets the prompt again; paused agents and other
+        walls are left alone (their own verbs clear them)."""
+        retried: list[Any] = []
+        for session in self.live_sessions(run):
+            if session.live_status == PAUSED:
+                continue
+            if session.live_status == BLOCKED and not clears("retry_prompt", session.blocker_code):
+                continue
+            self._record_verb(session, "retry_prompt", new_id("ctl"), actor, intent, at, causation_id=control_id)
+            retried.append(session)
+            retried.extend(self._session_verb(run, session, intent, control_id, actor, at, load))
+        return retried
 
     def _verify_wave(
         self: SquadOps, run: Run, control_id: str, actor: str, at: str
@@ -393,3 +445,8 @@ class ControlCommands:
             )
             opened.append(tester)
         return opened
+
+
+def unique(aggregates: list[Any]) -> list[Any]:
+    """Each aggregate once, in first-seen order (one save per verb)."""
+    return list({id(a): a for a in aggregates}.values())

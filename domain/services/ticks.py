@@ -21,6 +21,7 @@ from domain.errors import DomainError, NotFound
 from domain.lease import SUSPEND_AFTER_SECONDS, WorkspaceLease
 from domain.ids import run_key, session_key
 from domain.run import RUNNING, SCHEDULED, Run
+from domain.services.recovery import recreate_once
 from domain.services.runs import derived_id
 from domain.session import BLOCKED, COMPLETED, STOPPED, TERMINAL, AgentSession
 
@@ -288,7 +289,7 @@ class TickCommands:
                 complete = step
                 continue
             try:
-                self._apply_step(run, template, sessions, step, at, tick, touched)
+                self._apply_step(run, template, sessions, step, at, tick, touched, plane)
                 tallies[step.__struct_config__.tag] += 1
             except DomainError:
                 tallies["rejected"] += 1
@@ -334,6 +335,7 @@ class TickCommands:
         at: str,
         tick: int,
         touched: dict[str, Any],
+        plane: Any = None,
     ) -> None:
         session = sessions.get(step.agent_id)
         if session is None:
@@ -356,6 +358,19 @@ class TickCommands:
                     tick=tick,
                 )
             case ports.RestartProcess():
+                if session.ended:
+                    raise DomainError("A finished session cannot restart.", code="session_ended")
+                probe = getattr(plane, "probe_workspace", None)
+                if step.probe_workspace and session.workspace_name and probe is not None:
+                    lease = self.lease(run, session.workspace_name, at, self._held_or_none)
+                    self.holdings.add_new(lease)
+                    lease.record_probe(live_status=probe(lease), at=at)
+                    touched[lease.id] = lease
+                if step.fresh_workspace:
+                    # The old workspace keeps no slot for a session that moves to a fresh one.
+                    lease = self.give_back_slot(run, session, "fresh_workspace", at, self._held_or_none)
+                    if lease is not None:
+                        touched[lease.id] = lease
                 session.restart_process(
                     reason=step.reason,
                     actor="policy",
@@ -364,6 +379,50 @@ class TickCommands:
                     fresh_workspace=step.fresh_workspace,
                     tick=tick,
                 )
+            case ports.StartFailed():
+                if session.live_status != "ready":
+                    raise DomainError("Only a starting session can fail its start.", code="not_starting")
+                lease = self.lease(run, step.workspace_name, at, self._held_or_none)
+                self.holdings.add_new(lease)
+                # The session row points at the old provider id: a slot binding that a
+                # recreation keeps as stale and the next start revives.
+                self.take_slot(run, session, lease, at)
+                old_provider_id = lease.provider_workspace_id
+                lease.mark_missing(reason=step.error, at=at)
+                touched[lease.id] = lease
+                session.fail_start(
+                    workspace_name=step.workspace_name,
+                    provider_workspace_id=old_provider_id,
+                    error=step.error,
+                    message=step.message or f"The sandbox start failed: {step.error}.",
+                    at=at,
+                    tick=tick,
+                )
+            case ports.RecreateWorkspace():
+                workspace_name = session.workspace_for_recovery()
+                recreated = False
+                if workspace_name:
+                    lease = self.lease(run, workspace_name, at, self._held_or_none)
+                    self.holdings.add_new(lease)
+                    recreated = recreate_once(run, lease, step.reason, at)
+                    touched[lease.id] = lease
+                session.restart_workspace(
+                    reason=step.reason, actor="policy", control_id="", at=at, recreated=recreated, tick=tick
+                )
+            case ports.SelfHeal():
+                workspace_name = session.workspace_for_recovery()
+                session.self_heal(signal=step.signal, at=at, tick=tick)
+                if workspace_name:
+                    lease = self.lease(run, workspace_name, at, self._held_or_none)
+                    self.holdings.add_new(lease)
+                    lease.release_slot(
+                        session_id=session.session_id,
+                        reason="self_heal",
+                        at=at,
+                        suspend_after_at=shift(at, SUSPEND_AFTER_SECONDS),
+                    )
+                    recreate_once(run, lease, f"self_heal:{step.signal}", at)
+                    touched[lease.id] = lease
             case ports.ControllerAction():
                 session.observe_controller_action(step.action, step.summary, at)
             case ports.CallTool():

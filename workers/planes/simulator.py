@@ -4,7 +4,10 @@ It plays what sandboxed agent CLIs do: start processes, make tool calls, hand of
 delivery lanes and to one tester per actor suit, open pull requests, and finish with a
 final result reporting cost, duration and turns. It also misbehaves the way real planes
 do, so the recovery policies have real cases: a process that never makes its first tool
-call (``agent_first_tool_required``) and a sandbox that disappears (``sandbox_missing``).
+call (``agent_first_tool_required``), a sandbox that disappears (``sandbox_missing``, or a toolbox
+that cannot be observed, sometimes flagged ``pending_reprovision`` by the workspace registry), a
+corrupt checkout (``workspace_checkout_corrupt``, the fresh-workspace case) and a start call that
+returns container-creation corruption (a missing provider binding).
 
 Every decision draws from ``Random(f"{seed}:{tick}:{agent}")``: the same run state at the
 same tick gives the same steps, on every machine.
@@ -15,9 +18,11 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from domain import ports
+from domain.policies.credentials import CredentialCheck
 
 FIRST_TOOL_STALL_RATE = 0.12
 SANDBOX_LOSS_RATE = 0.06
@@ -37,6 +42,58 @@ TOOLS = {
 }
 BUDGETS = {"coordination": (5, 9), "delivery": (6, 12), "proof": (4, 7), "compaction": (3, 5)}
 PHASES = {"coordination": "intake", "delivery": "delivery", "proof": "proof", "compaction": "compaction"}
+TOOLBOX_OBSERVE_SHARE = 0.3
+PENDING_REPROVISION_SHARE = 0.5
+CHECKOUT_CORRUPTION_RATE = 0.03
+START_CORRUPTION_RATE = 0.03
+
+
+@dataclass(frozen=True)
+class FaultRates:
+    """How often the simulated plane misbehaves (each draw is a fact of the run, not of a tick)."""
+
+    first_tool_stall: float = FIRST_TOOL_STALL_RATE
+    sandbox_loss: float = SANDBOX_LOSS_RATE
+    toolbox_observe_share: float = TOOLBOX_OBSERVE_SHARE
+    pending_reprovision_share: float = PENDING_REPROVISION_SHARE
+    missing_pr: float = MISSING_PR_RATE
+    checkout_corruption: float = CHECKOUT_CORRUPTION_RATE
+    start_corruption: float = START_CORRUPTION_RATE
+
+    @classmethod
+    def none(cls, **rates: float) -> FaultRates:
+        """No faults except the ones named."""
+        return cls(**{f.name: 0.0 for f in fields(cls)} | rates)
+
+
+class Faults:
+    """The plane's faults as pure predicates of (seed, agent, attempt, ...)."""
+
+    def __init__(self, rates: FaultRates | None = None) -> None:
+        self.rates = rates or FaultRates()
+
+    def stalls_first_tool(self, seed: int, agent: str, attempt: int) -> bool:
+        return _unit(seed, agent, attempt, "stall") < self.rates.first_tool_stall
+
+    def loses_sandbox(self, seed: int, agent: str, attempt: int) -> bool:
+        return _unit(seed, agent, attempt, "sandbox") < self.rates.sandbox_loss
+
+    def sandbox_signal(self, seed: int, agent: str, attempt: int) -> str:
+        observe = _unit(seed, agent, attempt, "observe") < self.rates.toolbox_observe_share
+        return "sandbox_toolbox_observe_failed" if observe else "sandbox_missing"
+
+    def pending_reprovision(self, seed: int, agent: str, attempt: int) -> bool:
+        return _unit(seed, agent, attempt, "reprovision") < self.rates.pending_reprovision_share
+
+    def skips_pr(self, seed: int, agent: str) -> bool:
+        return _unit(seed, agent, "missing_pr") < self.rates.missing_pr
+
+    def corrupt_checkout(self, seed: int, agent: str, attempt: int, generation: int) -> bool:
+        # A fresh workspace is a fresh checkout: only the first one can be corrupt.
+        return generation == 0 and _unit(seed, agent, attempt, "checkout") < self.rates.checkout_corruption
+
+    def corrupt_container(self, seed: int, agent: str, attempt: int, workspace_restarts: int) -> bool:
+        return _unit(seed, agent, attempt, workspace_restarts, "create") < self.rates.start_corruption
 
 
 def _unit(*parts: object) -> float:
@@ -57,8 +114,9 @@ class SimulatorPlane:
 
     name = "simulator"
 
-    def __init__(self, *, activity: float = 0.45) -> None:
+    def __init__(self, *, activity: float = 0.45, faults: FaultRates | None = None) -> None:
         self.activity = activity
+        self.faults = Faults(faults)
 
     def plan_tick(self, run: Any, sessions: Sequence[Any], tick: int) -> list[ports.Step]:
         steps: list[ports.Step] = []
@@ -80,12 +138,23 @@ class SimulatorPlane:
         agent = s.agent_id
         if s.live_status == "ready":
             if rng.random() < 0.7:
+                # A restarted process starts again in its assigned workspace.
+                workspace = s.workspace_name or self.workspace_for(run, s)
+                restarts = getattr(s, "workspace_restarts", 0)
+                if self.faults.corrupt_container(run.seed, agent, s.process_attempt, restarts):
+                    return [
+                        ports.StartFailed(
+                            agent_id=agent,
+                            workspace_name=workspace,
+                            error="container creation corruption: overlay layer checksum mismatch",
+                            message="The sandbox start call returned container-creation corruption.",
+                        )
+                    ]
                 return [
                     ports.StartProcess(
                         agent_id=agent,
                         llm_session_id=self._llm_session_id(run, s),
-                        # A restarted process starts again in its assigned workspace.
-                        workspace_name=s.workspace_name or f"ws-{run.project_slug}-shared",
+                        workspace_name=workspace,
                     )
                 ]
             return []
@@ -99,16 +168,9 @@ class SimulatorPlane:
         kind = _kind(s)
         low, high = BUDGETS[kind]
         budget = low + int(_unit(run.seed, agent, "budget") * (high - low + 1))
-        loses_sandbox = _unit(run.seed, agent, s.process_attempt, "sandbox") < SANDBOX_LOSS_RATE
+        loses_sandbox = self.faults.loses_sandbox(run.seed, agent, s.process_attempt)
         if loses_sandbox and s.tool_call_count == max(2, budget // 2):
-            return [
-                ports.Block(
-                    agent_id=agent,
-                    code="sandbox_missing",
-                    message="The sandbox behind this session is gone (no such container).",
-                    evidence={"workspace_name": s.workspace_name, "runner_signal": "sandbox_missing"},
-                )
-            ]
+            return [self._sandbox_loss(run, s)]
         if s.mailbox_count and rng.random() < 0.5:
             return [ports.ControllerAction(agent_id=agent, action="agent_mailbox", summary="read the mailbox")]
         handoffs = self._handoffs(run, s, by_agent, kind)
@@ -126,14 +188,24 @@ class SimulatorPlane:
                 steps.append(ports.Say(agent_id=agent, text=self._message(s, kind, rng)))
             return steps
         if kind == "delivery" and s.pull_requests == 0:
-            skips_pr = _unit(run.seed, agent, "missing_pr") < MISSING_PR_RATE
+            skips_pr = self.faults.skips_pr(run.seed, agent)
             # After an operator intervention the lane opens its pull request.
             if not skips_pr or s.controller_intervention_count:
                 return [self._pull_request(run, s)]
         return [ports.Finish(agent_id=agent, result=self._result(run, s, budget, tick))]
 
     def _first_tool(self, run: Any, s: Any, tick: int, rng: random.Random) -> list[ports.Step]:
-        stalls = _unit(run.seed, s.agent_id, s.process_attempt, "stall") < FIRST_TOOL_STALL_RATE
+        stalls = self.faults.stalls_first_tool(run.seed, s.agent_id, s.process_attempt)
+        generation = getattr(s, "workspace_generation", 0)
+        if not stalls and self.faults.corrupt_checkout(run.seed, s.agent_id, s.process_attempt, generation):
+            return [
+                ports.Block(
+                    agent_id=s.agent_id,
+                    code="workspace_checkout_corrupt",
+                    message="The workspace checkout is corrupt (object store fails its integrity check).",
+                    evidence={"workspace_name": s.workspace_name, "fresh_workspace_cause": "corrupt_checkout"},
+                )
+            ]
         if stalls:
             if tick - s.status_tick >= STALL_DETECTION_TICKS:
                 return [
@@ -270,6 +342,37 @@ class SimulatorPlane:
             "result": f"{s.alias} finished after {s.tool_call_count} tool calls.",
             "session_id": s.llm_session_id,
         }
+
+    def _sandbox_loss(self, run: Any, s: Any) -> ports.Block:
+        signal = self.faults.sandbox_signal(run.seed, s.agent_id, s.process_attempt)
+        evidence: dict[str, Any] = {"workspace_name": s.workspace_name, "runner_signal": signal}
+        if self.faults.pending_reprovision(run.seed, s.agent_id, s.process_attempt):
+            # The workspace registry noticed too and flagged the workspace for reprovision.
+            evidence["execution_workspace_self_heal_status"] = "pending_reprovision"
+        if signal == "sandbox_missing":
+            return ports.Block(
+                agent_id=s.agent_id,
+                code="sandbox_missing",
+                message="The sandbox behind this session is gone (no such container).",
+                evidence=evidence,
+            )
+        return ports.Block(
+            agent_id=s.agent_id,
+            code="sandbox_toolbox_observe_failed",
+            message="The sandbox toolbox did not answer its observe call.",
+            evidence=evidence,
+        )
+
+    def workspace_for(self, run: Any, s: Any) -> str:
+        """The project's shared workspace; a fresh workspace is a new one of the registry."""
+        generation = getattr(s, "workspace_generation", 0)
+        if generation:
+            return f"ws-{run.project_slug}-fresh-{s.agent_id}-{generation}"
+        return f"ws-{run.project_slug}-shared"
+
+    def check_credentials(self, run: Any, session: Any) -> CredentialCheck:
+        """The simulated sandbox plane resolves the studio profile and accepts its key."""
+        return CredentialCheck(profile_resolved=True, key_status=200, session_credential_ref="")
 
     def probe_workspace(self, lease: Any) -> str:
         """The simulated sandbox plane's live view of a workspace it hosts."""

@@ -1,0 +1,272 @@
+"""What the live-channel tests share: a real HTTP server, SSE parsing, stream clean-up."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import msgspec
+import nats
+import uvicorn
+from nats.js import api as js_api
+
+from api.app import create_app
+from projections.live_events import live_event
+from projections.runner import NotificationSource
+from tests import infra
+from tests.conftest import ADMIN, settings_for
+from tests.helpers import DEMO_LIKE, eventually
+from workers.bootstrap import WORKERS, Container, build
+from workers.live_broker import topic_for
+from workers.settings import Settings
+
+STUDIO = "/v1/admin/studio"
+LIVE = "/control-plane/studio/live"
+
+
+def live_settings(database_url: str, nats_url: str = "", **changes: Any) -> Settings:
+    """Settings with a stream name and subject prefix of their own (deleted afterwards)."""
+    tag = uuid.uuid4().hex[:10]
+    values: dict[str, Any] = {
+        "nats_url": nats_url,
+        "live_stream_name": f"TEST_LIVE_{tag.upper()}",
+        "live_subject_prefix": f"test_live_{tag}",
+        "live_heartbeat_seconds": 1.0,
+    }
+    return settings_for(database_url, **{**values, **changes})
+
+
+async def _delete_stream(url: str, name: str) -> None:
+    nc = await nats.connect(url, connect_timeout=2, max_reconnect_attempts=0)
+    try:
+        with contextlib.suppress(Exception):
+            await nc.jetstream().delete_stream(name)
+    finally:
+        await nc.close()
+
+
+def delete_stream(url: str, name: str) -> None:
+    """Deletes the stream; callable from sync code and from inside an event loop alike."""
+    worker = threading.Thread(target=asyncio.run, args=(_delete_stream(url, name),))
+    worker.start()
+    worker.join(10)
+
+
+class LiveServer:
+    """The service on a real uvicorn server (a thread), on a free loopback port."""
+
+    def __init__(self, container: Container, workers: tuple[str, ...] = WORKERS) -> None:
+        self.container = container
+        self.port = infra.free_port()
+        config = uvicorn.Config(
+            create_app(container, workers=workers),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=1,
+            ws_ping_interval=None,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 15
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)
+
+
+@contextlib.contextmanager
+def served(settings: Settings, workers: tuple[str, ...] = WORKERS) -> Iterator[LiveServer]:
+    """A built container behind a real server; stream deleted and container closed after."""
+    container = build(settings)
+    try:
+        with LiveServer(container, workers) as server:
+            yield server
+    finally:
+        container.close()
+        if settings.nats_url:
+            delete_stream(settings.nats_url, settings.live_stream_name)
+
+
+def http_client(server: LiveServer, headers: dict[str, str] | None = None) -> httpx.Client:
+    return httpx.Client(base_url=server.url, headers=headers or ADMIN, timeout=30)
+
+
+def create_project_and_launch(http: httpx.Client, body: dict[str, Any] | None = None) -> str:
+    answer = http.post("/v1/project-factory/projects", json=body or DEMO_LIKE)
+    assert answer.status_code == 201, answer.text
+    slug = answer.json()["project_slug"]
+    answer = http.post(f"{STUDIO}/runs", json={"template_id": "delivery-core", "project_slug": slug})
+    assert answer.status_code == 201, answer.text
+    return answer.json()["run_id"]
+
+
+def launch(http: httpx.Client, slug: str) -> str:
+    answer = http.post(f"{STUDIO}/runs", json={"template_id": "delivery-core", "project_slug": slug})
+    assert answer.status_code == 201, answer.text
+    return answer.json()["run_id"]
+
+
+def expected_events(container: Container, run_id: str, tenant: str = "default") -> list[dict[str, Any]]:
+    """The run's live events straight from the event store (the truth to compare with)."""
+    envs = NotificationSource(container.app.recorder).read(1, 1_000_000)
+    found = []
+    for env in envs:
+        if env.run_id == run_id and env.tenant == tenant:
+            item = live_event(env)
+            if item is not None:
+                found.append(item)
+    return found
+
+
+def bulk_previews(container: Container, run_id: str, count: int, tenant: str = "default") -> None:
+    """``count`` live events of the run saved in one transaction (the domain's own method)."""
+    app = container.app
+    run = app.get_run(tenant, run_id)
+    for n in range(count):
+        run.share_preview({"url": f"https://preview.example/{n}", "status": "live"}, app.now())
+    app.save(run)
+
+
+# -- Server-Sent Events ----------------------------------------------------------------------
+
+
+class SseEvent(msgspec.Struct):
+    id: str = ""
+    event: str = ""
+    data: str = ""
+
+    def json(self) -> dict[str, Any]:
+        return msgspec.json.decode(self.data)
+
+
+class SseReader:
+    """Parses an SSE byte stream into events; comments (``: ...``) are counted by text."""
+
+    def __init__(self) -> None:
+        self.comments: list[str] = []
+        self._current = SseEvent()
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        self._buffer += chunk
+        events = []
+        while b"\n" in self._buffer:
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            text = line.decode().rstrip("\r")
+            if not text:
+                if self._current.data or self._current.id:
+                    events.append(self._current)
+                self._current = SseEvent()
+            elif text.startswith(":"):
+                self.comments.append(text[1:].strip())
+            else:
+                field, _, value = text.partition(":")
+                value = value[1:] if value.startswith(" ") else value
+                if field in ("id", "event", "data"):
+                    setattr(self._current, field, value)
+        return events
+
+
+async def sse_events(
+    client: httpx.AsyncClient,
+    topic: str,
+    *,
+    last_event_id: str | None = None,
+    headers: dict[str, str] | None = None,
+    subscribed: asyncio.Event | None = None,
+) -> AsyncIterator[SseEvent]:
+    """Yields the topic's events; sets ``subscribed`` once the server confirmed."""
+    request_headers = dict(headers or ADMIN)
+    if last_event_id is not None:
+        request_headers["Last-Event-ID"] = last_event_id
+    reader = SseReader()
+    async with client.stream("GET", LIVE, params={"topic": topic}, headers=request_headers) as response:
+        assert response.status_code == 200, await response.aread()
+        async for chunk in response.aiter_raw():
+            events = reader.feed(chunk)
+            if subscribed is not None and "subscribed" in reader.comments:
+                subscribed.set()
+            for event in events:
+                yield event
+
+
+def topic(run_id: str, tenant: str = "default") -> str:
+    return topic_for(tenant, run_id)
+
+
+def simulate(container: Container, runs: int = 2, ticks: int = 30, slug: str = "acme") -> list[str]:
+    """Launches and executes ``runs`` runs and ticks them ``ticks`` times (no ticker thread)."""
+    from workers.planes.simulator import SimulatorPlane
+
+    app = container.app
+    if app.get_project("default", slug) is None:
+        app.create_project(tenant="default", request={**DEMO_LIKE, "project_key": slug}, created_by="op@example.com")
+    plane = SimulatorPlane()
+    ids = []
+    for _ in range(runs):
+        run, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug=slug, launched_by="op")
+        app.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
+        ids.append(run.run_id)
+    app.tick_runs(plane, start=[("default", r) for r in ids])
+    for _ in range(ticks):
+        app.tick_runs(plane, tick=[("default", r) for r in ids])
+    return ids
+
+
+def all_expected(container: Container) -> list[tuple[int, str]]:
+    """Every live event of every run in log order: (event id, subject suffix tenant.run)."""
+    envs = NotificationSource(container.app.recorder).read(1, 10_000_000)
+    return [
+        (env.position, f"tenant.{env.tenant}.run.{env.run_id}")
+        for env in envs
+        if env.run_id and live_event(env) is not None
+    ]
+
+
+async def stream_contents(url: str, stream: str) -> list[tuple[int, str, int]]:
+    """(event id, subject, stream seq) of every message the stream holds, in order."""
+    nc = await nats.connect(url, connect_timeout=2)
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info(stream)
+        found: list[tuple[int, str, int]] = []
+        if not info.state.messages:
+            return found
+        sub = await js.pull_subscribe(
+            ">", stream=stream,
+            config=js_api.ConsumerConfig(
+                ack_policy=js_api.AckPolicy.NONE, mem_storage=True, inactive_threshold=10.0
+            ),
+        )
+        while len(found) < info.state.messages:
+            for msg in await sub.fetch(batch=1000, timeout=5):
+                found.append((int(msg.headers["Nats-Msg-Id"]), msg.subject, msg.metadata.sequence.stream))
+        await sub.unsubscribe()
+        return found
+    finally:
+        await nc.close()
+
+
+def wait_published(container: Container, timeout: float = 30.0) -> None:
+    """Until the fan-out's position reached the end of the log."""
+    eventually(lambda: container.fanout.position() >= container.app.max_position(), timeout=timeout)
