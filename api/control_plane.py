@@ -10,20 +10,18 @@
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import anyio
-from litestar import Request, Router, get
+from litestar import Router, get
 from litestar.di import NamedDependency, Provide
-from litestar.exceptions import ValidationException
 from litestar.params import QueryParameter
 from litestar.response import Response
 
 from api.auth import Principal, principal_provider, provide_tenant
 from api.control_plane_dto import FleetBoard, ObservabilityFeed
 from api.control_plane_reads import ControlPlaneReads
-from api.errors import RequestInvalid, handle_validation, validation_item, validation_response
+from api.errors import RequestInvalid
 from domain.ids import ID_PATTERN
 from projections.feed import DEFAULT_LIMIT, MAX_LIMIT
 from projections.time_travel import parse_moment
@@ -92,23 +90,6 @@ def fleet_board(
     )
 
 
-MISSING = re.compile(r"Missing required (?P<source>query|header|cookie|path) parameter '(?P<name>[^']+)'")
-
-
-def validation_failed(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
-    """C3 for these reads: the body names a parameter by its source's value and its name
-    (``["query", "limit"]``), with the input given, where Litestar reports an enum or only
-    a sentence."""
-    missing = MISSING.match(str(exc.detail))
-    if missing and not exc.extra:
-        item = validation_item([missing["source"], missing["name"]], "Field required", "missing")
-        return validation_response([item])
-    for entry in exc.extra if isinstance(exc.extra, list) else []:
-        if isinstance(entry, dict) and "source" in entry:
-            entry["source"] = getattr(entry["source"], "value", entry["source"])
-    return handle_validation(request, exc)
-
-
 def control_plane_router(jwt_key: str, reads: ControlPlaneReads) -> Router:
     return Router(
         path="/control-plane/studio",
@@ -118,6 +99,5 @@ def control_plane_router(jwt_key: str, reads: ControlPlaneReads) -> Router:
             "principal": Provide(principal_provider(jwt_key, admin=False), sync_to_thread=False),
             "tenant": Provide(provide_tenant, sync_to_thread=False),
         },
-        exception_handlers={ValidationException: validation_failed},
         tags=["control-plane"],
     )

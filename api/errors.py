@@ -123,12 +123,25 @@ def _input_at(request: Request[Any, Any, Any], loc: list[Any]) -> Any:
     return None
 
 
+_MISSING_PARAMETER = re.compile(r"Missing required (?P<source>\w+) parameter '(?P<name>[^']+)'")
+
+
+def _source(raw: Any) -> str:
+    """``query``/``path``/``header``/``cookie``/``body`` (Litestar may hand an enum)."""
+    value = getattr(raw, "value", raw)
+    return str(value or "body").lower()
+
+
 def handle_validation(request: Request[Any, Any, Any], exc: ValidationException) -> Response[Any]:
     extra = exc.extra if isinstance(exc.extra, list) else []
+    missing = _MISSING_PARAMETER.match(str(exc.detail))
+    if missing and not extra:
+        loc = [missing.group("source"), missing.group("name")]
+        return validation_response([validation_item(loc, f"Missing required {loc[0]} parameter {loc[1]!r}", "missing")])
     cause = str(exc.__cause__) if exc.__cause__ is not None else ""
     items = []
     for entry in extra or [{}]:
-        source = str(entry.get("source") or "body")
+        source = _source(entry.get("source"))
         key = str(entry.get("key") or "")
         message = str(entry.get("message") or exc.detail)
         detail = cause if cause and len(extra) <= 1 else message
