@@ -9,6 +9,7 @@ time travel (documents in memory, never stored), so all three agree byte for byt
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, ClassVar, Protocol
 
@@ -92,12 +93,42 @@ class MemoryDocs:
         return upserts, deletes
 
 
+class DocCache:
+    """A runner's memory of a read model's documents between batches (LRU, bounded).
+
+    It is only trusted while this runner is the one moving the projector's position:
+    the runner clears it whenever a commit fails or the position moved under it, and
+    documents mutated by a batch that did not commit never survive.
+    """
+
+    def __init__(self, max_docs: int = 50_000) -> None:
+        self.max_docs = max_docs
+        self.docs: OrderedDict[str, Any] = OrderedDict()
+
+    def get(self, key: str) -> Any:
+        doc = self.docs.get(key, _ABSENT)
+        if doc is not _ABSENT:
+            self.docs.move_to_end(key)
+        return doc
+
+    def keep(self, docs: dict[str, Any]) -> None:
+        self.docs.update(docs)
+        for key in docs:
+            self.docs.move_to_end(key)
+        while len(self.docs) > self.max_docs:
+            self.docs.popitem(last=False)
+
+    def clear(self) -> None:
+        self.docs.clear()
+
+
 class BatchDocs:
     """Documents of one live batch: read through to the store, written back at commit."""
 
-    def __init__(self, store: DocStore, name: str) -> None:
+    def __init__(self, store: DocStore, name: str, remembered: DocCache | None = None) -> None:
         self.store = store
         self.name = name
+        self.remembered = remembered
         self.cache: dict[str, Any] = {}
         self.meta: dict[str, Meta] = {}
         self.dirty: set[str] = set()
@@ -105,10 +136,12 @@ class BatchDocs:
 
     def get(self, key: str) -> dict[str, Any] | None:
         doc = self.cache.get(key, _ABSENT)
+        if doc is _ABSENT and self.remembered is not None:
+            doc = self.remembered.get(key)
         if doc is _ABSENT:
             raw = self.store.get(self.name, key)
             doc = decode(raw) if raw is not None else None
-            self.cache[key] = doc
+        self.cache[key] = doc
         return doc
 
     def put(self, key: str, doc: dict[str, Any], *, p: str = "", g: str = "", s: str = "", st: str = "") -> None:

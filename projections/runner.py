@@ -18,9 +18,9 @@ from typing import Any
 
 import structlog
 
-from projections.docs import BatchDocs, Projector
+from projections.docs import BatchDocs, DocCache, Projector
 from projections.envelope import Envelope, envelope
-from projections.store import DocStore
+from projections.store import Change, DocStore
 
 log = structlog.get_logger("squadops.projections")
 
@@ -33,6 +33,14 @@ class ProjectorStatus:
     failures: int = 0
     last_error: str = ""
     retry_at: float = 0.0
+
+
+@dataclass
+class _Batch:
+    name: str
+    position: int
+    docs: BatchDocs
+    applied: int
 
 
 @dataclass
@@ -80,6 +88,7 @@ class ProjectionRunner:
         poll_seconds: float = 0.5,
         gap_timeout: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        cache_docs: int = 50_000,
     ) -> None:
         self.source = source
         self.store = store
@@ -96,6 +105,9 @@ class ProjectionRunner:
         self._listener: threading.Thread | None = None
         self._gap_seen: dict[int, float] = {}
         self._run_lock = threading.Lock()
+        self.cache_docs = cache_docs
+        self._caches: dict[str, DocCache] = {}
+        self._cached_at: dict[str, int] = {}
         for projector in self.projectors:
             store.ensure(projector.name)
 
@@ -174,9 +186,12 @@ class ProjectionRunner:
             last = envs[-1].position
             self.stats.batches += 1
             self.stats.events_read += len(envs)
-            applied = 0
+            batches = []
             for projector in active:
-                applied += self._apply(projector, positions[projector.name], envs, last)
+                batch = self._fold(projector, positions[projector.name], envs)
+                if batch is not None:
+                    batches.append(batch)
+            applied = self._commit(batches, last)
         with self._progress:
             self._progress.notify_all()
         return applied
@@ -197,12 +212,21 @@ class ProjectionRunner:
         self._gap_seen.pop(gap, None)
         return contiguous(envs, envs[0].position - 1)
 
-    def _apply(self, projector: Projector, position: int, envs: list[Envelope], last: int) -> int:
+    def _remembered(self, name: str, position: int) -> DocCache:
+        """The projector's document memory, forgotten if its position moved under us."""
+        cache = self._caches.setdefault(name, DocCache(self.cache_docs))
+        if self._cached_at.get(name) != position:
+            cache.clear()
+            self._cached_at[name] = position
+        return cache
+
+    def _fold(self, projector: Projector, position: int, envs: list[Envelope]) -> _Batch | None:
+        """Folds the events past ``position`` into a batch of documents (not committed)."""
         status = self.stats.statuses[projector.name]
         pending = [e for e in envs if e.position > position]
         if not pending:
-            return 0
-        docs = BatchDocs(self.store, projector.name)
+            return None
+        docs = BatchDocs(self.store, projector.name, self._remembered(projector.name, position))
         applied = 0
         try:
             for env in pending:
@@ -210,6 +234,7 @@ class ProjectionRunner:
                     projector.apply(env, docs)
                     applied += 1
         except Exception as exc:
+            self._caches[projector.name].clear()  # documents mutated by a failed fold
             status.failures += 1
             status.last_error = f"{type(exc).__name__}: {exc} (event {env.position} {env.kind})"
             status.retry_at = self.clock() + min(30.0, 0.5 * 2 ** min(status.failures, 6))
@@ -220,16 +245,34 @@ class ProjectionRunner:
                 kind=env.kind,
                 error=repr(exc),
             )
+            return None
+        return _Batch(projector.name, position, docs, applied)
+
+    def _commit(self, batches: list[_Batch], last: int) -> int:
+        """Commits every projector's batch in one transaction (each alone if that fails)."""
+        if not batches:
             return 0
-        upserts, deletes = docs.changes()
-        if not self.store.commit(projector.name, position, last, upserts, deletes):
-            return 0  # another runner moved this projector on; re-read next pass
-        status.position = last
-        status.events_applied += applied
-        status.failures = 0
-        status.last_error = ""
-        status.retry_at = 0.0
-        return max(applied, 1)
+        changes = [Change(b.name, b.position, last, *b.docs.changes()) for b in batches]
+        if self.store.commit_many(changes):
+            committed = batches
+        else:
+            committed = []
+            for batch, change in zip(batches, changes, strict=True):
+                if self.store.commit(*change):
+                    committed.append(batch)
+                else:  # another runner moved this projector on; re-read next pass
+                    self._caches[batch.name].clear()
+                    self._cached_at.pop(batch.name, None)
+        for batch in committed:
+            self._caches[batch.name].keep(batch.docs.cache)
+            self._cached_at[batch.name] = last
+            status = self.stats.statuses[batch.name]
+            status.position = last
+            status.events_applied += batch.applied
+            status.failures = 0
+            status.last_error = ""
+            status.retry_at = 0.0
+        return sum(max(b.applied, 1) for b in committed)
 
     # -- waiting (read-your-writes, tests) ----------------------------------------------------
 

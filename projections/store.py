@@ -29,6 +29,16 @@ class Row(NamedTuple):
     body: bytes
 
 
+class Change(NamedTuple):
+    """One projector's batch: rows written and deleted, its position moved."""
+
+    name: str
+    expected: int
+    position: int
+    upserts: Sequence[Row]
+    deletes: Sequence[str]
+
+
 def table_name(name: str) -> str:
     if not name.replace("_", "").isalnum():
         raise ValueError(f"bad read model name {name!r}")
@@ -83,6 +93,13 @@ class DocStore(ABC):
         deletes: Sequence[str],
     ) -> bool:
         """Applies row changes and moves the position; False if another runner moved it."""
+
+    def commit_many(self, changes: Sequence[Change]) -> bool:
+        """Several projectors' ``commit`` in one transaction: all move, or none does."""
+        return all(self.commit(*change) for change in changes) if len(changes) == 1 else self._commit_many(changes)
+
+    @abstractmethod
+    def _commit_many(self, changes: Sequence[Change]) -> bool: ...
 
     @abstractmethod
     def swap_in(
@@ -257,6 +274,26 @@ class SqliteDocStore(DocStore):
                 raise
             conn.execute("COMMIT" if moved == 1 else "ROLLBACK")
             return moved == 1
+
+    def _commit_many(self, changes: Sequence[Change]) -> bool:
+        with self._write_lock:
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for change in changes:
+                    moved = conn.execute(
+                        f"UPDATE {TRACKING} SET position = ? WHERE name = ? AND position = ?",
+                        (change.position, change.name, change.expected),
+                    ).rowcount
+                    if moved != 1:
+                        conn.execute("ROLLBACK")
+                        return False
+                    self._write_rows(conn, table_name(change.name), change.upserts, change.deletes)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return True
 
     def swap_in(self, name: str, rows: Iterable[Row], position: int, catch_up: Any) -> int:
         table, shadow = table_name(name), table_name(name) + "__shadow"
@@ -437,6 +474,22 @@ class PostgresDocStore(DocStore):
                 if moved != 1:
                     raise Rollback()
                 self._write_rows(conn, table_name(name), upserts, deletes)
+                return True
+        return False
+
+    def _commit_many(self, changes: Sequence[Change]) -> bool:
+        from psycopg import Rollback
+
+        with self.pool.connection() as conn:
+            with conn.transaction():
+                for change in changes:
+                    moved = conn.execute(
+                        f"UPDATE {TRACKING} SET position = %s WHERE name = %s AND position = %s",
+                        (change.position, change.name, change.expected),
+                    ).rowcount
+                    if moved != 1:
+                        raise Rollback()
+                    self._write_rows(conn, table_name(change.name), change.upserts, change.deletes)
                 return True
         return False
 
