@@ -64,6 +64,31 @@ class NotificationSource:
     def max_position(self) -> int:
         return self.recorder.max_notification_id() or 0
 
+    def insert_in_flight(self) -> bool:
+        """Whether an append may still fill a gap in the positions seen.
+
+        Appends take the events table's lock until they commit (PostgreSQL) or are the
+        single writer (SQLite), so positions become visible in order and a gap below a
+        visible position can only be a rolled-back insert, unless an append is in
+        flight right now. PostgreSQL is asked; on SQLite a rolled-back insert leaves no
+        gap at all. Any other recorder is assumed to have one in flight.
+        """
+        from eventsourcing.postgres import PostgresApplicationRecorder
+        from eventsourcing.sqlite import SQLiteApplicationRecorder
+
+        if isinstance(self.recorder, SQLiteApplicationRecorder):
+            return False
+        if not isinstance(self.recorder, PostgresApplicationRecorder):
+            return True
+        table = self.recorder.events_table_name
+        with self.recorder.datastore.get_connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) AS n FROM pg_locks l JOIN pg_class c ON l.relation = c.oid "
+                "WHERE c.relname = %s AND l.mode = 'ExclusiveLock'",
+                (table,),
+            ).fetchone()
+        return bool(row and row["n"])
+
 
 def contiguous(envs: Sequence[Envelope], after: int) -> int:
     """How many leading envelopes follow ``after`` without a gap."""
@@ -204,7 +229,7 @@ class ProjectionRunner:
         first_seen = self._gap_seen.setdefault(gap, self.clock())
         if count:
             return count
-        if self.clock() - first_seen < self.gap_timeout:
+        if self.clock() - first_seen < self.gap_timeout and self._may_fill(gap):
             return 0
         # The gap outlived any transaction: a rolled-back insert. Accept it, loudly.
         log.warning("projection_gap_accepted", position=gap, next_position=envs[0].position)
@@ -219,6 +244,16 @@ class ProjectionRunner:
             cache.clear()
             self._cached_at[name] = position
         return cache
+
+    def _may_fill(self, gap: int) -> bool:
+        probe = getattr(self.source, "insert_in_flight", None)
+        if probe is None:
+            return True
+        try:
+            return bool(probe())
+        except Exception as exc:  # cannot tell: wait for the timeout, as without a probe
+            log.warning("projection_gap_probe_failed", position=gap, error=repr(exc))
+            return True
 
     def _fold(self, projector: Projector, position: int, envs: list[Envelope]) -> _Batch | None:
         """Folds the events past ``position`` into a batch of documents (not committed)."""

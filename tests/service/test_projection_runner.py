@@ -202,3 +202,31 @@ def test_commit_is_guarded_by_the_expected_position(store: DocStore) -> None:
     assert store.commit("guarded", 0, 5, [], [])
     assert not store.commit("guarded", 0, 9, [], [])  # someone else moved it to 5
     assert store.position("guarded") == 5
+
+
+def test_a_rolled_back_append_leaves_a_gap_that_is_accepted_at_once(pg_url: str) -> None:
+    """A version conflict burns a position; no append is in flight, so no waiting."""
+    from eventsourcing.persistence import RecordConflictError
+
+    container = build(settings_for(pg_url, projection_gap_timeout_seconds=60.0))
+    try:
+        app = container.app
+        app.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
+        run, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
+        stale = app.repository.get(run.id)
+        app.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
+        stale.share_preview({"note": "from a stale copy"}, "2026-01-01T00:00:00.000000Z")
+        with pytest.raises(RecordConflictError):
+            app.save(stale)
+        app.share_preview(tenant="default", run_id=run.run_id, fields={"note": "after the gap"})
+        positions = [e.position for e in NotificationSource(app.recorder).read(1, 10**6)]
+        assert positions != list(range(1, len(positions) + 1)), "the conflict burned no position"
+        runner = runner_for(container, gap_timeout=60.0)
+        started = time.monotonic()
+        while runner.run_once():
+            pass
+        assert container.store.position("runs") == positions[-1]
+        assert time.monotonic() - started < 5
+        assert runner.stats.gaps_accepted >= 1
+    finally:
+        container.close()
