@@ -7,8 +7,7 @@ from typing import Annotated, Any
 import msgspec
 import structlog
 from litestar import Router, get, post
-from litestar.di import Provide
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from api.auth import Principal, principal_provider, provide_tenant

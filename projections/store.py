@@ -13,7 +13,7 @@ import sqlite3
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -332,10 +332,8 @@ class SqliteDocStore(DocStore):
     def close(self) -> None:
         with self._all_lock:
             for conn in self._all:
-                try:
+                with suppress(sqlite3.Error):
                     conn.close()
-                except sqlite3.Error:
-                    pass
             self._all.clear()
         self._local = threading.local()
 
@@ -465,32 +463,30 @@ class PostgresDocStore(DocStore):
     ) -> bool:
         from psycopg import Rollback
 
-        with self.pool.connection() as conn:
-            with conn.transaction():
-                moved = conn.execute(
-                    f"UPDATE {TRACKING} SET position = %s WHERE name = %s AND position = %s",
-                    (position, name, expected),
-                ).rowcount
-                if moved != 1:
-                    raise Rollback()
-                self._write_rows(conn, table_name(name), upserts, deletes)
-                return True
+        with self.pool.connection() as conn, conn.transaction():
+            moved = conn.execute(
+                f"UPDATE {TRACKING} SET position = %s WHERE name = %s AND position = %s",
+                (position, name, expected),
+            ).rowcount
+            if moved != 1:
+                raise Rollback()
+            self._write_rows(conn, table_name(name), upserts, deletes)
+            return True
         return False
 
     def _commit_many(self, changes: Sequence[Change]) -> bool:
         from psycopg import Rollback
 
-        with self.pool.connection() as conn:
-            with conn.transaction():
-                for change in changes:
-                    moved = conn.execute(
-                        f"UPDATE {TRACKING} SET position = %s WHERE name = %s AND position = %s",
-                        (change.position, change.name, change.expected),
-                    ).rowcount
-                    if moved != 1:
-                        raise Rollback()
-                    self._write_rows(conn, table_name(change.name), change.upserts, change.deletes)
-                return True
+        with self.pool.connection() as conn, conn.transaction():
+            for change in changes:
+                moved = conn.execute(
+                    f"UPDATE {TRACKING} SET position = %s WHERE name = %s AND position = %s",
+                    (change.position, change.name, change.expected),
+                ).rowcount
+                if moved != 1:
+                    raise Rollback()
+                self._write_rows(conn, table_name(change.name), change.upserts, change.deletes)
+            return True
         return False
 
     def swap_in(self, name: str, rows: Iterable[Row], position: int, catch_up: Any) -> int:

@@ -18,8 +18,8 @@ from eventsourcing.persistence import RecordConflictError
 from domain import ports
 from domain.clock import shift
 from domain.errors import DomainError, NotFound
-from domain.lease import SUSPEND_AFTER_SECONDS, WorkspaceLease
 from domain.ids import run_key, session_key
+from domain.lease import SUSPEND_AFTER_SECONDS, WorkspaceLease
 from domain.run import RUNNING, SCHEDULED, Run
 from domain.services.recovery import recreate_once
 from domain.services.runs import derived_id
@@ -192,9 +192,12 @@ class TickCommands:
             if lease.status == "ready" and not lease.slots and lease.idle_since:
                 if shift(lease.idle_since, SUSPEND_AFTER_SECONDS) <= at:
                     lease.suspend(at=at)
-            elif probe is not None and lease.slots:
-                if not lease.last_verified_at or shift(lease.last_verified_at, PROBE_SECONDS) <= at:
-                    lease.record_probe(live_status=probe(lease), at=at)
+            elif (
+                probe is not None
+                and lease.slots
+                and (not lease.last_verified_at or shift(lease.last_verified_at, PROBE_SECONDS) <= at)
+            ):
+                lease.record_probe(live_status=probe(lease), at=at)
             if lease.pending_events:
                 self.holdings.batch[lease.id] = lease
                 changed.append(lease)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -107,10 +109,8 @@ class SessionMachine(RuleBasedStateMachine):
         self.delivery_calls = 0
 
     def attempt(self, command) -> None:  # type: ignore[no-untyped-def]
-        try:
+        with contextlib.suppress(DomainError):
             command()
-        except DomainError:
-            pass
 
     @rule()
     def start(self) -> None:

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
-from eventsourcing.persistence import JSONTranscoder
 from eventsourcing.application import Application
+from eventsourcing.persistence import JSONTranscoder
 
 from domain.application import SquadOps
 from projections.transcoder import MsgspecTranscoder
