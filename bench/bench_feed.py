@@ -289,6 +289,8 @@ def lag_figures(container: Container, target: str, seconds: float = 15.0) -> lis
     agent, sid = next(iter(probe_run.sessions.items()))
     probe = app.repository.get(session_key(TENANT, probe_run.run_id, sid, agent))
     target = probe_run.run_id
+    if not container.await_reads(timeout=60):
+        raise RuntimeError("the read models did not catch up with the launches")
     stop = threading.Event()
     appended = [0]
 

@@ -11,7 +11,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
+from eventsourcing.domain import BaseAggregate
 from eventsourcing.persistence import IntegrityError, RecordConflictError, Recording
 
 from domain.base import Aggregate
@@ -57,6 +58,28 @@ class SquadOps(
         self._listeners: list[Callable[[int], None]] = []
         self._listeners_lock = threading.Lock()
         self._saved = threading.local()
+
+    # -- saving --------------------------------------------------------------------------
+
+    def save(self, *objs: Any, **kwargs: Any) -> list[Recording[str]]:
+        """The library's save, collecting aggregates' events with a plain class check.
+
+        The library tells aggregates from events with runtime-checkable Protocol
+        ``isinstance`` calls, about 20 µs each; a ticker pass saves hundreds of
+        aggregates, so the same collection by concrete class is worth its few lines.
+        """
+        processing_event: ProcessingEvent[str] = ProcessingEvent()
+        for obj in objs:
+            if isinstance(obj, BaseAggregate):
+                processing_event.events.extend(obj.collect_events())
+                processing_event.aggregates[obj.id] = obj
+            elif obj is not None:
+                processing_event.collect_events(obj)
+        processing_event.saved_kwargs.update(kwargs)
+        recordings = self._record(processing_event)
+        self._take_snapshots(processing_event)
+        self._notify(recordings)
+        return recordings
 
     # -- wake-up -------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
         id_type = "uuid" if self.datastore.originator_id_type == "uuid" else "text"
         self.typed_insert_statement = SQL(
             "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
-            "SELECT * FROM unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[]) "
+            "SELECT * FROM unnest(%b::{id_type}[], %b::bigint[], %b::text[], %b::bytea[]) "
             "RETURNING notification_id"
         ).format(
             schema=Identifier(self.datastore.schema),

@@ -101,6 +101,12 @@ class Holdings:
                     del self.aggregates[note.originator_id]
             self.position = page[-1].id
 
+    def skip_own(self, recordings: Sequence[Any]) -> None:
+        """Our own save right after what we have read: nothing in it to look at."""
+        ids = sorted(r.notification.id for r in recordings)
+        if ids and ids[0] == self.position + 1 and ids[-1] - ids[0] == len(ids) - 1:
+            self.position = ids[-1]
+
     def get(self, app: SquadOps, aggregate_id: str) -> Any:
         """The copy this pass works on (one object per aggregate within a pass)."""
         in_batch = self.batch.get(aggregate_id)
@@ -167,7 +173,7 @@ class TickCommands:
             changed = list({id(a): a for a in changed}.values())
             try:
                 if changed:
-                    self.save(*changed)
+                    holdings.skip_own(self.save(*changed))
                 self._release_ended(changed)
                 return outcome
             except RecordConflictError:
