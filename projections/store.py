@@ -83,7 +83,6 @@ class DocStore(ABC):
     @abstractmethod
     def count(self, name: str, *, p: str) -> int: ...
 
-    @abstractmethod
     def commit(
         self,
         name: str,
@@ -93,13 +92,39 @@ class DocStore(ABC):
         deletes: Sequence[str],
     ) -> bool:
         """Applies row changes and moves the position; False if another runner moved it."""
-
-    def commit_many(self, changes: Sequence[Change]) -> bool:
-        """Several projectors' ``commit`` in one transaction: all move, or none does."""
-        return all(self.commit(*change) for change in changes) if len(changes) == 1 else self._commit_many(changes)
+        return self.commit_many([Change(name, expected, position, upserts, deletes)])
 
     @abstractmethod
-    def _commit_many(self, changes: Sequence[Change]) -> bool: ...
+    def commit_many(self, changes: Sequence[Change]) -> bool:
+        """Several projectors' ``commit`` in one transaction: all move, or none does."""
+
+    @staticmethod
+    def scan_query(
+        name: str,
+        mark: str,
+        *,
+        p: str,
+        after: str,
+        before: str,
+        g: str | None,
+        st: str | None,
+        limit: int,
+        descending: bool,
+    ) -> tuple[str, list[Any]]:
+        """The SQL of ``scan`` with ``mark`` as the parameter placeholder."""
+        sql = f"SELECT k, p, g, s, st, v FROM {table_name(name)} WHERE p = {mark}"
+        params: list[Any] = [p]
+        for clause, value in (("s >", after), ("s <", before)):
+            if value:
+                sql += f" AND {clause} {mark}"
+                params.append(value)
+        for column, value in (("g", g), ("st", st)):
+            if value is not None:
+                sql += f" AND {column} = {mark}"
+                params.append(value)
+        sql += f" ORDER BY s {'DESC' if descending else 'ASC'} LIMIT {mark}"
+        params.append(limit)
+        return sql, params
 
     @abstractmethod
     def swap_in(
@@ -218,22 +243,9 @@ class SqliteDocStore(DocStore):
         limit: int = 100,
         descending: bool = False,
     ) -> list[Row]:
-        sql = f"SELECT k, p, g, s, st, v FROM {table_name(name)} WHERE p = ?"
-        params: list[Any] = [p]
-        if after:
-            sql += " AND s > ?"
-            params.append(after)
-        if before:
-            sql += " AND s < ?"
-            params.append(before)
-        if g is not None:
-            sql += " AND g = ?"
-            params.append(g)
-        if st is not None:
-            sql += " AND st = ?"
-            params.append(st)
-        sql += f" ORDER BY s {'DESC' if descending else 'ASC'} LIMIT ?"
-        params.append(limit)
+        sql, params = self.scan_query(
+            name, "?", p=p, after=after, before=before, g=g, st=st, limit=limit, descending=descending
+        )
         return [Row(k, p_, g_, s_, st_, bytes(v)) for k, p_, g_, s_, st_, v in self._conn().execute(sql, params)]
 
     def count(self, name: str, *, p: str) -> int:
@@ -251,31 +263,7 @@ class SqliteDocStore(DocStore):
                 upserts,
             )
 
-    def commit(
-        self,
-        name: str,
-        expected: int,
-        position: int,
-        upserts: Sequence[Row],
-        deletes: Sequence[str],
-    ) -> bool:
-        with self._write_lock:
-            conn = self._conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                moved = conn.execute(
-                    f"UPDATE {TRACKING} SET position = ? WHERE name = ? AND position = ?",
-                    (position, name, expected),
-                ).rowcount
-                if moved == 1:
-                    self._write_rows(conn, table_name(name), upserts, deletes)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT" if moved == 1 else "ROLLBACK")
-            return moved == 1
-
-    def _commit_many(self, changes: Sequence[Change]) -> bool:
+    def commit_many(self, changes: Sequence[Change]) -> bool:
         with self._write_lock:
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
@@ -416,22 +404,9 @@ class PostgresDocStore(DocStore):
         limit: int = 100,
         descending: bool = False,
     ) -> list[Row]:
-        sql = f"SELECT k, p, g, s, st, v FROM {table_name(name)} WHERE p = %s"
-        params: list[Any] = [p]
-        if after:
-            sql += " AND s > %s"
-            params.append(after)
-        if before:
-            sql += " AND s < %s"
-            params.append(before)
-        if g is not None:
-            sql += " AND g = %s"
-            params.append(g)
-        if st is not None:
-            sql += " AND st = %s"
-            params.append(st)
-        sql += f" ORDER BY s {'DESC' if descending else 'ASC'} LIMIT %s"
-        params.append(limit)
+        sql, params = self.scan_query(
+            name, "%s", p=p, after=after, before=before, g=g, st=st, limit=limit, descending=descending
+        )
         with self.pool.connection() as conn:
             rows = conn.execute(sql, params).fetchall()
         return [Row(k, p_, g_, s_, st_, bytes(v)) for k, p_, g_, s_, st_, v in rows]
@@ -453,28 +428,7 @@ class PostgresDocStore(DocStore):
                     upserts,
                 )
 
-    def commit(
-        self,
-        name: str,
-        expected: int,
-        position: int,
-        upserts: Sequence[Row],
-        deletes: Sequence[str],
-    ) -> bool:
-        from psycopg import Rollback
-
-        with self.pool.connection() as conn, conn.transaction():
-            moved = conn.execute(
-                f"UPDATE {TRACKING} SET position = %s WHERE name = %s AND position = %s",
-                (position, name, expected),
-            ).rowcount
-            if moved != 1:
-                raise Rollback()
-            self._write_rows(conn, table_name(name), upserts, deletes)
-            return True
-        return False
-
-    def _commit_many(self, changes: Sequence[Change]) -> bool:
+    def commit_many(self, changes: Sequence[Change]) -> bool:
         from psycopg import Rollback
 
         with self.pool.connection() as conn, conn.transaction():
