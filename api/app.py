@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Litestar
 from litestar.datastructures import State
-from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
@@ -57,9 +54,6 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
     def on_shutdown() -> None:
         container.stop()
 
-    def const(value: Any) -> Provide:
-        return Provide(lambda: value, sync_to_thread=False, use_cache=True)
-
     return Litestar(
         route_handlers=[
             healthz,
@@ -67,13 +61,23 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
             studio_router(settings.edge_jwt_key),
             project_factory_router(settings.edge_jwt_key),
             live.router,
-            control_plane_router(settings.edge_jwt_key, control_plane),
+            control_plane_router(settings.edge_jwt_key),
             metrics_handler(exporter),
             *control_routers(settings.edge_jwt_key),
         ],
-        dependencies={"app": const(container.app), "reads": const(reads)},
         exception_handlers=EXCEPTION_HANDLERS,
-        state=State({"http_observer": http_metrics.observe}),
+        # The service's parts, read by handlers from state (see api/context.py).
+        state=State(
+            {
+                "squadops": container.app,
+                "reads": reads,
+                "control_plane": control_plane,
+                "hub": live.hub,
+                "heartbeat": settings.live_heartbeat_seconds,
+                "jwt_key": settings.edge_jwt_key,
+                "http_observer": http_metrics.observe,
+            }
+        ),
         middleware=[request_context],
         on_startup=[on_startup, live.start],
         on_shutdown=[live.stop, on_shutdown],

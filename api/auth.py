@@ -100,24 +100,18 @@ GroupsHeader = Annotated[str | None, HeaderParameter(name=GROUPS_HEADER, require
 AssertionHeader = Annotated[str | None, HeaderParameter(name=ASSERTION_HEADER, required=False)]
 
 
-def principal_provider(jwt_key: str, *, admin: bool) -> Any:
-    """A dependency answering the Principal; ``admin`` demands the super_admin group."""
-
-    def provide_principal(
-        email: EmailHeader = None, groups: GroupsHeader = None, assertion: AssertionHeader = None
-    ) -> Principal:
-        principal = resolve_principal(email, groups, assertion, jwt_key)
-        if admin and not principal.is_super_admin:
-            raise ApiError(403, "This path needs the super_admin group.", "super_admin_required")
-        return principal
-
-    return provide_principal
+TenantQuery = Annotated[str | None, QueryParameter(name="tenant_id", required=False)]
+TenantHeader = Annotated[str | None, HeaderParameter(name=TENANT_HEADER, required=False)]
 
 
-def provide_tenant(
-    tenant_id: Annotated[str | None, QueryParameter(name="tenant_id", required=False)] = None,
-    tenant_header: Annotated[str | None, HeaderParameter(name=TENANT_HEADER, required=False)] = None,
-) -> str:
+def admit(principal: Principal, *, admin: bool) -> Principal:
+    """``admin`` paths (``/v1/admin/*``) demand the super_admin group (C2)."""
+    if admin and not principal.is_super_admin:
+        raise ApiError(403, "This path needs the super_admin group.", "super_admin_required")
+    return principal
+
+
+def provide_tenant(tenant_id: str | None = None, tenant_header: str | None = None) -> str:
     """C1: the tenant from the header and/or ``tenant_id``; both and different -> 422."""
     if tenant_id is not None and not is_valid_id(tenant_id):
         raise RequestInvalid(["query", "tenant_id"], f"tenant_id must match {ID_PATTERN}", "string_pattern_mismatch", tenant_id)

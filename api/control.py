@@ -14,10 +14,11 @@ from typing import Annotated
 
 import structlog
 from litestar import Router, post
-from litestar.di import NamedDependency, Provide
+from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
-from api.auth import Principal, principal_provider, provide_tenant
+from api.auth import Principal
+from api.context import CallerDep, caller_dependency, read_models, services
 from api.control_dto import AdminControlRequest, ControlAccepted, ControlRequest
 from api.errors import ApiError, RequestInvalid
 from api.reads import Reads
@@ -37,10 +38,6 @@ log = structlog.get_logger("squadops.api.control")
 
 RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
 SessionId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="session id")]
-App = NamedDependency[SquadOps]
-ReadModels = NamedDependency[Reads]
-Tenant = NamedDependency[str]
-Caller = NamedDependency[Principal]
 
 CONTROL_ROLES = frozenset({"owner", "maintainer"})
 
@@ -127,9 +124,8 @@ def session_control(
 
 
 @post("/runs/{run_id:str}/control", status_code=202, sync_to_thread=True, summary="Run-level control verb")
-def control_run(
-    run_id: RunId, data: JSONBody[ControlRequest], app: App, reads: ReadModels, tenant: Tenant, principal: Caller
-) -> ControlAccepted:
+def control_run(run_id: RunId, data: JSONBody[ControlRequest], state: State, caller: CallerDep) -> ControlAccepted:
+    app, reads, tenant, principal = services(state), read_models(state), caller.tenant, caller.principal
     intent = checked(data.intent(), "run")
     run = app.get_run(tenant, run_id)
     authorize(principal, reads, tenant, run.project_slug)
@@ -146,11 +142,10 @@ def control_session(
     run_id: RunId,
     session_id: SessionId,
     data: JSONBody[ControlRequest],
-    app: App,
-    reads: ReadModels,
-    tenant: Tenant,
-    principal: Caller,
+    state: State,
+    caller: CallerDep,
 ) -> ControlAccepted:
+    app, reads, tenant, principal = services(state), read_models(state), caller.tenant, caller.principal
     intent = checked(data.intent(), "session")
     run = app.get_run(tenant, run_id)
     authorize(principal, reads, tenant, run.project_slug)
@@ -164,12 +159,11 @@ def control_session(
 def admin_control(
     run_id: RunId,
     data: JSONBody[AdminControlRequest],
-    app: App,
-    reads: ReadModels,
-    tenant: Tenant,
-    principal: Caller,
+    state: State,
+    caller: CallerDep,
 ) -> ControlAccepted:
     """A run verb, or a session verb aimed by ``target_agent_id`` (``agent_id`` for handoffs)."""
+    app, reads, tenant, principal = services(state), read_models(state), caller.tenant, caller.principal
     intent = data.intent()
     verb, agent_id = intent.verb, data.agent_id or ""
     if verb == "handoff_agent":
@@ -192,11 +186,6 @@ def admin_control(
     raise invalid("verb", f"Unknown verb {verb!r}.", verb, "enum", {"allowed": sorted(ALL_VERBS)})
 
 
-def _dependencies(jwt_key: str, *, admin: bool) -> dict[str, Provide]:
-    return {
-        "principal": Provide(principal_provider(jwt_key, admin=admin), sync_to_thread=False),
-        "tenant": Provide(provide_tenant, sync_to_thread=False),
-    }
 
 
 def control_routers(jwt_key: str) -> list[Router]:
@@ -205,13 +194,13 @@ def control_routers(jwt_key: str) -> list[Router]:
         Router(
             path="/control-plane/studio",
             route_handlers=[control_run, control_session],
-            dependencies=_dependencies(jwt_key, admin=False),
+            dependencies=caller_dependency(jwt_key, admin=False),
             tags=["control-plane"],
         ),
         Router(
             path="/v1/admin/studio",
             route_handlers=[admin_control],
-            dependencies=_dependencies(jwt_key, admin=True),
+            dependencies=caller_dependency(jwt_key, admin=True),
             tags=["studio"],
         ),
     ]

@@ -14,11 +14,11 @@ from typing import Annotated, Literal
 
 import anyio
 from litestar import Router, get
-from litestar.di import NamedDependency, Provide
+from litestar.datastructures import State
 from litestar.params import QueryParameter
 from litestar.response import Response
 
-from api.auth import Principal, principal_provider, provide_tenant
+from api.context import CallerDep, caller_dependency, part
 from api.control_plane_dto import FleetBoard, ObservabilityFeed
 from api.control_plane_reads import ControlPlaneReads
 from api.errors import RequestInvalid
@@ -29,9 +29,6 @@ from projections.time_travel import parse_moment
 AS_OF_HEADER = "X-Squadops-As-Of-Event"
 JSON = "application/json"
 
-Reads = NamedDependency[ControlPlaneReads]
-Tenant = NamedDependency[str]
-Caller = NamedDependency[Principal]
 Slug = Annotated[str, QueryParameter(pattern=ID_PATTERN, description="exact project slug")]
 RunId = Annotated[str, QueryParameter(pattern=ID_PATTERN, description="run id")]
 Limit = Annotated[
@@ -43,9 +40,8 @@ BoardStatus = Literal["ready", "scheduled", "running", "blocked", "completed", "
 
 @get("/observability-feed", summary="Observability feed of one run")
 async def observability_feed(
-    control_plane: Reads,
-    tenant: Tenant,
-    principal: Caller,
+    state: State,
+    caller: CallerDep,
     project_slug: Slug,
     run_id: RunId,
     limit: Limit = DEFAULT_LIMIT,
@@ -56,6 +52,8 @@ async def observability_feed(
         str | None, QueryParameter(max_length=64, required=False, description="answer the feed as it was at this time")
     ] = None,
 ) -> Response[ObservabilityFeed]:
+    control_plane: ControlPlaneReads = part(state, "control_plane")
+    principal, tenant = caller.principal, caller.tenant
     if as_of_event is None and as_of is None:
         body = control_plane.cached_feed(principal, tenant, project_slug, run_id, limit)
         if body is None:  # the store is blocking I/O: a worker thread reads it
@@ -77,27 +75,23 @@ async def observability_feed(
 
 @get("/runs", sync_to_thread=True, summary="Fleet board comparing runs")
 def fleet_board(
-    control_plane: Reads,
-    tenant: Tenant,
-    principal: Caller,
+    state: State,
+    caller: CallerDep,
     project_slug: Annotated[str | None, QueryParameter(pattern=ID_PATTERN, required=False)] = None,
     status: Annotated[BoardStatus | None, QueryParameter(required=False)] = None,
     limit: Annotated[int, QueryParameter(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
     cursor: Annotated[str | None, QueryParameter(max_length=512, required=False)] = None,
 ) -> FleetBoard:
+    control_plane: ControlPlaneReads = part(state, "control_plane")
     return control_plane.fleet(
-        principal, tenant, project_slug=project_slug, status=status, limit=limit, cursor=cursor
+        caller.principal, caller.tenant, project_slug=project_slug, status=status, limit=limit, cursor=cursor
     )
 
 
-def control_plane_router(jwt_key: str, reads: ControlPlaneReads) -> Router:
+def control_plane_router(jwt_key: str) -> Router:
     return Router(
         path="/control-plane/studio",
         route_handlers=[observability_feed, fleet_board],
-        dependencies={
-            "control_plane": Provide(lambda: reads, sync_to_thread=False, use_cache=True),
-            "principal": Provide(principal_provider(jwt_key, admin=False), sync_to_thread=False),
-            "tenant": Provide(provide_tenant, sync_to_thread=False),
-        },
+        dependencies=caller_dependency(jwt_key, admin=False),
         tags=["control-plane"],
     )

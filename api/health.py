@@ -6,10 +6,10 @@ from typing import Any
 
 import msgspec
 from litestar import Request, get
-from litestar.di import NamedDependency
+from litestar.datastructures import State
 from litestar.response import Response
 
-from api.reads import Reads
+from api.context import read_models
 
 
 class Health(msgspec.Struct, kw_only=True):
@@ -20,7 +20,8 @@ class Health(msgspec.Struct, kw_only=True):
 
 
 @get("/healthz", sync_to_thread=True, summary="Liveness and read-model positions")
-def healthz(reads: NamedDependency[Reads]) -> Health:
+def healthz(state: State) -> Health:
+    reads = read_models(state)
     positions = reads.store.positions()
     return Health(
         status="ok",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import structlog
 from litestar import Router, WebSocket, get, websocket
-from litestar.di import NamedDependency, Provide
+from litestar.datastructures import State
 from litestar.exceptions import WebSocketDisconnect
 from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import Stream
@@ -27,10 +27,10 @@ from api.auth import (
     GROUPS_HEADER,
     TENANT_HEADER,
     Principal,
-    principal_provider,
     provide_tenant,
     resolve_principal,
 )
+from api.context import CallerDep, caller_dependency, part, read_models
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.live_hub import LiveHub, log_replay, sse_frame
 from api.reads import Reads
@@ -46,10 +46,6 @@ log = structlog.get_logger("squadops.api.live")
 TOPIC_FORM = f"{TOPIC_ROOT}:tenant:<tenant>:run:<run_id>"
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
-Caller = NamedDependency[Principal]
-Tenant = NamedDependency[str]
-ReadModels = NamedDependency[Reads]
-Hub = NamedDependency[LiveHub]
 Topic = Annotated[
     str | None, QueryParameter(required=False, description=f"the run's live channel topic, {TOPIC_FORM}")
 ]
@@ -108,15 +104,14 @@ async def sse_frames(hub: LiveHub, tenant: str, run_id: str, after: int | None, 
 
 @get("/live", summary="Live run events (Server-Sent Events)")
 async def live_sse(
-    principal: Caller,
-    tenant: Tenant,
-    reads: ReadModels,
-    hub: Hub,
-    heartbeat: NamedDependency[float],
+    state: State,
+    caller: CallerDep,
     topic: Topic = None,
     last_event_id: LastEventIdQuery = None,
     last_event_id_header: LastEventIdHeader = None,
 ) -> Stream:
+    principal, tenant = caller.principal, caller.tenant
+    reads, hub, heartbeat = read_models(state), part(state, "hub"), part(state, "heartbeat")
     after = resume_point(last_event_id_header, last_event_id)
     run_id = await asyncio.to_thread(authorize, topic, principal, tenant, reads)
     structlog.contextvars.bind_contextvars(run_id=run_id)
@@ -151,13 +146,19 @@ async def _send_events(socket: WebSocket, hub: LiveHub, tenant: str, run_id: str
 
 
 @websocket("/live/ws")
-async def live_ws(socket: WebSocket, reads: ReadModels, hub: Hub, heartbeat: NamedDependency[float], jwt_key: NamedDependency[str]) -> None:
+async def live_ws(socket: WebSocket, state: State) -> None:
     """The same events as the SSE endpoint, one JSON text message each.
 
     Refusals are sent as the HTTP error body would be, then the socket closes with code
     4000 + the HTTP status (4401, 4403, 4404, 4422).
     """
     headers, query = socket.headers, socket.query_params
+    reads, hub, heartbeat, jwt_key = (
+        read_models(state),
+        part(state, "hub"),
+        part(state, "heartbeat"),
+        part(state, "jwt_key"),
+    )
     try:
         principal = resolve_principal(
             headers.get(EMAIL_HEADER), headers.get(GROUPS_HEADER), headers.get(ASSERTION_HEADER), jwt_key
@@ -209,19 +210,10 @@ def live_channel(container: Container) -> LiveChannel:
         subject_prefix=settings.live_subject_prefix,
     )
 
-    def const(value: Any) -> Provide:
-        return Provide(lambda: value, sync_to_thread=False, use_cache=True)
-
     router = Router(
         path="/control-plane/studio",
         route_handlers=[live_sse, live_ws],
-        dependencies={
-            "principal": Provide(principal_provider(settings.edge_jwt_key, admin=False), sync_to_thread=False),
-            "tenant": Provide(provide_tenant, sync_to_thread=False),
-            "hub": const(hub),
-            "heartbeat": const(settings.live_heartbeat_seconds),
-            "jwt_key": const(settings.edge_jwt_key),
-        },
+        dependencies=caller_dependency(settings.edge_jwt_key, admin=False),
         tags=["live"],
     )
     return LiveChannel(router=router, hub=hub)

@@ -6,13 +6,11 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Router, post
-from litestar.di import NamedDependency, Provide
+from litestar.datastructures import State
 from litestar.params import JSONBody
 
-from api.auth import Principal, principal_provider, provide_tenant
+from api.context import CallerDep, caller_dependency, read_models, services
 from api.errors import RequestInvalid
-from api.reads import Reads
-from domain.application import SquadOps
 from domain.errors import Invalid
 from projections.projects import project_out
 
@@ -156,25 +154,20 @@ def request_meta(data: PortalProjectCreateIn) -> dict[str, Any]:
 
 
 @post("/projects", status_code=201, sync_to_thread=True, summary="Create a project")
-def create_project(
-    data: JSONBody[PortalProjectCreateIn],
-    app: NamedDependency[SquadOps],
-    reads: NamedDependency[Reads],
-    tenant: NamedDependency[str],
-    principal: NamedDependency[Principal],
-) -> PortalProjectOut:
+def create_project(data: JSONBody[PortalProjectCreateIn], state: State, caller: CallerDep) -> PortalProjectOut:
+    app, tenant = services(state), caller.tenant
     if data.tenant_id is not None and data.tenant_id != tenant:
         raise RequestInvalid(["body", "tenant_id"], "tenant_id differs from the request's tenant", "value_error", data.tenant_id)
     meta = request_meta(data)
     try:
-        project = app.create_project(tenant=tenant, request=meta, created_by=principal.subject_key)
+        project = app.create_project(tenant=tenant, request=meta, created_by=caller.subject_key)
     except Invalid as exc:
         if exc.code == "project_key_required":
             raise RequestInvalid(["body", "project_key"], exc.message, "missing") from None
         if exc.code == "template_not_found":
             raise RequestInvalid(["body", "template_id"], exc.message, "value_error", data.template_id) from None
         raise
-    reads.settle()
+    read_models(state).settle()
     out = project_out(tenant, project.project_slug, project.request, project.created_by, project.created_at)
     return msgspec.convert(out, PortalProjectOut)
 
@@ -183,9 +176,6 @@ def project_factory_router(jwt_key: str) -> Router:
     return Router(
         path="/v1/project-factory",
         route_handlers=[create_project],
-        dependencies={
-            "principal": Provide(principal_provider(jwt_key, admin=False), sync_to_thread=False),
-            "tenant": Provide(provide_tenant, sync_to_thread=False),
-        },
+        dependencies=caller_dependency(jwt_key, admin=False),
         tags=["project-factory"],
     )

@@ -89,7 +89,8 @@ class MirrorProjector(Projector):
             seen["handoff_target"] = d["handoff_target"]
             if d.get("recovery_reason"):
                 seen["recovery_reason"] = d["recovery_reason"]
-            workspace["workspace_status"] = "ready"
+            if workspace["workspace_status"] == "suspended":
+                workspace["workspace_status"] = "ready"
             workspace["warm_until_at"] = max(workspace["warm_until_at"], d["warm_until_at"])
             workspace["resume_estimate_seconds"] = 0
         elif env.name == "SlotReleased":

@@ -356,6 +356,16 @@ class TickCommands:
                 )
                 lease = self.lease(run, step.workspace_name, at, self._held_or_none)
                 self.holdings.add_new(lease)
+                if lease.status == "missing":
+                    # The shared workspace lost its sandbox: this start cannot succeed either.
+                    session.block(
+                        code="sandbox_missing",
+                        message="The project's shared workspace has lost its sandbox.",
+                        evidence={"workspace_name": step.workspace_name, "runner_signal": "sandbox_missing"},
+                        at=at,
+                        tick=tick,
+                    )
+                    return
                 self.take_slot(run, session, lease, at)
                 touched[lease.id] = lease
                 session.start_process(
@@ -393,12 +403,13 @@ class TickCommands:
                     raise DomainError("Only a starting session can fail its start.", code="not_starting")
                 lease = self.lease(run, step.workspace_name, at, self._held_or_none)
                 self.holdings.add_new(lease)
-                # The session row points at the old provider id: a slot binding that a
-                # recreation keeps as stale and the next start revives.
-                self.take_slot(run, session, lease, at)
                 old_provider_id = lease.provider_workspace_id
-                lease.mark_missing(reason=step.error, at=at)
-                touched[lease.id] = lease
+                if lease.status != "missing":
+                    # The session row points at the old provider id: a slot binding that a
+                    # recreation keeps as stale and the next start revives.
+                    self.take_slot(run, session, lease, at)
+                    lease.mark_missing(reason=step.error, at=at)
+                    touched[lease.id] = lease
                 session.fail_start(
                     workspace_name=step.workspace_name,
                     provider_workspace_id=old_provider_id,
@@ -444,11 +455,8 @@ class TickCommands:
                 session.block(
                     code=step.code, message=step.message, evidence=dict(step.evidence), at=at, tick=tick
                 )
-                if step.code == "sandbox_missing" and session.workspace_name:
-                    lease = self.lease(run, session.workspace_name, at, self._held_or_none)
-                    self.holdings.add_new(lease)
-                    lease.mark_missing(reason=step.message, at=at)
-                    touched[lease.id] = lease
+                # A runner losing its sandbox is that session's signal; only a failed start
+                # (StartFailed) says the shared workspace's provider binding is gone.
             case ports.Handoff():
                 self._hand_off(run, template, sessions, session, step, at)
             case ports.OpenPullRequest():

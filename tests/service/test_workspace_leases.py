@@ -194,7 +194,8 @@ def test_a_missing_workspace_is_recreated_once_and_its_bindings_revive() -> None
 
 
 def test_replaying_blockers_of_two_agents_in_one_lost_workspace_recreates_it_once() -> None:
-    rates = FaultRates.none(sandbox_loss=1.0, toolbox_observe_share=0.0)
+    # A corrupt start loses the shared provider binding: both agents' starts fail there.
+    rates = FaultRates.none(start_corruption=1.0)
     squad = Squad(rates, project={"project_key": "solo"})  # no lanes, no suits: just the intake pair
     run_id = squad.launch()
     squad.tick(run_id, lambda: squad.status(run_id, "planner") == "blocked" and squad.status(run_id, "curator") == "blocked")
