@@ -34,10 +34,6 @@ class SlotsExhausted(Conflict):
     code = "execution_slots_exhausted"
 
 
-class WorkspaceMissing(Conflict):
-    code = "workspace_missing"
-
-
 class WorkspaceLease(Aggregate):
     """A project's shared execution workspace (one aggregate per workspace)."""
 
@@ -90,9 +86,6 @@ class WorkspaceLease(Aggregate):
         binding = self.slots.get(session_id)
         if binding is not None and not binding.get("stale"):
             return  # the session holds its slot already (a process restart reuses it)
-        if self.status == MISSING:
-            # Its sandbox is gone: nothing starts there until it is recreated.
-            raise WorkspaceMissing(f"Workspace {self.workspace_name} is missing its sandbox.")
         if binding is None and self.active_slot_count >= self.max_active_slots:
             raise SlotsExhausted(
                 f"Workspace {self.workspace_name} has no free execution slot "
@@ -122,6 +115,8 @@ class WorkspaceLease(Aggregate):
         warm_until_at: str,
     ) -> None:
         self.slots[session_id] = {"run_id": run_id, "agent_id": agent_id, "stale": False}
+        # A start wakes a suspended workspace; a missing provider binding stays missing
+        # (sessions already placed keep running) until it is recreated.
         if self.status == SUSPENDED:
             self.status = READY
         self.idle_since = ""

@@ -356,16 +356,6 @@ class TickCommands:
                 )
                 lease = self.lease(run, step.workspace_name, at, self._held_or_none)
                 self.holdings.add_new(lease)
-                if lease.status == "missing":
-                    # The shared workspace lost its sandbox: this start cannot succeed either.
-                    session.block(
-                        code="sandbox_missing",
-                        message="The project's shared workspace has lost its sandbox.",
-                        evidence={"workspace_name": step.workspace_name, "runner_signal": "sandbox_missing"},
-                        at=at,
-                        tick=tick,
-                    )
-                    return
                 self.take_slot(run, session, lease, at)
                 touched[lease.id] = lease
                 session.start_process(
