@@ -42,6 +42,9 @@ LIVE_KINDS: dict[str, tuple[str, str]] = {
     "AgentSession.ProcessSwitched": ("control", ""),
     "AgentSession.TaskCardChanged": ("task_card", ""),
     "AgentSession.WorkspaceRestarted": ("session", "waiting"),
+    "AgentSession.StartFailed": ("session", ""),
+    "AgentSession.SelfHealed": ("session", "waiting"),
+    "AgentSession.RequestQueued": ("control", ""),
 }
 
 
@@ -76,6 +79,15 @@ def _summary(env: Envelope) -> str:
         return "follow-up kick" if d.get("follow_up") else "execution scheduled"
     if name == "Stopped":
         return str(d.get("reason", "stopped"))
+    if name == "StartFailed":
+        return f"start failed in {d.get('workspace_name', '')}: {d.get('error', '')}"
+    if name == "SelfHealed":
+        return f"self-heal on {d.get('signal', '')}: stale workspace identity cleared, fresh launch queued"
+    if name == "RequestQueued":
+        wake = d.get("wake_target", "")
+        return (f"request queued, waking {wake}" if wake else "request queued") + (
+            f": {d.get('message', '')}" if d.get("message") else ""
+        )
     return snake(name).replace("_", " ")
 
 
