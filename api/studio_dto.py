@@ -159,6 +159,7 @@ class TickReport(msgspec.Struct, kw_only=True):
     rejected_steps: int = 0
     blockers: list[dict[str, str]] = []
     plane: str = ""
+    diagnosis: dict[str, Any] = {}
 
 
 class HandoffEntry(msgspec.Struct, kw_only=True):

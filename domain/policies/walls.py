@@ -26,7 +26,9 @@ RECOMMENDED: dict[str, str] = {
 MESSAGES: dict[str, str] = {
     "agent_first_tool_required": (
         "The process started but never made its required first tool call; restart only "
-        "this process in the same workspace and probe there."
+        "this process in the same workspace and probe there. If every agent is stuck like "
+        "this with no tool output, look at the execution plane (nodes, storage, sandbox core "
+        "pods), not at gateway authentication or session resume."
     ),
     "sandbox_missing": "The sandbox behind this session is gone; recreate it through the shared workspace registry.",
     "sandbox_toolbox_observe_failed": "The sandbox toolbox could not be observed; restart the workspace.",

@@ -20,6 +20,7 @@ from domain.clock import shift
 from domain.errors import DomainError, NotFound
 from domain.ids import run_key, session_key
 from domain.lease import SUSPEND_AFTER_SECONDS, WorkspaceLease
+from domain.policies.diagnosis import zero_output_first_tool_block
 from domain.run import RUNNING, SCHEDULED, Run
 from domain.services.recovery import recreate_once
 from domain.services.runs import derived_id
@@ -322,6 +323,7 @@ class TickCommands:
             "rejected_steps": tallies["rejected"],
             "blockers": [{"agent_id": a, "blocker_code": c} for a, c in blockers],
             "plane": plane.name,
+            "diagnosis": zero_output_first_tool_block(sessions.values()),
         }
         run.record_tick(tick, at, report)
         if completing and complete is not None:
