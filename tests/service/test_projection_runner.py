@@ -13,24 +13,12 @@ from projections.envelope import Envelope
 from projections.runner import NotificationSource, ProjectionRunner, contiguous
 from projections.store import DocStore
 from tests.conftest import settings_for
-from tests.helpers import DEMO_LIKE, eventually
+from tests.helpers import DEMO_LIKE, drive_runs, eventually
 from workers.bootstrap import Container, build, read_projectors
-from workers.planes.simulator import SimulatorPlane
 
 
 def simulate(app: SquadOps, runs: int = 3, ticks: int = 40) -> list[str]:
-    if app.get_project("default", "acme") is None:
-        app.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
-    plane = SimulatorPlane()
-    ids = []
-    for _ in range(runs):
-        run, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
-        app.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
-        ids.append(run.run_id)
-    app.tick_runs(plane, start=[("default", r) for r in ids])
-    for _ in range(ticks):
-        app.tick_runs(plane, tick=[("default", r) for r in ids])
-    return ids
+    return drive_runs(app, runs=runs, ticks=ticks)
 
 
 def folded_rows(app: SquadOps, projector: Projector) -> list[tuple]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from domain.application import SquadOps
+from tests.helpers import drive_runs
 from workers.planes.simulator import SimulatorPlane
 
 MEMORY = {
@@ -23,19 +24,9 @@ PROJECT = {
 }
 
 
-def simulate(ticks: int, runs: int = 1, seed_runs: list[str] | None = None) -> tuple[SquadOps, list[str]]:
+def simulate(ticks: int, runs: int = 1) -> tuple[SquadOps, list[str]]:
     app = SquadOps(env=MEMORY)
-    app.create_project(tenant="default", request=PROJECT, created_by="op@example.com")
-    plane = SimulatorPlane()
-    ids = []
-    for _ in range(runs):
-        run, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
-        app.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
-        ids.append(run.run_id)
-    app.tick_runs(plane, start=[("default", r) for r in ids])
-    for _ in range(ticks):
-        app.tick_runs(plane, tick=[("default", r) for r in ids])
-    return app, ids
+    return app, drive_runs(app, runs=runs, ticks=ticks, project=PROJECT)
 
 
 def session_steps(app: SquadOps, run_id: str) -> list[tuple[str, str]]:
