@@ -312,7 +312,11 @@ class ProjectionRunner:
     # -- waiting (read-your-writes, tests) ----------------------------------------------------
 
     def wait_for(self, position: int, timeout: float = 5.0, names: Sequence[str] = ()) -> bool:
-        """Blocks until the named projectors (all by default) reached ``position``."""
+        """Blocks until the named projectors (all by default) reached ``position``.
+
+        With the runner in this process it waits on its progress; otherwise the projector
+        runs elsewhere (``squadops worker projector``) and the stored positions are polled.
+        """
         deadline = time.monotonic() + timeout
         wanted = set(names) or {p.name for p in self.projectors}
         self.wake()
@@ -324,7 +328,7 @@ class ProjectionRunner:
             if remaining <= 0:
                 return False
             if self._thread is None or not self._thread.is_alive():
-                self.run_once()
+                time.sleep(min(remaining, 0.005))
                 continue
             with self._progress:
                 self._progress.wait(min(remaining, 0.05))
