@@ -11,23 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import statistics
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import nats
 
 from bench.context import BenchContext, percentile
 from projections.runner import NotificationSource
-from tests import infra
 from tests.conftest import ADMIN
 from tests.helpers import DEMO_LIKE
+from tests.live_helpers import served_process
 from workers.bootstrap import Container, build
 from workers.fanout import TRACKING_NAME, LiveFanout
 from workers.live_broker import LiveMessage, broker_factory, live_message, topic_for
@@ -62,37 +57,8 @@ async def _delete_stream(url: str, name: str) -> None:
 # -- latency ---------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def service(settings: Settings) -> Iterator[str]:
-    port = infra.free_port()
-    env = {
-        **os.environ,
-        "SQUADOPS_DATABASE_URL": settings.database_url,
-        "SQUADOPS_NATS_URL": settings.nats_url,
-        "SQUADOPS_LIVE_STREAM_NAME": settings.live_stream_name,
-        "SQUADOPS_LIVE_SUBJECT_PREFIX": settings.live_subject_prefix,
-        "SQUADOPS_LOG_LEVEL": "warning",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "projector,fanout"],
-        env=env,
-        cwd=str(Path(__file__).resolve().parents[1]),
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError("service did not start")
-            time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(15)
+def service(settings: Settings) -> contextlib.AbstractContextManager[str]:
+    return served_process(settings, workers="projector,fanout")
 
 
 def launch(container: Container) -> str:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,7 +25,7 @@ from projections.live_events import live_event
 from projections.runner import NotificationSource
 from tests import infra
 from tests.conftest import ADMIN, settings_for
-from tests.helpers import DEMO_LIKE, eventually
+from tests.helpers import DEMO_LIKE, drive_runs, eventually
 from workers.bootstrap import WORKERS, Container, build
 from workers.live_broker import topic_for
 from workers.settings import Settings
@@ -216,21 +220,7 @@ def topic(run_id: str, tenant: str = "default") -> str:
 
 def simulate(container: Container, runs: int = 2, ticks: int = 30, slug: str = "acme") -> list[str]:
     """Launches and executes ``runs`` runs and ticks them ``ticks`` times (no ticker thread)."""
-    from workers.planes.simulator import SimulatorPlane
-
-    app = container.app
-    if app.get_project("default", slug) is None:
-        app.create_project(tenant="default", request={**DEMO_LIKE, "project_key": slug}, created_by="op@example.com")
-    plane = SimulatorPlane()
-    ids = []
-    for _ in range(runs):
-        run, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug=slug, launched_by="op")
-        app.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
-        ids.append(run.run_id)
-    app.tick_runs(plane, start=[("default", r) for r in ids])
-    for _ in range(ticks):
-        app.tick_runs(plane, tick=[("default", r) for r in ids])
-    return ids
+    return drive_runs(container.app, runs=runs, ticks=ticks, project={**DEMO_LIKE, "project_key": slug})
 
 
 def all_expected(container: Container) -> list[tuple[int, str]]:
@@ -270,3 +260,43 @@ async def stream_contents(url: str, stream: str) -> list[tuple[int, str, int]]:
 def wait_published(container: Container, timeout: float = 30.0) -> None:
     """Until the fan-out's position reached the end of the log."""
     eventually(lambda: container.fanout.position() >= container.app.max_position(), timeout=timeout)
+
+
+@contextlib.contextmanager
+def served_process(settings: Settings, *, workers: str = "all", tick_seconds: float | None = None) -> Iterator[str]:
+    """``squadops serve`` in a subprocess on a free loopback port, over ``settings``' stores."""
+    port = infra.free_port()
+    env = {
+        **os.environ,
+        "SQUADOPS_DATABASE_URL": settings.database_url,
+        "SQUADOPS_NATS_URL": settings.nats_url,
+        "SQUADOPS_LIVE_STREAM_NAME": settings.live_stream_name,
+        "SQUADOPS_LIVE_SUBJECT_PREFIX": settings.live_subject_prefix,
+        "SQUADOPS_LOG_LEVEL": "warning",
+    }
+    if tick_seconds is not None:
+        env["SQUADOPS_TICK_SECONDS"] = str(tick_seconds)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "workers.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", workers],
+        env=env,
+        cwd=str(Path(__file__).resolve().parents[1]),
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("the service did not start")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)

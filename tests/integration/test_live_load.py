@@ -4,18 +4,13 @@ all stay connected and every one receives every event of the run, once, in order
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests import infra
 from tests.conftest import ADMIN
 from tests.helpers import DEMO_LIKE
 from tests.live_helpers import (
@@ -24,6 +19,7 @@ from tests.live_helpers import (
     delete_stream,
     expected_events,
     live_settings,
+    served_process,
     sse_events,
     topic,
 )
@@ -38,42 +34,10 @@ SUBSCRIBERS = 1000
 @pytest.fixture
 def server(pg_url: str, nats_url: str) -> Iterator[tuple[str, Settings]]:
     settings = live_settings(pg_url, nats_url, tick_seconds=0.02)
-    port = infra.free_port()
-    env = {
-        **os.environ,
-        "SQUADOPS_DATABASE_URL": settings.database_url,
-        "SQUADOPS_NATS_URL": settings.nats_url,
-        "SQUADOPS_LIVE_STREAM_NAME": settings.live_stream_name,
-        "SQUADOPS_LIVE_SUBJECT_PREFIX": settings.live_subject_prefix,
-        "SQUADOPS_TICK_SECONDS": "0.02",
-        "SQUADOPS_LOG_LEVEL": "warning",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        cwd=str(Path(__file__).resolve().parents[2]),
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError("the server did not start")
-            time.sleep(0.1)
-        yield url, settings
+        with served_process(settings, tick_seconds=0.02) as url:
+            yield url, settings
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
         delete_stream(settings.nats_url, settings.live_stream_name)
 
 
