@@ -7,18 +7,18 @@ from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
-from api.control import control_routers
-from api.control_plane import control_plane_router
-from api.control_plane_reads import ControlPlaneReads
+from api.control_plane.controller import control_plane_router
+from api.control_plane.reads import ControlPlaneReads
+from api.control_plane.verbs import control_routers
 from api.errors import EXCEPTION_HANDLERS
-from api.health import healthz, openapi_json
-from api.live import live_channel
-from api.metrics import HttpMetrics, MetricsExporter, metrics_handler
+from api.health.controller import healthz, openapi_json
+from api.health.metrics import HttpMetrics, MetricsExporter, metrics_handler
+from api.live.controller import live_channel
 from api.middleware import request_context
-from api.project_factory import project_factory_router
-from api.reads import Reads
-from api.studio import studio_router
-from projections.time_travel import EventSelector, TimeTravel
+from api.project_factory.controller import project_factory_router
+from api.studio.controller import studio_router
+from api.studio.reads import Reads
+from projections.studio.time_travel import EventSelector, TimeTravel
 from workers.bootstrap import WORKERS, Container
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from litestar.params import HeaderParameter, QueryParameter
 
 from api.errors import ApiError, RequestInvalid
-from domain.ids import ID_PATTERN, is_valid_id
+from domain.shared.ids import ID_PATTERN, is_valid_id
 
 SUPER_ADMIN_GROUP = "/org/platform/roles/super_admin"
 TENANT_HEADER = "X-Squadops-Tenant-Id"

@@ -25,7 +25,7 @@ from api.auth import (
     provide_tenant,
     resolve_principal,
 )
-from api.reads import Reads
+from api.studio.reads import Reads
 from domain.application import SquadOps
 
 

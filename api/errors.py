@@ -22,7 +22,7 @@ from litestar.exceptions import (
 )
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
-from domain.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unavailable
+from domain.shared.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unavailable
 
 log = structlog.get_logger("squadops.api")
 

@@ -29,12 +29,12 @@ import msgspec
 from eventsourcing.persistence import StoredEvent
 
 from api.auth import Principal
-from api.control_plane_reads import ControlPlaneReads
+from api.control_plane.reads import ControlPlaneReads
 from bench.context import BenchContext, percentile
-from domain.control import ControlIntent
-from domain.ids import session_key
-from projections.runner import NotificationSource
-from projections.time_travel import EventSelector, TimeTravel
+from domain.shared.ids import session_key
+from domain.studio.control import ControlIntent
+from projections.engine.runner import NotificationSource
+from projections.studio.time_travel import EventSelector, TimeTravel
 from tests.infra import free_port
 from workers.bootstrap import Container, build, read_projectors
 from workers.planes.simulator import SimulatorPlane

@@ -19,7 +19,7 @@ import httpx
 import nats
 
 from bench.context import BenchContext, percentile
-from projections.runner import NotificationSource
+from projections.engine.runner import NotificationSource
 from tests.conftest import ADMIN
 from tests.helpers import DEMO_LIKE
 from tests.live_helpers import served_process

@@ -15,16 +15,16 @@ from eventsourcing.application import AggregateNotFoundError, Application, Proce
 from eventsourcing.domain import BaseAggregate
 from eventsourcing.persistence import IntegrityError, RecordConflictError, Recording
 
-from domain.base import Aggregate
-from domain.clock import iso, utc_now_iso
-from domain.errors import Conflict
-from domain.process import ModelProxyAliases
-from domain.services.control import ControlCommands
-from domain.services.leases import LeaseCommands
-from domain.services.projects import ProjectCommands
-from domain.services.runs import RunCommands
-from domain.services.ticks import TickCommands
-from domain.templates import TemplateCatalog, shipped_templates
+from domain.projects.commands import ProjectCommands
+from domain.shared.base import Aggregate
+from domain.shared.clock import iso, utc_now_iso
+from domain.shared.errors import Conflict
+from domain.studio.commands.control import ControlCommands
+from domain.studio.commands.leases import LeaseCommands
+from domain.studio.commands.runs import RunCommands
+from domain.studio.commands.ticks import TickCommands
+from domain.studio.process import ModelProxyAliases
+from domain.studio.templates import TemplateCatalog, shipped_templates
 
 T = TypeVar("T")
 A = TypeVar("A", bound=Aggregate)

@@ -15,9 +15,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from domain.control import ControlIntent
-from domain.errors import DomainError
-from domain.ids import session_key
+from domain.shared.errors import DomainError
+from domain.shared.ids import session_key
+from domain.studio.control import ControlIntent
 
 TENANT = "default"
 ACTOR = "operator@example.com"

@@ -21,8 +21,8 @@ import uvicorn
 from nats.js import api as js_api
 
 from api.app import create_app
-from projections.live_events import live_event
-from projections.runner import NotificationSource
+from projections.engine.runner import NotificationSource
+from projections.studio.live_events import live_event
 from tests import infra
 from tests.conftest import ADMIN, settings_for
 from tests.helpers import DEMO_LIKE, drive_runs, eventually

@@ -7,10 +7,10 @@ import sys
 
 import msgspec
 
-from domain.errors import DomainError
-from domain.policies import watch
-from domain.policies.assignment import AssignmentError, parse_assignment
-from domain.services.assignments import assign_processes
+from domain.shared.errors import DomainError
+from domain.studio.commands.assignments import assign_processes
+from domain.studio.policies import watch
+from domain.studio.policies.assignment import AssignmentError, parse_assignment
 from workers.settings import Settings
 from workers.watcher import load_project_assets
 

@@ -10,18 +10,18 @@ from typing import Any
 import structlog
 
 from domain.application import SquadOps
-from domain.process import ModelProxyAliases
-from domain.services.recovery import recovery_policies
-from projections.docs import Projector
-from projections.fleet import FleetProjector
-from projections.log_dock import LogDockProjector
-from projections.pixels import PixelsProjector
-from projections.projects import ProjectsProjector
-from projections.runner import NotificationSource, ProjectionRunner
-from projections.runs import RunsProjector
-from projections.store import DocStore, PostgresDocStore, SqliteDocStore
-from projections.surfaces import SurfacesProjector
-from projections.workspace_mirror import MirrorProjector
+from domain.studio.commands.recovery import recovery_policies
+from domain.studio.process import ModelProxyAliases
+from projections.engine.docs import Projector
+from projections.engine.runner import NotificationSource, ProjectionRunner
+from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.projects.projects import ProjectsProjector
+from projections.studio.fleet import FleetProjector
+from projections.studio.log_dock import LogDockProjector
+from projections.studio.pixels import PixelsProjector
+from projections.studio.runs import RunsProjector
+from projections.studio.surfaces import SurfacesProjector
+from projections.studio.workspace_mirror import MirrorProjector
 from workers.fanout import LiveFanout
 from workers.live_broker import Broker, broker_factory
 from workers.logging import configure_logging
@@ -42,7 +42,7 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
     env = {
         "ORIGINATOR_ID_TYPE": "text",
         "AGGREGATE_CACHE_MAXSIZE": "5000",
-        "TRANSCODER_TOPIC": "projections.transcoder:MsgspecTranscoder",
+        "TRANSCODER_TOPIC": "workers.eventstore.transcoder:MsgspecTranscoder",
     }
     if settings.is_postgres:
         from psycopg.conninfo import conninfo_to_dict
@@ -59,7 +59,7 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
             POSTGRES_MAX_OVERFLOW="20",
             POSTGRES_LOCK_TIMEOUT="10",
             POSTGRES_ENABLE_DB_FUNCTIONS="n",
-            APPLICATION_RECORDER_TOPIC="projections.pg_events:TypedArrayApplicationRecorder",
+            APPLICATION_RECORDER_TOPIC="workers.eventstore.recorder:TypedArrayApplicationRecorder",
         )
     else:
         path = settings.sqlite_path

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import structlog
 
-from projections.envelope import Envelope
-from projections.runner import NotificationSource, contiguous
-from projections.store import DocStore
+from projections.engine.envelope import Envelope
+from projections.engine.runner import NotificationSource, contiguous
+from projections.engine.store import DocStore
 from workers.live_broker import Broker, live_message
 
 log = structlog.get_logger("squadops.live.fanout")

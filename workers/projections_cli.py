@@ -36,9 +36,9 @@ def subscribes(projector: Any) -> str:
 
 
 def run(settings: Settings, args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    from projections.rebuild import render_bar
-    from projections.runner import NotificationSource
-    from projections.store import table_name
+    from projections.engine.rebuild import render_bar
+    from projections.engine.runner import NotificationSource
+    from projections.engine.store import table_name
     from workers.bootstrap import build, read_projectors
     from workers.rebuild import rebuild_parallel
 

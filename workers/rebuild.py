@@ -1,7 +1,7 @@
 """Rebuilding read models with several processes: one group of projectors each.
 
 Each process reads the log itself and rebuilds its own read models (each swapped in on its
-own, blue/green, see ``projections.rebuild``), so the folds use every core instead of
+own, blue/green, see ``projections.engine.rebuild``), so the folds use every core instead of
 taking turns under one interpreter lock. Groups are balanced by how much each projector
 costs per event.
 """
@@ -16,9 +16,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from projections.rebuild import Progress, RebuildReport, rebuild
-from projections.runner import NotificationSource
-from projections.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.engine.rebuild import Progress, RebuildReport, rebuild
+from projections.engine.runner import NotificationSource
+from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
 from workers.settings import Settings
 
 # Relative cost of one event in each read model's fold (measured; unknown models cost 1).

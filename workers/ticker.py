@@ -17,10 +17,10 @@ import msgspec
 import structlog
 
 from domain.application import SquadOps, iso
-from domain.policies.queue import QueueEntry, pick_runs
-from domain.ports import ExecutionPlane
-from domain.services.ticks import TickOutcome
-from projections.store import DocStore
+from domain.shared.ports import ExecutionPlane
+from domain.studio.commands.ticks import TickOutcome
+from domain.studio.policies.queue import QueueEntry, pick_runs
+from projections.engine.store import DocStore
 
 log = structlog.get_logger("squadops.ticker")
 _decode = msgspec.json.Decoder(dict).decode

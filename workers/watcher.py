@@ -22,18 +22,18 @@ import msgspec
 import structlog
 
 from domain.application import SquadOps
-from domain.errors import DomainError
-from domain.metadata import pick
-from domain.policies import watch
-from domain.policies.walls import wall_for
-from domain.ports import ProjectAssets, ProjectAssetsError
-from domain.project import slugify
-from domain.services.watch import (
+from domain.projects.project import slugify
+from domain.shared.errors import DomainError
+from domain.shared.metadata import pick
+from domain.shared.ports import ProjectAssets, ProjectAssetsError
+from domain.studio.commands.watch import (
     context_from_assets,
     context_from_session_state,
     record_lookup_failure,
 )
-from projections.store import DocStore
+from domain.studio.policies import watch
+from domain.studio.policies.walls import wall_for
+from projections.engine.store import DocStore
 from workers.ticker import queue_entries
 
 log = structlog.get_logger("squadops.watcher")

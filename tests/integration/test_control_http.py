@@ -8,7 +8,7 @@ import pytest
 from litestar.testing import TestClient
 
 from api.app import create_app
-from domain.control import RUN_VERBS, SESSION_VERBS
+from domain.studio.control import RUN_VERBS, SESSION_VERBS
 from tests.conftest import ADMIN, settings_for
 from tests.integration.control_support import (
     OPERATOR,

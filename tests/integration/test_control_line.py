@@ -16,9 +16,9 @@ import pytest
 from litestar.testing import TestClient
 
 from api.app import create_app
-from domain.policies.walls import RECOMMENDED
-from domain.ports import ProjectAssetsError
-from domain.services.runs import run_seed
+from domain.shared.ports import ProjectAssetsError
+from domain.studio.commands.runs import run_seed
+from domain.studio.policies.walls import RECOMMENDED
 from tests.conftest import ADMIN, settings_for
 from tests.helpers import eventually
 from tests.integration.control_support import (

@@ -14,7 +14,7 @@ import pytest
 from litestar.testing import TestClient
 
 from api.app import create_app
-from api.control_plane_dto import FleetBoard, ObservabilityFeed
+from api.control_plane.dto import FleetBoard, ObservabilityFeed
 from tests.conftest import ADMIN, settings_for
 from tests.feed_scenarios import Scenario, apply_all
 from workers.bootstrap import Container, build
@@ -271,7 +271,7 @@ def test_metrics_expose_positions_lag_appends_and_latency(world: tuple[TestClien
 def test_a_surface_whose_projector_raised_leaves_the_rest_of_the_feed(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from projections.surfaces import SurfacesProjector
+    from projections.studio.surfaces import SurfacesProjector
 
     def broken(self: Any, env: Any, docs: Any) -> None:
         raise RuntimeError("surfaces projector is broken")
@@ -307,8 +307,8 @@ def test_the_feed_cache_shares_a_composition_briefly_and_checks_access_every_tim
     world: tuple[TestClient, Container],
 ) -> None:
     from api.auth import Principal
-    from api.control_plane_reads import ControlPlaneReads, FeedCache
-    from projections.time_travel import EventSelector, TimeTravel
+    from api.control_plane.reads import ControlPlaneReads, FeedCache
+    from projections.studio.time_travel import EventSelector, TimeTravel
 
     http, container = world
     run_id = driven_run(http, container)

@@ -16,9 +16,9 @@ from pathlib import Path
 import nats
 import pytest
 
-from api.live_hub import LiveHub, log_replay
-from projections.rebuild import rebuild
-from projections.runner import NotificationSource
+from api.live.hub import LiveHub, log_replay
+from projections.engine.rebuild import rebuild
+from projections.engine.runner import NotificationSource
 from tests import infra
 from tests.helpers import eventually
 from tests.live_helpers import (

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from domain.application import SquadOps
-from domain.ids import lease_key, session_key
-from domain.services.runs import run_seed
+from domain.shared.ids import lease_key, session_key
+from domain.studio.commands.runs import run_seed
 from tests.helpers import DEMO_LIKE
 from workers.planes.simulator import FaultRates, SimulatorPlane
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from domain.control import ControlIntent
+from domain.studio.control import ControlIntent
 from tests.conftest import settings_for
 from tests.helpers import DEMO_LIKE
 from workers.bootstrap import build

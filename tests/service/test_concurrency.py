@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from domain.errors import Conflict
-from projections.runner import NotificationSource
+from domain.shared.errors import Conflict
+from projections.engine.runner import NotificationSource
 from tests.helpers import DEMO_LIKE
 from workers.bootstrap import Container
 

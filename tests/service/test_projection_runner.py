@@ -8,10 +8,10 @@ import time
 import pytest
 
 from domain.application import SquadOps
-from projections.docs import MemoryDocs, Projector
-from projections.envelope import Envelope
-from projections.runner import NotificationSource, ProjectionRunner, contiguous
-from projections.store import DocStore
+from projections.engine.docs import MemoryDocs, Projector
+from projections.engine.envelope import Envelope
+from projections.engine.runner import NotificationSource, ProjectionRunner, contiguous
+from projections.engine.store import DocStore
 from tests.conftest import settings_for
 from tests.helpers import DEMO_LIKE, drive_runs, eventually
 from workers.bootstrap import Container, build, read_projectors

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.application import SquadOps
-from projections.pixels import pixels_doc_key
-from projections.rebuild import rebuild, render_bar
-from projections.runner import NotificationSource, ProjectionRunner
-from projections.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.engine.rebuild import rebuild, render_bar
+from projections.engine.runner import NotificationSource, ProjectionRunner
+from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.studio.pixels import pixels_doc_key
 from tests.conftest import settings_for
 from tests.feed_scenarios import OPERATIONS, TENANT, apply_all, launch, project_requests
 from workers.bootstrap import eventsourcing_env, read_projectors

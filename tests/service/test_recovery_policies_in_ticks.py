@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from domain.control import ControlIntent
-from domain.policies.credentials import CredentialCheck
-from domain.policies.first_tool import FIRST_TOOL_REQUIRED, NOT_REQUIRED_TOOL_LABEL
-from domain.services.recovery import (
+from domain.studio.commands.recovery import (
     CredentialPolicy,
     FirstToolPolicy,
     FreshWorkspacePolicy,
@@ -14,6 +11,9 @@ from domain.services.recovery import (
     SuitProofPolicy,
     recovery_policies,
 )
+from domain.studio.control import ControlIntent
+from domain.studio.policies.credentials import CredentialCheck
+from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED, NOT_REQUIRED_TOOL_LABEL
 from tests.service.recovery_support import TENANT, Squad
 from workers.planes.simulator import FaultRates, Faults
 

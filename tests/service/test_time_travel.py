@@ -8,8 +8,8 @@ import msgspec
 import pytest
 
 from api.auth import Principal
-from api.control_plane_reads import ControlPlaneReads
-from projections.time_travel import EventSelector, RunNotYet, TimeTravel, parse_moment
+from api.control_plane.reads import ControlPlaneReads
+from projections.studio.time_travel import EventSelector, RunNotYet, TimeTravel, parse_moment
 from tests.conftest import settings_for
 from tests.feed_scenarios import TENANT, apply_all, launch
 from workers.bootstrap import Container, build

@@ -13,16 +13,16 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from domain.control import RUN_VERBS, SESSION_VERBS, ControlIntent
-from domain.errors import DomainError
-from domain.policies.pixel import PROGRESS_BUCKETS, pixel_state, progress_bucket
-from domain.run import RunEnded
-from domain.services import runs as runs_module
-from domain.services.recovery import recovery_policies
-from domain.session import SessionEnded
-from projections.docs import MemoryDocs
-from projections.runner import NotificationSource
-from projections.runs import RunsProjector, run_doc_key
+from domain.shared.errors import DomainError
+from domain.studio.commands import runs as runs_module
+from domain.studio.commands.recovery import recovery_policies
+from domain.studio.control import RUN_VERBS, SESSION_VERBS, ControlIntent
+from domain.studio.policies.pixel import PROGRESS_BUCKETS, pixel_state, progress_bucket
+from domain.studio.run import RunEnded
+from domain.studio.session import SessionEnded
+from projections.engine.docs import MemoryDocs
+from projections.engine.runner import NotificationSource
+from projections.studio.runs import RunsProjector, run_doc_key
 from tests.service.recovery_support import TENANT, Squad
 from workers.planes.simulator import FaultRates
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from domain.policies.blockers import PROJECT_ASSETS_LOOKUP_FAILED, lookup_error
-from domain.ports import ProjectAssetsError
+from domain.shared.ports import ProjectAssetsError
+from domain.studio.policies.blockers import PROJECT_ASSETS_LOOKUP_FAILED, lookup_error
 from tests.conftest import settings_for
 from tests.helpers import DEMO_LIKE, eventually
 from workers.bootstrap import Container, build

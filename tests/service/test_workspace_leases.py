@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from domain.clock import shift
-from domain.control import ControlIntent
-from domain.lease import (
+from domain.shared.clock import shift
+from domain.studio.commands.runs import derived_id
+from domain.studio.control import ControlIntent
+from domain.studio.lease import (
     RESUME_ESTIMATE_SECONDS,
     SUSPEND_AFTER_SECONDS,
     WARM_SECONDS,
     SlotsExhausted,
     WorkspaceLease,
 )
-from domain.services.runs import derived_id
-from projections.docs import MemoryDocs
-from projections.runner import NotificationSource
-from projections.workspace_mirror import MirrorProjector, compose_mirror, mirror_doc_key
+from projections.engine.docs import MemoryDocs
+from projections.engine.runner import NotificationSource
+from projections.studio.workspace_mirror import MirrorProjector, compose_mirror, mirror_doc_key
 from tests.service.recovery_support import TENANT, Squad
 from workers.planes.simulator import FaultRates
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.policies import watch
-from domain.policies.assignment import (
+from domain.studio.policies import watch
+from domain.studio.policies.assignment import (
     Assignment,
     AssignmentError,
     Seat,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from domain.policies.diagnosis import SUSPECT, zero_output_first_tool_block
+from domain.studio.policies.diagnosis import SUSPECT, zero_output_first_tool_block
 
 
 @dataclass

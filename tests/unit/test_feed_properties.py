@@ -14,18 +14,18 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.control_plane_dto import ObservabilityFeed
+from api.control_plane.dto import ObservabilityFeed
 from domain.application import SquadOps
-from domain.policies.pixel import PIXEL_STATES
-from domain.policies.walls import RECOMMENDED
-from projections.docs import MemoryDocs, encode
-from projections.feed import MAX_LIMIT, compose_feed, feed_reads, feed_scans
-from projections.fleet import fleet_doc_key
-from projections.live_events import live_event
-from projections.log_dock import CAPACITY
-from projections.runner import NotificationSource
-from projections.stamps import stamp
-from projections.time_travel import feed_projectors, newest
+from domain.studio.policies.pixel import PIXEL_STATES
+from domain.studio.policies.walls import RECOMMENDED
+from projections.engine.docs import MemoryDocs, encode
+from projections.engine.runner import NotificationSource
+from projections.engine.stamps import stamp
+from projections.studio.feed import MAX_LIMIT, compose_feed, feed_reads, feed_scans
+from projections.studio.fleet import fleet_doc_key
+from projections.studio.live_events import live_event
+from projections.studio.log_dock import CAPACITY
+from projections.studio.time_travel import feed_projectors, newest
 from tests.feed_scenarios import (
     OPERATIONS,
     TENANT,

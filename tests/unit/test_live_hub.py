@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from api.live_hub import LiveHub
+from api.live.hub import LiveHub
 from workers.live_broker import LiveMessage, MemoryBroker, subject_for
 from workers.logging import configure_logging
 from workers.settings import Settings

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from api.live_hub import sse_frame
-from projections.envelope import Envelope
+from api.live.hub import sse_frame
+from projections.engine.envelope import Envelope
 from workers.live_broker import live_message, parse_topic, subject_for, topic_for
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.policies.queue import QueueEntry, pick_runs
+from domain.studio.policies.queue import QueueEntry, pick_runs
 
 entries = st.lists(
     st.builds(

@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.policies import (
+from domain.studio.policies import (
     first_tool_recovery,
     fresh_workspace,
     sandbox_start,
     self_heal,
     suit_proof,
 )
-from domain.policies.blockers import (
+from domain.studio.policies.blockers import (
     BLOCKERS,
     CHECKOUT_CORRUPT,
     CHECKPOINT_MISSING,
@@ -24,9 +24,9 @@ from domain.policies.blockers import (
     lookup_error,
     lookup_failed_evidence,
 )
-from domain.policies.credentials import CredentialCheck, credential_blocker
-from domain.policies.first_tool import FIRST_TOOL_REQUIRED, counts_as_first_tool
-from domain.policies.walls import RECOMMENDED, clears, wall_for
+from domain.studio.policies.credentials import CredentialCheck, credential_blocker
+from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED, counts_as_first_tool
+from domain.studio.policies.walls import RECOMMENDED, clears, wall_for
 
 STATUSES = st.sampled_from(["ready", "waiting_first_tool", "working", "blocked", "paused", "session_completed", "stopped"])
 CODES = st.sampled_from(sorted(BLOCKERS) + ["", "something_else"])

@@ -5,11 +5,16 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.metadata import camel, pick, snake
-from domain.process import ModelProxyAliases, ProcessAssignment, default_assignment, resolve_switch
-from domain.project import delivery_lanes, source_ref, suit_tester_roles
-from domain.roster import agent_nickname, roster_agent
-from domain.templates import shipped_templates
+from domain.projects.project import delivery_lanes, source_ref, suit_tester_roles
+from domain.shared.metadata import camel, pick, snake
+from domain.studio.process import (
+    ModelProxyAliases,
+    ProcessAssignment,
+    default_assignment,
+    resolve_switch,
+)
+from domain.studio.roster import agent_nickname, roster_agent
+from domain.studio.templates import shipped_templates
 
 ids = st.text("abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=20)
 

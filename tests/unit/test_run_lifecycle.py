@@ -9,8 +9,17 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from domain.errors import Conflict
-from domain.run import CLEANED_UP, COMPLETED, READY, RUNNING, SCHEDULED, STATUSES, Run, RunEnded
+from domain.shared.errors import Conflict
+from domain.studio.run import (
+    CLEANED_UP,
+    COMPLETED,
+    READY,
+    RUNNING,
+    SCHEDULED,
+    STATUSES,
+    Run,
+    RunEnded,
+)
 
 
 def new_run(run_id: str = "run-1") -> Run:

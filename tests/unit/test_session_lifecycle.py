@@ -9,8 +9,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from domain.errors import Conflict, DomainError
-from domain.session import (
+from domain.shared.errors import Conflict, DomainError
+from domain.studio.session import (
     BLOCKED,
     COMPLETED,
     LIVE_STATUSES,

@@ -10,8 +10,8 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import JSONTranscoder
 
 from domain.application import SquadOps
-from projections.transcoder import MsgspecTranscoder
 from tests.unit.test_simulator import PROJECT
+from workers.eventstore.transcoder import MsgspecTranscoder
 from workers.planes.simulator import SimulatorPlane
 
 
@@ -27,7 +27,7 @@ def memory_app(transcoder: str) -> SquadOps:
 
 
 def test_every_event_of_a_simulated_run_round_trips() -> None:
-    app = memory_app("projections.transcoder:MsgspecTranscoder")
+    app = memory_app("workers.eventstore.transcoder:MsgspecTranscoder")
     app.create_project(tenant="default", request=PROJECT, created_by="op@example.com")
     run, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
     app.request_execution(tenant="default", run_id=run.run_id, requested_by="op")

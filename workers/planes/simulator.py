@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from domain import ports
-from domain.policies.credentials import CredentialCheck
+from domain.shared import ports
+from domain.studio.policies.credentials import CredentialCheck
 
 FIRST_TOOL_STALL_RATE = 0.12
 SANDBOX_LOSS_RATE = 0.06

@@ -1,0 +1,97 @@
+"""Control-plane observation reads under ``/control-plane/studio`` (C2: participants).
+
+- ``GET /observability-feed?project_slug=&run_id=&limit=``: the run's feed, served
+  pre-encoded from its read models (a composition is reused for at most
+  ``SQUADOPS_FEED_CACHE_SECONDS``); ``as_of_event=N`` or ``as_of=<ISO time>`` answers it
+  as it was then, computed from the event log (header ``X-Squadops-As-Of-Event``).
+- ``GET /runs``: the fleet board, newest first, filtered by project and status, paged with
+  an opaque cursor.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import anyio
+from litestar import Router, get
+from litestar.datastructures import State
+from litestar.params import QueryParameter
+from litestar.response import Response
+
+from api.context import CallerDep, caller_dependency, part
+from api.control_plane.dto import FleetBoard, ObservabilityFeed
+from api.control_plane.reads import ControlPlaneReads
+from api.errors import RequestInvalid
+from domain.shared.ids import ID_PATTERN
+from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT
+from projections.studio.time_travel import parse_moment
+
+AS_OF_HEADER = "X-Squadops-As-Of-Event"
+JSON = "application/json"
+
+Slug = Annotated[str, QueryParameter(pattern=ID_PATTERN, description="exact project slug")]
+RunId = Annotated[str, QueryParameter(pattern=ID_PATTERN, description="run id")]
+Limit = Annotated[
+    int,
+    QueryParameter(ge=1, le=MAX_LIMIT, description="bounds live_events and runtime_logs (most recent first)"),
+]
+BoardStatus = Literal["ready", "scheduled", "running", "blocked", "completed", "cleaned_up"]
+
+
+@get("/observability-feed", summary="Observability feed of one run")
+async def observability_feed(
+    state: State,
+    caller: CallerDep,
+    project_slug: Slug,
+    run_id: RunId,
+    limit: Limit = DEFAULT_LIMIT,
+    as_of_event: Annotated[
+        int | None, QueryParameter(ge=1, required=False, description="answer the feed as it was at this log position")
+    ] = None,
+    as_of: Annotated[
+        str | None, QueryParameter(max_length=64, required=False, description="answer the feed as it was at this time")
+    ] = None,
+) -> Response[ObservabilityFeed]:
+    control_plane: ControlPlaneReads = part(state, "control_plane")
+    principal, tenant = caller.principal, caller.tenant
+    if as_of_event is None and as_of is None:
+        body = control_plane.cached_feed(principal, tenant, project_slug, run_id, limit)
+        if body is None:  # the store is blocking I/O: a worker thread reads it
+            body = await anyio.to_thread.run_sync(control_plane.feed, principal, tenant, project_slug, run_id, limit)
+        return Response(body, media_type=JSON)
+    if as_of_event is not None and as_of is not None:
+        raise RequestInvalid(["query", "as_of"], "give as_of_event or as_of, not both", "value_error", as_of)
+    moment = ""
+    if as_of is not None:
+        try:
+            moment = parse_moment(as_of)
+        except ValueError as exc:
+            raise RequestInvalid(["query", "as_of"], f"as_of is not an ISO 8601 timestamp: {exc}", "datetime_parsing", as_of) from None
+    body, position = await anyio.to_thread.run_sync(
+        lambda: control_plane.feed_at(principal, tenant, project_slug, run_id, limit, position=as_of_event, moment=moment)
+    )
+    return Response(body, media_type=JSON, headers={AS_OF_HEADER: str(position)})
+
+
+@get("/runs", sync_to_thread=True, summary="Fleet board comparing runs")
+def fleet_board(
+    state: State,
+    caller: CallerDep,
+    project_slug: Annotated[str | None, QueryParameter(pattern=ID_PATTERN, required=False)] = None,
+    status: Annotated[BoardStatus | None, QueryParameter(required=False)] = None,
+    limit: Annotated[int, QueryParameter(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+    cursor: Annotated[str | None, QueryParameter(max_length=512, required=False)] = None,
+) -> FleetBoard:
+    control_plane: ControlPlaneReads = part(state, "control_plane")
+    return control_plane.fleet(
+        caller.principal, caller.tenant, project_slug=project_slug, status=status, limit=limit, cursor=cursor
+    )
+
+
+def control_plane_router(jwt_key: str) -> Router:
+    return Router(
+        path="/control-plane/studio",
+        route_handlers=[observability_feed, fleet_board],
+        dependencies=caller_dependency(jwt_key, admin=False),
+        tags=["control-plane"],
+    )

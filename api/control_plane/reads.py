@@ -1,0 +1,268 @@
+"""Queries behind the control-plane reads: who may see a project, the feed, the board.
+
+C2: a control-plane read needs a principal who is super_admin or a participant of the
+project (``participants[].subject_key``, the lower-cased email); anyone else gets 403
+``not_a_participant`` (the code the live channel uses too). Keys carry the tenant, so another tenant's run is a 404.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import NamedTuple
+
+import msgspec
+
+from api.auth import Principal
+from api.control_plane.dto import BoardRow, FleetBoard
+from api.errors import ApiError, RequestInvalid
+from domain.shared.errors import project_not_found, run_not_found
+from projections.engine.lookups import fetch
+from projections.engine.store import DocStore
+from projections.projects.projects import project_doc_key
+from projections.studio.feed import compose_feed, feed_reads, feed_scans
+from projections.studio.fleet import fleet_partition
+from projections.studio.runs import run_doc_key
+from projections.studio.time_travel import RunNotYet, TimeTravel, workspace_names
+
+SCAN_PAGES = 20
+
+
+class _Participant(msgspec.Struct):
+    subject_key: str = ""
+
+
+class _ProjectAccess(msgspec.Struct):
+    project_slug: str = ""
+    participants: list[_Participant] = []
+
+
+class _RunHead(msgspec.Struct):
+    project_slug: str = ""
+
+
+class _Cursor(msgspec.Struct, forbid_unknown_fields=True):
+    s: str
+
+
+_access = msgspec.json.Decoder(_ProjectAccess)
+_run_head = msgspec.json.Decoder(_RunHead)
+_row = msgspec.json.Decoder(BoardRow)
+_cursor = msgspec.json.Decoder(_Cursor)
+_encode = msgspec.json.Encoder().encode
+
+
+def may_read(principal: Principal, project: _ProjectAccess) -> bool:
+    return principal.is_super_admin or any(p.subject_key.lower() == principal.subject_key for p in project.participants)
+
+
+def _allow(principal: Principal, access: _ProjectAccess, project_slug: str) -> None:
+    if not may_read(principal, access):
+        raise ApiError(403, f"Only a participant of project {project_slug!r} may read it.", "not_a_participant")
+
+
+def encode_cursor(sort_key: str) -> str:
+    return base64.urlsafe_b64encode(_encode(_Cursor(s=sort_key))).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    try:
+        return _cursor.decode(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))).s
+    except (binascii.Error, ValueError, msgspec.DecodeError, msgspec.ValidationError):
+        raise RequestInvalid(["query", "cursor"], "cursor is not one this endpoint issued", "value_error", cursor) from None
+
+
+class _Composed(NamedTuple):
+    expires: float
+    access: _ProjectAccess
+    run_project: str | None
+    body: bytes
+
+
+class FeedCache:
+    """Composed feeds kept for a few milliseconds: a burst of readers of one run shares one
+    composition. Staleness is bounded by ``seconds`` (part of the append-to-visible lag
+    budget); who may read is still decided on every request."""
+
+    def __init__(self, seconds: float, size: int = 1024, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self.size = size
+        self.clock = clock
+        self._entries: OrderedDict[tuple[str, ...], _Composed] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, ...]) -> _Composed | None:
+        if self.seconds <= 0:
+            return None
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry.expires <= self.clock():
+                return None
+            return entry
+
+    def put(self, key: tuple[str, ...], access: _ProjectAccess, run_project: str | None, body: bytes) -> None:
+        if self.seconds <= 0:
+            return
+        with self._lock:
+            self._entries[key] = _Composed(self.clock() + self.seconds, access, run_project, body)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+
+class ControlPlaneReads:
+    """Feed, time travel and fleet board over the read models."""
+
+    def __init__(
+        self,
+        store: DocStore,
+        time_travel: TimeTravel,
+        log_position: Callable[[], int],
+        *,
+        cache_seconds: float = 0.0,
+    ) -> None:
+        self.store = store
+        self.time_travel = time_travel
+        self.log_position = log_position
+        self.cache = FeedCache(cache_seconds)
+
+    # -- access ---------------------------------------------------------------------------
+
+    def _check_project(self, principal: Principal, raw: bytes | None, project_slug: str) -> _ProjectAccess:
+        if raw is None:
+            raise project_not_found(project_slug)
+        access = _access.decode(raw)
+        _allow(principal, access, project_slug)
+        return access
+
+    def _run_project(self, raw: bytes | None, tenant: str, run_id: str) -> str | None:
+        """The run's project, from its board row (the runs model, if the row lags); None: no run."""
+        if raw is None:
+            raw = self.store.get("runs", run_doc_key(tenant, run_id))
+        return _run_head.decode(raw).project_slug if raw is not None else None
+
+    def _check_run(self, raw: bytes | None, tenant: str, run_id: str, project_slug: str) -> None:
+        if self._run_project(raw, tenant, run_id) != project_slug:
+            raise run_not_found(run_id)
+
+    def cached_feed(self, principal: Principal, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes | None:
+        """The feed if a fresh composition is cached (access checked now), else None."""
+        entry = self.cache.get((tenant, project_slug, run_id, str(limit)))
+        if entry is None:
+            return None
+        _allow(principal, entry.access, project_slug)
+        if entry.run_project != project_slug:
+            raise run_not_found(run_id)
+        return entry.body
+
+    # -- the feed -------------------------------------------------------------------------
+
+    def feed(self, principal: Principal, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes:
+        reads = {"project": ("projects", project_doc_key(tenant, project_slug)), **feed_reads(tenant, run_id, project_slug)}
+        parts, rows = fetch(self.store, reads, feed_scans(tenant, run_id, limit))
+        access = self._check_project(principal, parts.pop("project"), project_slug)
+        run_project = self._run_project(parts.get("run"), tenant, run_id)
+        if run_project != project_slug:
+            self.cache.put((tenant, project_slug, run_id, str(limit)), access, run_project, b"")
+            raise run_not_found(run_id)
+        body = compose_feed(tenant, run_id, project_slug, parts, rows, limit)
+        self.cache.put((tenant, project_slug, run_id, str(limit)), access, run_project, body)
+        return body
+
+    def feed_at(
+        self,
+        principal: Principal,
+        tenant: str,
+        project_slug: str,
+        run_id: str,
+        limit: int,
+        *,
+        position: int | None = None,
+        moment: str = "",
+    ) -> tuple[bytes, int]:
+        """The feed as it was at log ``position`` (or at ``moment``), from the event log."""
+        reads = {"project": ("projects", project_doc_key(tenant, project_slug)), **feed_reads(tenant, run_id, project_slug)}
+        wanted = {part: reads[part] for part in ("project", "run", "mirror") if part in reads}
+        parts, _ = fetch(self.store, wanted)
+        self._check_project(principal, parts["project"], project_slug)
+        self._check_run(parts.get("run"), tenant, run_id, project_slug)
+        head = self.log_position()
+        if position is not None and position > head:
+            raise RequestInvalid(
+                ["query", "as_of_event"],
+                f"as_of_event is beyond the end of the event log (position {head})",
+                "range_error",
+                position,
+                {"le": head},
+            )
+        try:
+            return self.time_travel.feed(
+                tenant,
+                run_id,
+                project_slug,
+                position=position,
+                moment=moment,
+                limit=limit,
+                workspaces=workspace_names(parts.get("mirror")),
+            )
+        except RunNotYet:
+            when = f"event {position}" if position is not None else moment
+            raise ApiError(404, f"Run {run_id!r} did not exist yet at {when}.", "run_not_found") from None
+
+    # -- the fleet board ------------------------------------------------------------------
+
+    def fleet(
+        self,
+        principal: Principal,
+        tenant: str,
+        *,
+        project_slug: str | None,
+        status: str | None,
+        limit: int,
+        cursor: str | None,
+    ) -> FleetBoard:
+        before = decode_cursor(cursor) if cursor else ""
+        allowed: set[str] | None = None
+        if project_slug is not None:
+            self._check_project(principal, self.store.get("projects", project_doc_key(tenant, project_slug)), project_slug)
+        elif not principal.is_super_admin:
+            allowed = self._readable_projects(principal, tenant)
+            if not allowed:
+                return FleetBoard(runs=[], count=0, next_cursor="")
+        batch = limit + 1 if allowed is None else max(4 * limit, 200)
+        rows: list[BoardRow] = []
+        last, more = before, False
+        for _ in range(SCAN_PAGES):
+            page = self.store.scan(
+                "fleet", p=fleet_partition(tenant), before=last, g=project_slug, st=status, limit=batch, descending=True
+            )
+            for row in page:
+                if allowed is not None and row.g not in allowed:
+                    last = row.s
+                    continue
+                if len(rows) == limit:
+                    more = True
+                    break
+                rows.append(_row.decode(row.body))
+                last = row.s
+            if more or len(page) < batch:
+                break
+        else:
+            more = True  # the scan bound was reached: the cursor lets the client go on
+        return FleetBoard(runs=rows, count=len(rows), next_cursor=encode_cursor(last) if more else "")
+
+    def _readable_projects(self, principal: Principal, tenant: str) -> set[str]:
+        readable, after = set(), ""
+        while True:
+            page = self.store.scan("projects", p=f"projects/{tenant}", after=after, limit=1000)
+            for row in page:
+                access = _access.decode(row.body)
+                if may_read(principal, access):
+                    readable.add(access.project_slug)
+            if len(page) < 1000:
+                return readable
+            after = page[-1].s

@@ -1,0 +1,206 @@
+"""Operator control verbs over HTTP (C8).
+
+- ``POST /control-plane/studio/runs/{run_id}/control``: run-level verbs;
+- ``POST /control-plane/studio/runs/{run_id}/sessions/{session_id}/control``: session verbs;
+- ``POST /v1/admin/studio/runs/{run_id}/control``: the same body, run verbs or a session
+  verb aimed by ``target_agent_id`` (super_admin only).
+Control verbs need super_admin or the project's owner/maintainer (C2). The effect is an
+event recorded with the edge principal as actor; the answer is 202 with the control id.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import structlog
+from litestar import Router, post
+from litestar.datastructures import State
+from litestar.params import JSONBody, PathParameter
+
+from api.auth import Principal
+from api.context import CallerDep, caller_dependency, read_models, services
+from api.control_plane.verbs_dto import AdminControlRequest, ControlAccepted, ControlRequest
+from api.errors import ApiError, RequestInvalid
+from api.studio.reads import Reads
+from domain.application import SquadOps
+from domain.shared.ids import ID_PATTERN
+from domain.studio.commands.control import ControlOutcome
+from domain.studio.control import (
+    ALL_VERBS,
+    RUN_VERBS,
+    SESSION_VERBS,
+    ControlIntent,
+    InvalidControl,
+    check_intent,
+)
+
+log = structlog.get_logger("squadops.api.control")
+
+RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
+SessionId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="session id")]
+
+CONTROL_ROLES = frozenset({"owner", "maintainer"})
+
+
+def invalid(field: str, message: str, value: object, type_: str = "value_error", ctx: dict | None = None) -> RequestInvalid:
+    return RequestInvalid(["body", field], message, type_, value, ctx)
+
+
+def checked(intent: ControlIntent, level: str) -> ControlIntent:
+    """The intent, or 422 naming the field: unknown verb, wrong level, missing field."""
+    try:
+        check_intent(intent, level=level)
+    except InvalidControl as exc:
+        if exc.field != "verb":
+            raise invalid(exc.field, exc.message, None, "missing") from None
+        allowed = sorted(RUN_VERBS if level == "run" else SESSION_VERBS)
+        type_ = "enum" if intent.verb not in ALL_VERBS else "value_error"
+        raise invalid("verb", exc.message, intent.verb, type_, {"level": level, "allowed": allowed}) from None
+    return intent
+
+
+def authorize(principal: Principal, reads: Reads, tenant: str, project_slug: str) -> None:
+    """C2: super_admin, or an owner/maintainer among the project's participants."""
+    if principal.is_super_admin:
+        return
+    doc = reads.project_doc(tenant, project_slug) or {}
+    roles = {
+        str(p.get("project_role", ""))
+        for p in doc.get("participants", [])
+        if str(p.get("subject_key", "")).lower() == principal.subject_key
+    }
+    if not roles & CONTROL_ROLES:
+        raise ApiError(
+            403,
+            "Control verbs need super_admin or the project's owner or maintainer role.",
+            "control_role_required",
+        )
+
+
+def accepted(outcome: ControlOutcome, reads: Reads, command: str) -> ControlAccepted:
+    reads.settle()
+    reads.wake_ticker()
+    structlog.contextvars.bind_contextvars(run_id=outcome.run_id, control_id=outcome.control_id)
+    log.info(command, verb=outcome.verb, session_id=outcome.session_id)
+    return ControlAccepted(
+        control_id=outcome.control_id,
+        run_id=outcome.run_id,
+        session_id=outcome.session_id,
+        verb=outcome.verb,
+        status=outcome.status,
+    )
+
+
+def run_control(
+    app: SquadOps, reads: Reads, tenant: str, principal: Principal, run_id: str, intent: ControlIntent
+) -> ControlAccepted:
+    outcome = app.control_run(tenant=tenant, run_id=run_id, intent=intent, actor=principal.subject_key)
+    return accepted(outcome, reads, "run_control")
+
+
+def session_control(
+    app: SquadOps,
+    reads: Reads,
+    tenant: str,
+    principal: Principal,
+    run_id: str,
+    intent: ControlIntent,
+    *,
+    session_id: str = "",
+    agent_id: str = "",
+) -> ControlAccepted:
+    outcome = app.control_session(
+        tenant=tenant,
+        run_id=run_id,
+        session_id=session_id,
+        agent_id=agent_id,
+        intent=intent,
+        actor=principal.subject_key,
+    )
+    return accepted(outcome, reads, "session_control")
+
+
+# -- control plane ----------------------------------------------------------------------------
+
+
+@post("/runs/{run_id:str}/control", status_code=202, sync_to_thread=True, summary="Run-level control verb")
+def control_run(run_id: RunId, data: JSONBody[ControlRequest], state: State, caller: CallerDep) -> ControlAccepted:
+    app, reads, tenant, principal = services(state), read_models(state), caller.tenant, caller.principal
+    intent = checked(data.intent(), "run")
+    run = app.get_run(tenant, run_id)
+    authorize(principal, reads, tenant, run.project_slug)
+    return run_control(app, reads, tenant, principal, run_id, intent)
+
+
+@post(
+    "/runs/{run_id:str}/sessions/{session_id:str}/control",
+    status_code=202,
+    sync_to_thread=True,
+    summary="Session-level control verb",
+)
+def control_session(
+    run_id: RunId,
+    session_id: SessionId,
+    data: JSONBody[ControlRequest],
+    state: State,
+    caller: CallerDep,
+) -> ControlAccepted:
+    app, reads, tenant, principal = services(state), read_models(state), caller.tenant, caller.principal
+    intent = checked(data.intent(), "session")
+    run = app.get_run(tenant, run_id)
+    authorize(principal, reads, tenant, run.project_slug)
+    return session_control(app, reads, tenant, principal, run_id, intent, session_id=session_id)
+
+
+# -- admin path -------------------------------------------------------------------------------
+
+
+@post("/runs/{run_id:str}/control", status_code=202, sync_to_thread=True, summary="Control verb (admin)")
+def admin_control(
+    run_id: RunId,
+    data: JSONBody[AdminControlRequest],
+    state: State,
+    caller: CallerDep,
+) -> ControlAccepted:
+    """A run verb, or a session verb aimed by ``target_agent_id`` (``agent_id`` for handoffs)."""
+    app, reads, tenant, principal = services(state), read_models(state), caller.tenant, caller.principal
+    intent = data.intent()
+    verb, agent_id = intent.verb, data.agent_id or ""
+    if verb == "handoff_agent":
+        if not agent_id:
+            message = "handoff_agent through the admin path needs agent_id (the source agent)"
+            raise invalid("agent_id", message, None, "missing")
+        intent = checked(intent, "session")
+        return session_control(app, reads, tenant, principal, run_id, intent, agent_id=agent_id)
+    aim = agent_id or intent.target_agent_id
+    if verb in RUN_VERBS and not aim:
+        return run_control(app, reads, tenant, principal, run_id, checked(intent, "run"))
+    if verb in SESSION_VERBS:
+        if not aim:
+            raise invalid("target_agent_id", f"Session verb {verb!r} needs target_agent_id", None, "missing")
+        intent = checked(intent, "session")
+        return session_control(app, reads, tenant, principal, run_id, intent, agent_id=aim)
+    if verb in RUN_VERBS:
+        field = "agent_id" if agent_id else "target_agent_id"
+        raise invalid(field, f"Run-level verb {verb!r} aims at no agent", aim)
+    raise invalid("verb", f"Unknown verb {verb!r}.", verb, "enum", {"allowed": sorted(ALL_VERBS)})
+
+
+
+
+def control_routers(jwt_key: str) -> list[Router]:
+    """The control-plane router and the admin control route, for the app factory."""
+    return [
+        Router(
+            path="/control-plane/studio",
+            route_handlers=[control_run, control_session],
+            dependencies=caller_dependency(jwt_key, admin=False),
+            tags=["control-plane"],
+        ),
+        Router(
+            path="/v1/admin/studio",
+            route_handlers=[admin_control],
+            dependencies=caller_dependency(jwt_key, admin=True),
+            tags=["studio"],
+        ),
+    ]

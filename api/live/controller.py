@@ -1,0 +1,219 @@
+"""The live channel over HTTP (C9): ``/control-plane/studio/live`` (SSE) and ``/live/ws``.
+
+Both answer the run's live events (``live_events[]`` items plus ``event_id`` and
+``run_id``) in order, resuming after ``Last-Event-ID`` (or ``last_event_id``) without gap
+or duplicate. Reading a run's channel needs a principal who is super_admin or a
+participant of the run's project (C2), in the request's tenant (C1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
+
+import structlog
+from litestar import Router, WebSocket, get, websocket
+from litestar.datastructures import State
+from litestar.exceptions import WebSocketDisconnect
+from litestar.params import HeaderParameter, QueryParameter
+from litestar.response import Stream
+
+from api.auth import (
+    ASSERTION_HEADER,
+    EMAIL_HEADER,
+    GROUPS_HEADER,
+    TENANT_HEADER,
+    Principal,
+    provide_tenant,
+    resolve_principal,
+)
+from api.context import CallerDep, caller_dependency, part, read_models
+from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
+from api.live.hub import LiveHub, log_replay, sse_frame
+from api.studio.reads import Reads
+from domain.shared.errors import DomainError
+from projections.engine.runner import NotificationSource
+from workers.live_broker import TOPIC_ROOT, parse_topic
+
+if TYPE_CHECKING:
+    from workers.bootstrap import Container
+
+log = structlog.get_logger("squadops.api.live")
+
+TOPIC_FORM = f"{TOPIC_ROOT}:tenant:<tenant>:run:<run_id>"
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+Topic = Annotated[
+    str | None, QueryParameter(required=False, description=f"the run's live channel topic, {TOPIC_FORM}")
+]
+LastEventIdQuery = Annotated[
+    str | None, QueryParameter(name="last_event_id", required=False, description="resume after this event id")
+]
+LastEventIdHeader = Annotated[str | None, HeaderParameter(name="last-event-id", required=False)]
+
+
+def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads) -> str:
+    """The run id of ``topic`` if ``principal`` may read it in ``tenant``; raises otherwise."""
+    if topic is None:
+        raise RequestInvalid(["query", "topic"], "Field required", "missing")
+    parsed = parse_topic(topic)
+    if parsed is None:
+        raise RequestInvalid(
+            ["query", "topic"], f"topic must be {TOPIC_FORM}", "string_pattern_mismatch", topic
+        )
+    topic_tenant, run_id = parsed
+    if topic_tenant != tenant:
+        raise ApiError(403, "The topic belongs to another tenant than the request's.", "tenant_mismatch")
+    run = reads.run_doc(tenant, run_id)
+    if not principal.is_super_admin:
+        project = reads.project_doc(tenant, run["project_slug"]) or {}
+        participants = {p.get("subject_key", "") for p in project.get("participants", [])}
+        if principal.subject_key not in participants:
+            raise ApiError(
+                403, "Only a participant of the run's project may read its live channel.", "not_a_participant"
+            )
+    return run_id
+
+
+def resume_point(header: str | None, query: str | None) -> int | None:
+    """The event id to resume after: the header (set by reconnecting browsers) wins."""
+    for value, loc in ((header, ["header", "Last-Event-ID"]), (query, ["query", "last_event_id"])):
+        if value is None or not value.strip():
+            continue
+        if not value.strip().isdigit() or len(value.strip()) > 18:
+            raise RequestInvalid(loc, "must be an event id (a non-negative integer)", "int_parsing", value)
+        return int(value.strip())
+    return None
+
+
+async def sse_frames(hub: LiveHub, tenant: str, run_id: str, after: int | None, heartbeat: float) -> AsyncIterator[bytes]:
+    subscribed = False
+    async for batch in hub.events(tenant, run_id, after, heartbeat):
+        if batch is None:
+            yield b": heartbeat\n\n"
+            continue
+        frames = b"".join(sse_frame(m.event_id, m.data) for m in batch)
+        if not subscribed:
+            subscribed = True
+            frames = b"retry: 2000\n: subscribed\n\n" + frames
+        yield frames
+
+
+@get("/live", summary="Live run events (Server-Sent Events)")
+async def live_sse(
+    state: State,
+    caller: CallerDep,
+    topic: Topic = None,
+    last_event_id: LastEventIdQuery = None,
+    last_event_id_header: LastEventIdHeader = None,
+) -> Stream:
+    principal, tenant = caller.principal, caller.tenant
+    reads, hub, heartbeat = read_models(state), part(state, "hub"), part(state, "heartbeat")
+    after = resume_point(last_event_id_header, last_event_id)
+    run_id = await asyncio.to_thread(authorize, topic, principal, tenant, reads)
+    structlog.contextvars.bind_contextvars(run_id=run_id)
+    log.info("live_subscribed", transport="sse", after=after)
+    return Stream(
+        sse_frames(hub, tenant, run_id, after, heartbeat), media_type="text/event-stream", headers=SSE_HEADERS
+    )
+
+
+def error_answer(exc: Exception) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and C3 body an error would have had (sent over the WebSocket)."""
+    if isinstance(exc, RequestInvalid):
+        return 422, {"detail": exc.items}
+    if isinstance(exc, ApiError):
+        return exc.status, {"detail": exc.detail, "code": exc.code}
+    if isinstance(exc, DomainError):
+        status = next((s for kind, s in STATUS_BY_ERROR if isinstance(exc, kind)), 400)
+        return status, {"detail": exc.message, "code": exc.code}
+    raise exc
+
+
+async def _until_closed(socket: WebSocket) -> None:
+    with contextlib.suppress(WebSocketDisconnect):
+        while True:
+            await socket.receive_data(mode="text")
+
+
+async def _send_events(socket: WebSocket, hub: LiveHub, tenant: str, run_id: str, after: int | None, heartbeat: float) -> None:
+    async for batch in hub.events(tenant, run_id, after, heartbeat):
+        for message in batch or ():
+            await socket.send_data(message.data.decode(), mode="text")
+
+
+@websocket("/live/ws")
+async def live_ws(socket: WebSocket, state: State) -> None:
+    """The same events as the SSE endpoint, one JSON text message each.
+
+    Refusals are sent as the HTTP error body would be, then the socket closes with code
+    4000 + the HTTP status (4401, 4403, 4404, 4422).
+    """
+    headers, query = socket.headers, socket.query_params
+    reads, hub, heartbeat, jwt_key = (
+        read_models(state),
+        part(state, "hub"),
+        part(state, "heartbeat"),
+        part(state, "jwt_key"),
+    )
+    try:
+        principal = resolve_principal(
+            headers.get(EMAIL_HEADER), headers.get(GROUPS_HEADER), headers.get(ASSERTION_HEADER), jwt_key
+        )
+        tenant = provide_tenant(query.get("tenant_id"), headers.get(TENANT_HEADER))
+        after = resume_point(headers.get("last-event-id"), query.get("last_event_id"))
+        run_id = await asyncio.to_thread(authorize, query.get("topic"), principal, tenant, reads)
+    except Exception as exc:
+        status, body = error_answer(exc)
+        await socket.accept()
+        await socket.send_json(body)
+        await socket.close(code=4000 + status, reason=str(body.get("code", "request_invalid")))
+        return
+    await socket.accept()
+    log.info("live_subscribed", transport="websocket", run_id=run_id, after=after)
+    sender = asyncio.create_task(_send_events(socket, hub, tenant, run_id, after, heartbeat))
+    closed = asyncio.create_task(_until_closed(socket))
+    done, pending = await asyncio.wait({sender, closed}, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    for task in pending:
+        with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect):
+            await task
+    for task in done:
+        with contextlib.suppress(WebSocketDisconnect):
+            task.result()
+
+
+@dataclass
+class LiveChannel:
+    """The live channel's HTTP side: its router and the hub that starts with the app."""
+
+    router: Router
+    hub: LiveHub
+
+    async def start(self) -> None:
+        await self.hub.start()
+
+    async def stop(self) -> None:
+        await self.hub.stop()
+
+
+def live_channel(container: Container) -> LiveChannel:
+    settings = container.settings
+    hub = LiveHub(
+        container.live_broker(),
+        log_replay(NotificationSource(container.app.recorder), settings.live_subject_prefix),
+        container.fanout.position,
+        subject_prefix=settings.live_subject_prefix,
+    )
+
+    router = Router(
+        path="/control-plane/studio",
+        route_handlers=[live_sse, live_ws],
+        dependencies=caller_dependency(settings.edge_jwt_key, admin=False),
+        tags=["live"],
+    )
+    return LiveChannel(router=router, hub=hub)

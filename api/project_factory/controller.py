@@ -1,0 +1,181 @@
+"""Project factory: ``POST /v1/project-factory/projects``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Router, post
+from litestar.datastructures import State
+from litestar.params import JSONBody
+
+from api.context import CallerDep, caller_dependency, read_models, services
+from api.errors import RequestInvalid
+from domain.shared.errors import Invalid
+from projections.projects.projects import project_out
+
+Short = Annotated[str, msgspec.Meta(max_length=200)]
+Long = Annotated[str, msgspec.Meta(max_length=20_000)]
+Keys = Annotated[list[Short], msgspec.Meta(max_length=500)]
+
+
+class Participant(msgspec.Struct, kw_only=True):
+    subject_key: Short = ""
+    project_role: Short = "contributor"
+    stack_ids: Keys = []
+
+
+class RepositoryBindingIn(msgspec.Struct, kw_only=True):
+    repository_key: Short = ""
+    display_name: Short = ""
+    vcs_repo_slug: Short = ""
+    default_branch: Short = "main"
+    private_repo: bool = True
+    repository_provisioning_policy: Short = ""
+    create_vcs_repo: bool = True
+    workspace_scope: Short = "project_shared"
+    repository_type: Short = "application"
+
+
+class PortalProjectCreateIn(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The create request; no field is required (a slug comes from key or name)."""
+
+    tenant_id: Short | None = None
+    proposal_id: Short | None = None
+    template_id: Short = "delivery-core"
+    project_key: Short | None = None
+    display_name: Short | None = None
+    description: Long | None = None
+    project_type: Short | None = None
+    frontend_framework: Short | None = None
+    backend_framework: Short | None = None
+    private_repo: bool = True
+    owner_subject_keys: Keys | None = None
+    member_subject_keys: Keys | None = None
+    member_team_keys: Keys | None = None
+    member_group_paths: Keys | None = None
+    participants: Annotated[list[Participant], msgspec.Meta(max_length=500)] | None = None
+    repository_bindings: Annotated[list[RepositoryBindingIn], msgspec.Meta(max_length=50)] | None = None
+    enabled_stack_ids: Keys | None = None
+    board_project_uid: Short | None = None
+    repository_provisioning_policy: Short | None = None
+    create_vcs_repo: bool = True
+    establish_design_sync: bool | None = None
+    # Project metadata, accepted in snake_case and camelCase alike.
+    project_assembly: dict[str, Any] | None = None
+    source_ref_repos: list[Any] | None = None
+    source_ref_repos_camel: list[Any] | None = msgspec.field(default=None, name="sourceRefRepos")
+    project_repository_bindings: list[dict[str, Any]] | None = None
+    project_repository_bindings_camel: list[dict[str, Any]] | None = msgspec.field(
+        default=None, name="projectRepositoryBindings"
+    )
+    agent_squad_suit_tester_roles: Any = None
+    agent_squad_suit_tester_roles_camel: Any = msgspec.field(default=None, name="agentSquadSuitTesterRoles")
+
+
+class ParticipantOut(msgspec.Struct, kw_only=True):
+    subject_key: str
+    project_role: str
+    stack_ids: list[str]
+
+
+class RepositoryBindingOut(msgspec.Struct, kw_only=True):
+    repository_key: str = ""
+    display_name: str = ""
+    vcs_repo_slug: str = ""
+    vcs_repo_url: str = ""
+    default_branch: str = "main"
+    workspace_scope: str = ""
+    repository_type: str = ""
+    metadata: dict[str, Any] = {}
+
+
+class PortalProjectOut(msgspec.Struct, kw_only=True):
+    tenant_id: str = ""
+    project_slug: str = ""
+    is_favorite: bool = False
+    template_id: str = ""
+    template_family: str = ""
+    display_name: str = ""
+    description: str = ""
+    vcs_repo_slug: str = ""
+    vcs_repo_url: str = ""
+    repository_provisioning_policy: str = ""
+    vcs_repo_provision_status: str = ""
+    vcs_repo_provision_error: str = ""
+    design_team_ref: str = ""
+    vcs_repo_node_id: str = ""
+    catalog_entity_ref: str = ""
+    catalog_annotations: dict[str, str] = {}
+    created_by: str = ""
+    updated_at: str = ""
+    source_group_paths: list[str] = []
+    owner_group_paths: list[str] = []
+    contributor_group_paths: list[str] = []
+    team_group_paths: list[str] = []
+    member_subject_keys: list[str] = []
+    participants: list[ParticipantOut] = []
+    enabled_stack_ids: list[str] = []
+    suggested_stack_ids: list[str] = []
+    registry_profile: str = ""
+    execution_profile: str = ""
+    delivery_profile: str = ""
+    default_ai_agents: list[str] = []
+    binding_status: str = ""
+    permission_status: str = ""
+    execution_project_id: str = ""
+    execution_board_url: str = ""
+    execution_bridge_mode: str = ""
+    execution_session_mode: str = ""
+    execution_browser_execution_plane: str = ""
+    deploy_project_url: str = ""
+    deploy_preview_base_url: str = ""
+    proof_target_policy: str = ""
+    proof_codebase_repo_slug: str = ""
+    board_project_uid: str = ""
+    board_projection: dict[str, Any] = {}
+    board_sync_status: str = ""
+    agent_knowledge: dict[str, Any] = {}
+    project_assembly: dict[str, Any] = {}
+    launch: dict[str, str] = {}
+    packages: list[dict[str, Any]] = []
+    repository_bindings: list[RepositoryBindingOut] = []
+    design_hub: dict[str, Any] | None = None
+    ai_config: dict[str, Any] = {}
+    ai_run_history: list[dict[str, Any]] = []
+    studio_digest: dict[str, Any] | None = None
+    studio: dict[str, Any] | None = None
+
+
+def request_meta(data: PortalProjectCreateIn) -> dict[str, Any]:
+    """The create request as stored: JSON names (camelCase where sent so), no unset fields."""
+    raw = msgspec.to_builtins(data)
+    return {k: v for k, v in raw.items() if v is not None}
+
+
+@post("/projects", status_code=201, sync_to_thread=True, summary="Create a project")
+def create_project(data: JSONBody[PortalProjectCreateIn], state: State, caller: CallerDep) -> PortalProjectOut:
+    app, tenant = services(state), caller.tenant
+    if data.tenant_id is not None and data.tenant_id != tenant:
+        raise RequestInvalid(["body", "tenant_id"], "tenant_id differs from the request's tenant", "value_error", data.tenant_id)
+    meta = request_meta(data)
+    try:
+        project = app.create_project(tenant=tenant, request=meta, created_by=caller.subject_key)
+    except Invalid as exc:
+        if exc.code == "project_key_required":
+            raise RequestInvalid(["body", "project_key"], exc.message, "missing") from None
+        if exc.code == "template_not_found":
+            raise RequestInvalid(["body", "template_id"], exc.message, "value_error", data.template_id) from None
+        raise
+    read_models(state).settle()
+    out = project_out(tenant, project.project_slug, project.request, project.created_by, project.created_at)
+    return msgspec.convert(out, PortalProjectOut)
+
+
+def project_factory_router(jwt_key: str) -> Router:
+    return Router(
+        path="/v1/project-factory",
+        route_handlers=[create_project],
+        dependencies=caller_dependency(jwt_key, admin=False),
+        tags=["project-factory"],
+    )

@@ -1,0 +1,153 @@
+"""Studio run endpoints under ``/v1/admin/studio`` (super_admin only, C2)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+import structlog
+from litestar import Router, get, post
+from litestar.datastructures import State
+from litestar.params import JSONBody, PathParameter, QueryParameter
+
+from api.context import CallerDep, caller_dependency, read_models, services
+from api.studio.dto import (
+    CleanupRequest,
+    CleanupResponse,
+    ExecuteResponse,
+    HandoffTrail,
+    LaunchRequest,
+    LaunchResponse,
+    PreviewRecord,
+    PreviewRequest,
+    RosterAgentOut,
+    RunRecord,
+    SessionStateResponse,
+    TickReport,
+)
+from domain.shared.ids import ID_PATTERN
+from domain.studio.templates import Template
+
+log = structlog.get_logger("squadops.api.studio")
+
+RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
+
+
+
+def launch_answer(run: Any) -> LaunchResponse:
+    return LaunchResponse(
+        run_id=run.run_id,
+        status=run.status,
+        agent_roster=[msgspec.convert(a, RosterAgentOut) for a in run.roster],
+        source_run_id=run.source_run_id,
+    )
+
+
+@get("/templates", sync_to_thread=False, summary="Studio templates")
+def list_templates(state: State, caller: CallerDep) -> list[Template]:
+    return services(state).templates.all()
+
+
+@post("/runs", status_code=201, sync_to_thread=True, summary="Launch a run")
+def launch_run(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -> LaunchResponse:
+    run, _ = services(state).launch_run(
+        tenant=caller.tenant,
+        template_id=data.template_id,
+        project_slug=data.project_slug,
+        agent_process_kind=data.agent_process_kind or data.runtime_kind,
+        work_scope=data.work_scope,
+        next_goal=data.next_goal,
+        launched_by=caller.subject_key,
+    )
+    structlog.contextvars.bind_contextvars(run_id=run.run_id)
+    read_models(state).settle()
+    log.info("run_launched", project_slug=run.project_slug, template_id=run.template_id)
+    return launch_answer(run)
+
+
+@get("/runs/{run_id:str}", sync_to_thread=True, summary="Run record")
+def get_run(run_id: RunId, state: State, caller: CallerDep) -> RunRecord:
+    return read_models(state).run_record(caller.tenant, run_id)
+
+
+@post("/runs/{run_id:str}/execute", status_code=202, sync_to_thread=True, summary="Schedule execution")
+def execute_run(run_id: RunId, state: State, caller: CallerDep) -> ExecuteResponse:
+    run, requested_at, follow_up = services(state).request_execution(
+        tenant=caller.tenant, run_id=run_id, requested_by=caller.subject_key
+    )
+    reads = read_models(state)
+    reads.settle()
+    reads.wake_ticker()
+    return ExecuteResponse(run_id=run.run_id, status="scheduled", requested_at=requested_at, follow_up=follow_up)
+
+
+@get("/runs/{run_id:str}/session-state", sync_to_thread=True, summary="Per-agent session state")
+def session_state(run_id: RunId, state: State, caller: CallerDep) -> SessionStateResponse:
+    return read_models(state).session_state(caller.tenant, run_id)
+
+
+@get("/runs/{run_id:str}/reports", sync_to_thread=True, summary="One report per tick")
+def reports(
+    run_id: RunId,
+    state: State,
+    caller: CallerDep,
+    after_tick: Annotated[int, QueryParameter(ge=0, le=10**9)] = 0,
+    limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 500,
+) -> list[TickReport]:
+    return read_models(state).reports(caller.tenant, run_id, after_tick=after_tick, limit=limit)
+
+
+@get("/runs/{run_id:str}/handoff-trail", sync_to_thread=True, summary="Handoff trail")
+def handoff_trail(run_id: RunId, state: State, caller: CallerDep) -> HandoffTrail:
+    return read_models(state).handoff_trail(caller.tenant, run_id)
+
+
+@post("/runs/{run_id:str}/preview", status_code=200, sync_to_thread=True, summary="Upsert the shared preview")
+def share_preview(
+    run_id: RunId, data: JSONBody[PreviewRequest], state: State, caller: CallerDep
+) -> PreviewRecord:
+    fields = msgspec.structs.asdict(data)
+    preview, updated_at = services(state).share_preview(tenant=caller.tenant, run_id=run_id, fields=fields)
+    read_models(state).settle()
+    return msgspec.convert({**preview, "run_id": run_id, "updated_at": updated_at}, PreviewRecord)
+
+
+@post("/runs/{run_id:str}/cleanup", status_code=200, sync_to_thread=True, summary="Clean up and end the run")
+def cleanup_run(
+    run_id: RunId,
+    state: State,
+    caller: CallerDep,
+    data: JSONBody[CleanupRequest | None] = None,
+) -> CleanupResponse:
+    run, stopped = services(state).cleanup_run(
+        tenant=caller.tenant, run_id=run_id, actor=caller.subject_key, reason=data.reason if data else ""
+    )
+    read_models(state).settle()
+    return CleanupResponse(run_id=run.run_id, status=run.status, stopped_sessions=stopped)
+
+
+@post("/runs/{run_id:str}/replay", status_code=201, sync_to_thread=True, summary="Launch again from the same inputs")
+def replay_run(run_id: RunId, state: State, caller: CallerDep) -> LaunchResponse:
+    run, _ = services(state).replay_run(tenant=caller.tenant, run_id=run_id, launched_by=caller.subject_key)
+    read_models(state).settle()
+    return launch_answer(run)
+
+
+def studio_router(jwt_key: str) -> Router:
+    return Router(
+        path="/v1/admin/studio",
+        route_handlers=[
+            list_templates,
+            launch_run,
+            get_run,
+            execute_run,
+            session_state,
+            reports,
+            handoff_trail,
+            share_preview,
+            cleanup_run,
+            replay_run,
+        ],
+        dependencies=caller_dependency(jwt_key, admin=True),
+        tags=["studio"],
+    )

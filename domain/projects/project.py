@@ -1,0 +1,184 @@
+"""The Project aggregate (project factory) and the facts a run takes from a project."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from eventsourcing.domain import event
+
+from domain.shared.base import Aggregate, keep_stored_topics
+from domain.shared.ids import project_key
+from domain.shared.metadata import normalise_keys, pick
+
+LANE_KEYS = ("backend", "frontend", "contract")
+ASSEMBLY_TYPES = frozenset({"assembly"})
+_SLUG_STRIP = re.compile(r"[^a-z0-9]+")
+
+
+def slugify(text: str) -> str:
+    return _SLUG_STRIP.sub("-", text.lower()).strip("-")[:63].strip("-")
+
+
+class Project(Aggregate):
+    """A project created through the project factory."""
+
+    @staticmethod
+    def create_id(tenant: str, project_slug: str) -> str:
+        return project_key(tenant, project_slug)
+
+    @event("Created")
+    def __init__(
+        self,
+        *,
+        tenant: str,
+        project_slug: str,
+        request: dict[str, Any],
+        created_by: str,
+        created_at: str,
+    ) -> None:
+        self.tenant = tenant
+        self.project_slug = project_slug
+        self.request = request
+        self.created_by = created_by
+        self.created_at = created_at
+        self.updated_at = created_at
+
+    # -- facts for runs ------------------------------------------------------------------
+
+    @property
+    def repository_bindings(self) -> list[dict[str, Any]]:
+        return repository_bindings(self.request)
+
+    @property
+    def assembly(self) -> dict[str, Any]:
+        return pick(self.request, "project_assembly", {}) or {}
+
+    def run_facts(self) -> dict[str, Any]:
+        return run_facts(self.request)
+
+
+def repository_bindings(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """Bindings from ``repository_bindings`` or ``projectRepositoryBindings`` alike."""
+    raw = pick(meta, "repository_bindings") or pick(meta, "project_repository_bindings") or []
+    assembly = pick(meta, "project_assembly", {}) or {}
+    raw = raw or pick(assembly, "repository_bindings") or pick(assembly, "project_repository_bindings") or []
+    return [normalise_keys(b) for b in raw if isinstance(b, dict)]
+
+
+def delivery_lanes(meta: dict[str, Any]) -> list[str]:
+    """Writable delivery lanes: bindings keyed backend/frontend/contract (never assembly)."""
+    lanes = []
+    for binding in repository_bindings(meta):
+        key = str(binding.get("repository_key", ""))
+        if binding.get("repository_type") in ASSEMBLY_TYPES or key == "assembly":
+            continue
+        if key in LANE_KEYS and key not in lanes:
+            lanes.append(key)
+    return lanes
+
+
+def suit_tester_roles(meta: dict[str, Any]) -> list[dict[str, str]]:
+    """The project's reusable actor suits (``agentSquadSuitTesterRoles``), normalised.
+
+    Accepts a list of suit ids, a list of ``{suit_id|actor_suit_id, role_key, title}``
+    objects, or a mapping suit id -> role key.
+    """
+    assembly = pick(meta, "project_assembly", {}) or {}
+    raw = pick(meta, "agent_squad_suit_tester_roles")
+    if raw is None:
+        raw = pick(assembly, "agent_squad_suit_tester_roles", [])
+    suits: list[dict[str, str]] = []
+    if isinstance(raw, dict):
+        items: list[Any] = [{"suit_id": k, "role_key": v} for k, v in raw.items()]
+    elif isinstance(raw, list):
+        items = raw
+    else:
+        items = []
+    for item in items:
+        if isinstance(item, str):
+            suit = {"suit_id": item, "role_key": "role_tester", "title": item}
+        elif isinstance(item, dict):
+            suit_id = str(pick(item, "suit_id") or pick(item, "actor_suit_id") or "")
+            role = pick(item, "role_key")
+            suit = {
+                "suit_id": suit_id,
+                "role_key": role if isinstance(role, str) and role else "role_tester",
+                "title": str(pick(item, "title") or suit_id),
+            }
+        else:
+            continue
+        clean = slugify(suit["suit_id"])
+        if clean and all(s["suit_id"] != clean for s in suits):
+            suit["suit_id"] = clean
+            suits.append(suit)
+    return suits
+
+
+def source_ref(meta: dict[str, Any]) -> dict[str, Any]:
+    """Source reference mode by priority oci > github_array > bundle > none.
+
+    ``github_array`` and ``oci`` are shared to the HUD automatically at run creation.
+    """
+    assembly = pick(meta, "project_assembly", {}) or {}
+    repos_raw = pick(meta, "source_ref_repos")
+    if repos_raw is None:
+        repos_raw = pick(assembly, "source_ref_repos", [])
+    repos = []
+    for repo in repos_raw or []:
+        if isinstance(repo, str):
+            repos.append({"slug": repo, "branch": "", "default_branch": "main"})
+        elif isinstance(repo, dict):
+            slug = str(pick(repo, "slug") or pick(repo, "vcs_repo_slug") or pick(repo, "repo") or "")
+            if slug:
+                default_branch = str(pick(repo, "default_branch") or "main")
+                repos.append(
+                    {
+                        "slug": slug,
+                        "branch": str(pick(repo, "branch") or default_branch),
+                        "default_branch": default_branch,
+                    }
+                )
+    oci = pick(meta, "source_ref_oci")
+    if oci is None:
+        oci = pick(assembly, "source_ref_oci")
+    bundle = pick(meta, "source_ref_bundle")
+    if bundle is None:
+        bundle = pick(assembly, "source_ref_bundle")
+    oci_version = ""
+    if isinstance(oci, dict) and (pick(oci, "artifact") or pick(oci, "version")):
+        mode = "oci"
+        oci_version = str(pick(oci, "version") or "")
+    elif repos:
+        mode = "github_array"
+    elif isinstance(bundle, str) and bundle.strip():
+        mode = "bundle"
+    else:
+        mode = "none"
+    return {
+        "repos": repos,
+        "mode": mode,
+        "oci_version": oci_version,
+        "hud_shared": mode in ("oci", "github_array"),
+    }
+
+
+def run_facts(meta: dict[str, Any]) -> dict[str, Any]:
+    """What a run records from its project at launch, so its events are self-contained."""
+    return {
+        "delivery_lanes": delivery_lanes(meta),
+        "suits": suit_tester_roles(meta),
+        "repository_bindings": [
+            {
+                "repository_key": str(b.get("repository_key", "")),
+                "vcs_repo_slug": str(b.get("vcs_repo_slug", "")),
+                "default_branch": str(b.get("default_branch", "main") or "main"),
+                "repository_type": str(b.get("repository_type", "")),
+            }
+            for b in repository_bindings(meta)
+        ],
+        "proposal_id": str(pick(meta, "proposal_id") or ""),
+    }
+
+
+keep_stored_topics(Project, "domain.project")

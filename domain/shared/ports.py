@@ -1,0 +1,138 @@
+"""Ports to external systems and the step vocabulary of the execution plane.
+
+An execution plane looks at a run and its sessions at a tick and answers the steps its
+agents took; the application turns each step into events through the aggregates' guards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import msgspec
+
+
+class Step(msgspec.Struct, tag_field="step", kw_only=True, frozen=True):
+    agent_id: str = ""
+
+
+class StartProcess(Step, tag="start_process"):
+    llm_session_id: str
+    workspace_name: str
+
+
+class RestartProcess(Step, tag="restart_process"):
+    """Restart only this agent's process, in its assigned workspace (or a fresh one).
+
+    ``probe_workspace`` asks for a live probe of the assigned workspace first, so the
+    restarted process is probed where it runs before any fresh workspace is considered.
+    """
+
+    reason: str
+    fresh_workspace: bool = False
+    probe_workspace: bool = False
+
+
+class StartFailed(Step, tag="start_failed"):
+    """The plane's start call for the agent's process failed in ``workspace_name``."""
+
+    workspace_name: str
+    error: str
+    message: str = ""
+
+
+class RecreateWorkspace(Step, tag="recreate_workspace"):
+    """Recreate the agent's workspace once through the shared registry; restart there."""
+
+    reason: str
+
+
+class SelfHeal(Step, tag="self_heal"):
+    """Clear the agent's stale workspace identity and requeue a fresh launch."""
+
+    signal: str
+
+
+class ControllerAction(Step, tag="controller_action"):
+    action: str
+    summary: str = ""
+
+
+class CallTool(Step, tag="call_tool"):
+    tool_name: str
+    route: str = ""
+    summary: str = ""
+
+
+class Say(Step, tag="say"):
+    text: str
+
+
+class Block(Step, tag="block"):
+    code: str
+    message: str
+    evidence: dict[str, Any] = {}
+
+
+class Handoff(Step, tag="handoff"):
+    target_agent_id: str
+    spec_agent_id: str
+    kind: str
+    reason: str
+    suit: dict[str, str] = {}
+
+
+class OpenPullRequest(Step, tag="open_pull_request"):
+    repository_key: str
+    pr_owner: str
+    pr_repo: str
+    pr_number: int
+
+
+class Finish(Step, tag="finish"):
+    result: dict[str, Any]
+
+
+class CompleteRun(Step, tag="complete_run"):
+    summary: dict[str, Any] = {}
+
+
+AnyStep = (
+    StartProcess | RestartProcess | ControllerAction | CallTool | Say | Block | Handoff | OpenPullRequest
+    | Finish | CompleteRun | StartFailed | RecreateWorkspace | SelfHeal
+)
+
+
+class ExecutionPlane(Protocol):
+    """Drives agent sessions; the built-in one is a deterministic simulator."""
+
+    name: str
+
+    def plan_tick(self, run: Any, sessions: Sequence[Any], tick: int) -> list[Step]:
+        """The steps the run's agents take at ``tick`` (run and sessions are read only)."""
+        ...
+
+
+class CredentialProbe(Protocol):
+    """Resolves the studio credential profile and asks the sandbox key status endpoint."""
+
+    def check_credentials(self, run: Any, session: Any) -> Any:
+        """A ``domain.studio.policies.credentials.CredentialCheck`` for the session's launch."""
+        ...
+
+
+class ProjectAssets(Protocol):
+    """The project-assets lookup of the operator projection (one bounded controller call)."""
+
+    def fetch(self, tenant: str, project_slug: str) -> dict[str, Any]:
+        """The project's assets JSON; raises ``ProjectAssetsError`` when it cannot answer."""
+        ...
+
+
+class ProjectAssetsError(Exception):
+    """A failed project-assets lookup; ``kind`` is transport, credential, proxy, not_found or error."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail

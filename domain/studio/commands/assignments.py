@@ -1,0 +1,95 @@
+"""``assign-processes``: agent process assignments applied to a run's existing sessions.
+
+Each resolved session goes through the ``switch_agent_process`` effect: the takeover
+handoff is recorded first, the worktree is kept, and the switch event carries the
+``agent_process_assignment`` and ``agent_process_switch_*`` metadata. The whole
+assignment is one save (all sessions or none) and one run-level control record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from domain.shared.ids import new_id
+from domain.studio.control import ControlIntent
+from domain.studio.policies.assignment import Assignment, Seat, plan
+from domain.studio.process import ProcessAssignment, resolve_switch
+
+if TYPE_CHECKING:
+    from domain.application import SquadOps
+
+VERB = "switch_agent_process"
+SOURCE = "assign_processes"
+
+
+def assign_processes(
+    app: SquadOps,
+    *,
+    tenant: str,
+    run_id: str,
+    assignments: Sequence[Assignment],
+    actor: str,
+    reason: str = "",
+) -> list[dict[str, Any]]:
+    """Applies the assignments; answers one entry per resolved agent (switched or unchanged)."""
+
+    def command() -> list[dict[str, Any]]:
+        control_id = new_id("ctl")
+        run = app.get_run(tenant, run_id)
+        run._require_open()
+        sessions = {s.agent_id: s for s in app.all_sessions(run)}
+        seats = [Seat(agent_id=a, role_key=s.role_key, live=not s.ended) for a, s in sessions.items()]
+        chosen = plan(assignments, seats)
+        at = app.now()
+        run.record_control(
+            control_id=control_id,
+            verb=SOURCE,
+            actor=actor,
+            reason=reason,
+            causation_id=control_id,
+            params={"assignments": [a.as_dict() for a in assignments]},
+        )
+        changed: list[Any] = [run]
+        results = []
+        for agent_id in sorted(chosen):
+            assignment, session = chosen[agent_id], sessions[agent_id]
+            intent = ControlIntent(
+                verb=VERB,
+                provider=assignment.provider,
+                model=assignment.model,
+                effort=assignment.effort,
+                speed=assignment.speed,
+                reason=reason or f"assign-processes {assignment.target}",
+            )
+            target = resolve_switch(
+                ProcessAssignment(**session.process),
+                app.aliases,
+                provider=assignment.provider,
+                model=assignment.model,
+                effort=assignment.effort,
+                speed=assignment.speed,
+            )
+            entry = {"agent_id": agent_id, "session_id": session.session_id, "previous": dict(session.process)}
+            if target.as_dict() == session.process:
+                results.append({**entry, "status": "unchanged", "process": dict(session.process)})
+                continue
+            session_control = new_id("ctl")
+            app._record_verb(session, VERB, session_control, actor, intent, at, causation_id=control_id)
+            app._switch_process(
+                run, session, intent, session_control, actor, at, assignment=assignment.as_dict(), source=SOURCE
+            )
+            changed.append(session)
+            results.append(
+                {
+                    **entry,
+                    "status": "switched",
+                    "process": dict(session.process),
+                    "agent_process_switch_status": session.process_switch_status,
+                    "worktree": session.workspace_name,
+                }
+            )
+        app.save(*changed)
+        return results
+
+    return app.retrying(command)

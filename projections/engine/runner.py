@@ -1,0 +1,334 @@
+"""The projection runner: follows the notification log and keeps read models current.
+
+It reads the log in pages, decodes each event once, gives every projector the events past
+its own position, and commits each projector's row changes with its new position in one
+transaction. It advances only over contiguous positions: a gap (a transaction that has
+not committed yet) is waited for, and accepted only after ``gap_timeout`` (a rolled-back
+insert never fills it). It wakes at once after an append in this process, on PostgreSQL
+``LISTEN`` from other processes, and polls otherwise.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from projections.engine.docs import BatchDocs, DocCache, Projector
+from projections.engine.envelope import Envelope, envelope
+from projections.engine.store import Change, DocStore
+
+log = structlog.get_logger("squadops.projections")
+
+
+@dataclass
+class ProjectorStatus:
+    name: str
+    position: int = 0
+    events_applied: int = 0
+    failures: int = 0
+    last_error: str = ""
+    retry_at: float = 0.0
+
+
+@dataclass
+class _Batch:
+    name: str
+    position: int
+    docs: BatchDocs
+    applied: int
+
+
+@dataclass
+class RunnerStats:
+    batches: int = 0
+    events_read: int = 0
+    gaps_accepted: int = 0
+    statuses: dict[str, ProjectorStatus] = field(default_factory=dict)
+
+
+class NotificationSource:
+    """Reads the event store's notification log (any eventsourcing ApplicationRecorder)."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+
+    def read(self, start: int, limit: int, stop: int | None = None) -> list[Envelope]:
+        notes = self.recorder.select_notifications(start=start, limit=limit, stop=stop)
+        return [envelope(n) for n in notes]
+
+    def max_position(self) -> int:
+        return self.recorder.max_notification_id() or 0
+
+    def insert_in_flight(self) -> bool:
+        """Whether an append may still fill a gap in the positions seen.
+
+        Appends take the events table's lock until they commit (PostgreSQL) or are the
+        single writer (SQLite), so positions become visible in order and a gap below a
+        visible position can only be a rolled-back insert, unless an append is in
+        flight right now. PostgreSQL is asked; on SQLite a rolled-back insert leaves no
+        gap at all. Any other recorder is assumed to have one in flight.
+        """
+        from eventsourcing.postgres import PostgresApplicationRecorder
+        from eventsourcing.sqlite import SQLiteApplicationRecorder
+
+        if isinstance(self.recorder, SQLiteApplicationRecorder):
+            return False
+        if not isinstance(self.recorder, PostgresApplicationRecorder):
+            return True
+        table = self.recorder.events_table_name
+        with self.recorder.datastore.get_connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) AS n FROM pg_locks l JOIN pg_class c ON l.relation = c.oid "
+                "WHERE c.relname = %s AND l.mode = 'ExclusiveLock'",
+                (table,),
+            ).fetchone()
+        return bool(row and row["n"])
+
+
+def contiguous(envs: Sequence[Envelope], after: int) -> int:
+    """How many leading envelopes follow ``after`` without a gap."""
+    expected = after + 1
+    for count, env in enumerate(envs):
+        if env.position != expected:
+            return count
+        expected += 1
+    return len(envs)
+
+
+class ProjectionRunner:
+    """Runs projectors over the log; safe to run in several processes at once."""
+
+    def __init__(
+        self,
+        source: NotificationSource,
+        store: DocStore,
+        projectors: Sequence[Projector],
+        *,
+        page_size: int = 2000,
+        poll_seconds: float = 0.5,
+        gap_timeout: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+        cache_docs: int = 50_000,
+    ) -> None:
+        self.source = source
+        self.store = store
+        self.projectors = list(projectors)
+        self.page_size = page_size
+        self.poll_seconds = poll_seconds
+        self.gap_timeout = gap_timeout
+        self.clock = clock
+        self.stats = RunnerStats(statuses={p.name: ProjectorStatus(p.name) for p in self.projectors})
+        self._wake = threading.Event()
+        self._progress = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._listener: threading.Thread | None = None
+        self._gap_seen: dict[int, float] = {}
+        self._run_lock = threading.Lock()
+        self.cache_docs = cache_docs
+        self._caches: dict[str, DocCache] = {}
+        self._cached_at: dict[str, int] = {}
+        for projector in self.projectors:
+            store.ensure(projector.name)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self, *, listen_url: str = "", channel: str = "stored_events") -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="projection-runner", daemon=True)
+        self._thread.start()
+        if listen_url:
+            self._listener = threading.Thread(
+                target=self._listen, args=(listen_url, channel), name="projection-listen", daemon=True
+            )
+            self._listener.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._listener is not None:
+            self._listener.join(timeout=5)
+
+    def wake(self, _position: int | None = None) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                applied = self.run_once()
+            except Exception as exc:  # the database went away: keep trying, never die
+                log.warning("projection_pass_failed", error=repr(exc))
+                applied = 0
+                self._stop.wait(min(self.poll_seconds, 1.0))
+            if applied == 0:
+                self._wake.wait(self.poll_seconds)
+                self._wake.clear()
+
+    def _listen(self, url: str, channel: str) -> None:
+        """PostgreSQL LISTEN: another process appended; wake at once."""
+        import psycopg
+
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute(f'LISTEN "{channel}"')
+                    while not self._stop.is_set():
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            self._wake.set()
+            except Exception as exc:
+                log.warning("projection_listen_failed", error=repr(exc))
+                self._stop.wait(1.0)
+
+    # -- one pass --------------------------------------------------------------------------
+
+    def positions(self) -> dict[str, int]:
+        stored = self.store.positions()
+        return {p.name: stored.get(p.name, 0) for p in self.projectors}
+
+    def run_once(self) -> int:
+        """Applies what is available; answers how many (projector, event) pairs it applied."""
+        with self._run_lock:
+            positions = self.positions()
+            now = self.clock()
+            active = [p for p in self.projectors if self.stats.statuses[p.name].retry_at <= now]
+            if not active:
+                return 0
+            start = min(positions[p.name] for p in active)
+            envs = self.source.read(start + 1, self.page_size)
+            if not envs:
+                return 0
+            usable = self._contiguous_prefix(envs, start)
+            if usable == 0:
+                return 0
+            envs = envs[:usable]
+            last = envs[-1].position
+            self.stats.batches += 1
+            self.stats.events_read += len(envs)
+            batches = []
+            for projector in active:
+                batch = self._fold(projector, positions[projector.name], envs)
+                if batch is not None:
+                    batches.append(batch)
+            applied = self._commit(batches, last)
+        with self._progress:
+            self._progress.notify_all()
+        return applied
+
+    def _contiguous_prefix(self, envs: list[Envelope], start: int) -> int:
+        count = contiguous(envs, start)
+        if count == len(envs):
+            return count
+        gap = (envs[count - 1].position if count else start) + 1
+        first_seen = self._gap_seen.setdefault(gap, self.clock())
+        if count:
+            return count
+        if self.clock() - first_seen < self.gap_timeout and self._may_fill(gap):
+            return 0
+        # The gap outlived any transaction: a rolled-back insert. Accept it, loudly.
+        log.warning("projection_gap_accepted", position=gap, next_position=envs[0].position)
+        self.stats.gaps_accepted += 1
+        self._gap_seen.pop(gap, None)
+        return contiguous(envs, envs[0].position - 1)
+
+    def _remembered(self, name: str, position: int) -> DocCache:
+        """The projector's document memory, forgotten if its position moved under us."""
+        cache = self._caches.setdefault(name, DocCache(self.cache_docs))
+        if self._cached_at.get(name) != position:
+            cache.clear()
+            self._cached_at[name] = position
+        return cache
+
+    def _may_fill(self, gap: int) -> bool:
+        probe = getattr(self.source, "insert_in_flight", None)
+        if probe is None:
+            return True
+        try:
+            return bool(probe())
+        except Exception as exc:  # cannot tell: wait for the timeout, as without a probe
+            log.warning("projection_gap_probe_failed", position=gap, error=repr(exc))
+            return True
+
+    def _fold(self, projector: Projector, position: int, envs: list[Envelope]) -> _Batch | None:
+        """Folds the events past ``position`` into a batch of documents (not committed)."""
+        status = self.stats.statuses[projector.name]
+        pending = [e for e in envs if e.position > position]
+        if not pending:
+            return None
+        docs = BatchDocs(self.store, projector.name, self._remembered(projector.name, position))
+        applied = 0
+        try:
+            for env in pending:
+                if projector.wants(env):
+                    projector.apply(env, docs)
+                    applied += 1
+        except Exception as exc:
+            self._caches[projector.name].clear()  # documents mutated by a failed fold
+            status.failures += 1
+            status.last_error = f"{type(exc).__name__}: {exc} (event {env.position} {env.kind})"
+            status.retry_at = self.clock() + min(30.0, 0.5 * 2 ** min(status.failures, 6))
+            log.error(
+                "projector_failed",
+                projector=projector.name,
+                position=env.position,
+                kind=env.kind,
+                error=repr(exc),
+            )
+            return None
+        return _Batch(projector.name, position, docs, applied)
+
+    def _commit(self, batches: list[_Batch], last: int) -> int:
+        """Commits every projector's batch in one transaction (each alone if that fails)."""
+        if not batches:
+            return 0
+        changes = [Change(b.name, b.position, last, *b.docs.changes()) for b in batches]
+        if self.store.commit_many(changes):
+            committed = batches
+        else:
+            committed = []
+            for batch, change in zip(batches, changes, strict=True):
+                if self.store.commit(*change):
+                    committed.append(batch)
+                else:  # another runner moved this projector on; re-read next pass
+                    self._caches[batch.name].clear()
+                    self._cached_at.pop(batch.name, None)
+        for batch in committed:
+            self._caches[batch.name].keep(batch.docs.cache)
+            self._cached_at[batch.name] = last
+            status = self.stats.statuses[batch.name]
+            status.position = last
+            status.events_applied += batch.applied
+            status.failures = 0
+            status.last_error = ""
+            status.retry_at = 0.0
+        return sum(max(b.applied, 1) for b in committed)
+
+    # -- waiting (read-your-writes, tests) ----------------------------------------------------
+
+    def wait_for(self, position: int, timeout: float = 5.0, names: Sequence[str] = ()) -> bool:
+        """Blocks until the named projectors (all by default) reached ``position``.
+
+        With the runner in this process it waits on its progress; otherwise the projector
+        runs elsewhere (``squadops worker projector``) and the stored positions are polled.
+        """
+        deadline = time.monotonic() + timeout
+        wanted = set(names) or {p.name for p in self.projectors}
+        self.wake()
+        while True:
+            positions = self.positions()
+            if all(positions.get(n, 0) >= position for n in wanted):
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if self._thread is None or not self._thread.is_alive():
+                time.sleep(min(remaining, 0.005))
+                continue
+            with self._progress:
+                self._progress.wait(min(remaining, 0.05))

@@ -1,0 +1,145 @@
+"""Projects read model: the project factory's ``PortalProjectOut`` per project.
+
+Only fields the service can fill truthfully are filled; everything else keeps its
+empty-typed default (C11). Run history is attached as runs are launched and end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.projects.project import repository_bindings, source_ref, suit_tester_roles
+from domain.shared.metadata import pick
+from projections.engine.docs import Docs, Projector
+from projections.engine.envelope import Envelope
+
+VCS_BASE_URL = "https://vcs.squadops.local"
+
+
+def project_doc_key(tenant: str, slug: str) -> str:
+    return f"project/{tenant}/{slug}"
+
+
+def _strings(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def project_out(tenant: str, slug: str, request: dict[str, Any], created_by: str, created_at: str) -> dict[str, Any]:
+    """The project as the factory answers it, from its create request."""
+    participants = []
+    for p in pick(request, "participants", []) or []:
+        if isinstance(p, dict) and p.get("subject_key"):
+            participants.append(
+                {
+                    "subject_key": str(p["subject_key"]).lower(),
+                    "project_role": str(p.get("project_role") or "contributor"),
+                    "stack_ids": _strings(p.get("stack_ids", [])),
+                }
+            )
+    for owner in _strings(pick(request, "owner_subject_keys", [])):
+        if all(p["subject_key"] != owner.lower() for p in participants):
+            participants.append({"subject_key": owner.lower(), "project_role": "owner", "stack_ids": []})
+    for member in _strings(pick(request, "member_subject_keys", [])):
+        if all(p["subject_key"] != member.lower() for p in participants):
+            participants.append({"subject_key": member.lower(), "project_role": "contributor", "stack_ids": []})
+    if created_by and all(p["subject_key"] != created_by for p in participants):
+        participants.append({"subject_key": created_by, "project_role": "owner", "stack_ids": []})
+    bindings = []
+    for b in repository_bindings(request):
+        repo_slug = str(b.get("vcs_repo_slug") or "")
+        bindings.append(
+            {
+                "repository_key": str(b.get("repository_key") or ""),
+                "display_name": str(b.get("display_name") or ""),
+                "vcs_repo_slug": repo_slug,
+                "vcs_repo_url": f"{VCS_BASE_URL}/{repo_slug}" if repo_slug else "",
+                "default_branch": str(b.get("default_branch") or "main"),
+                "workspace_scope": str(b.get("workspace_scope") or "project_shared"),
+                "repository_type": str(b.get("repository_type") or "application"),
+                "metadata": {
+                    k: v
+                    for k, v in b.items()
+                    if k in ("repository_provisioning_policy", "create_vcs_repo", "private_repo")
+                },
+            }
+        )
+    template_id = str(pick(request, "template_id") or "delivery-core")
+    assembly = dict(pick(request, "project_assembly", {}) or {})
+    refs = source_ref(request)
+    assembly.setdefault("source_ref_mode", refs["mode"])
+    assembly.setdefault("suit_tester_roles", suit_tester_roles(request))
+    main_repo = next((b for b in bindings if b["repository_type"] == "assembly"), bindings[0] if bindings else None)
+    enabled = pick(request, "enabled_stack_ids")
+    return {
+        "tenant_id": tenant,
+        "project_slug": slug,
+        "is_favorite": False,
+        "template_id": template_id,
+        "template_family": template_id.split("-")[0],
+        "display_name": str(pick(request, "display_name") or slug),
+        "description": str(pick(request, "description") or ""),
+        "vcs_repo_slug": main_repo["vcs_repo_slug"] if main_repo else "",
+        "vcs_repo_url": main_repo["vcs_repo_url"] if main_repo else "",
+        "repository_provisioning_policy": str(pick(request, "repository_provisioning_policy") or ""),
+        "created_by": created_by,
+        "updated_at": created_at,
+        "team_group_paths": _strings(pick(request, "member_group_paths", [])),
+        "member_subject_keys": sorted({p["subject_key"] for p in participants}),
+        "participants": participants,
+        "enabled_stack_ids": _strings(enabled) if enabled is not None else [],
+        "board_project_uid": str(pick(request, "board_project_uid") or ""),
+        "proof_codebase_repo_slug": next(
+            (b["vcs_repo_slug"] for b in bindings if b["repository_key"] in ("backend", "frontend")), ""
+        ),
+        "project_assembly": assembly,
+        "repository_bindings": bindings,
+        "ai_config": {"template_id": template_id, "source_ref_repos": refs["repos"]},
+        "ai_run_history": [],
+    }
+
+
+class ProjectsProjector(Projector):
+    name = "projects"
+    topics = frozenset({"Project.Created", "Run.Launched", "Run.Completed", "Run.CleanedUp"})
+    history_limit = 20
+
+    def apply(self, env: Envelope, docs: Docs) -> None:
+        d = env.data
+        if env.kind == "Project.Created":
+            tenant, slug = env.tenant, d["project_slug"]
+            doc = project_out(tenant, slug, d["request"], d["created_by"], d["created_at"])
+            docs.put(project_doc_key(tenant, slug), doc, p=f"projects/{tenant}", s=slug)
+            return
+        tenant, run_id = env.tenant, env.run_id
+        if env.kind == "Run.Launched":
+            key = project_doc_key(tenant, d["project_slug"])
+            project = docs.get(key)
+            if project is None:
+                return
+            docs.put(f"run-project/{tenant}/{run_id}", {"project_slug": d["project_slug"]}, p="run-project")
+            entry = {
+                "run_id": run_id,
+                "run_key": run_id,
+                "template_id": d["template_id"],
+                "status": "ready",
+                "next_goal": d["next_goal"],
+                "created_at": env.at,
+                "updated_at": env.at,
+            }
+            history = [entry] + [h for h in project["ai_run_history"] if h["run_id"] != run_id]
+            project["ai_run_history"] = history[: self.history_limit]
+            project["updated_at"] = max(project["updated_at"], env.at)
+            docs.put(key, project, p=f"projects/{tenant}", s=project["project_slug"])
+            return
+        link = docs.get(f"run-project/{tenant}/{run_id}")
+        if link is None:
+            return
+        key = project_doc_key(tenant, link["project_slug"])
+        project = docs.get(key)
+        if project is None:
+            return
+        for entry in project["ai_run_history"]:
+            if entry["run_id"] == run_id:
+                entry["status"] = "completed" if env.kind == "Run.Completed" else "cleaned_up"
+                entry["updated_at"] = env.at
+        docs.put(key, project, p=f"projects/{tenant}", s=project["project_slug"])

@@ -1,0 +1,264 @@
+"""Log dock read model: a run's live events and runtime log excerpts, newest first.
+
+Per run, two lanes: ``live_events`` (exactly ``projections.studio.live_events.live_event``, the
+mapping the live channel uses too) and ``runtime_logs`` excerpts. The head document
+(``logdock/<tenant>/<run_id>``) holds ``event_count`` (every live event of the run so far)
+and each lane's newest items (its ``tail``, under ``CHUNK``); a full tail is sealed into a
+chunk row (partitions ``logdock-live/<tenant>/<run_id>`` and ``logdock-logs/...``, sorted
+by chunk number), and whole oldest chunks go once ``CAPACITY`` newer items are kept. A
+batch of events rewrites one document per run (plus a sealed chunk now and then) instead
+of the run's whole log; a feed read takes the head and the newest chunks in one scan.
+
+A runtime log excerpt is a diagnostic excerpt of what happened (``evidence_scope``
+``diagnostic_excerpt``); the current-state entries (what needs an operator now) come from
+the pixel agents read model. Sources: ``studio/session``, ``studio/activity``,
+``studio/assistant-message``, ``studio/delivery``, ``sandbox/runner``,
+``sandbox/runner-stdout``, ``sandbox/tempo``, ``sandbox/wall``, ``sandbox/slot``,
+``sandbox/ownership``; levels ``info``, ``warn``, ``error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from domain.studio.policies.walls import wall_for
+from projections.engine.docs import Docs, Projector
+from projections.engine.envelope import Envelope
+from projections.engine.stamps import stamp
+from projections.studio.live_events import live_event
+
+log = structlog.get_logger("squadops.projections.log_dock")
+
+CAPACITY = 200
+CHUNK = 25
+SLOT_ACTIONS = frozenset({"acquire_execution_slot", "dispatch_slot_prompt"})
+
+
+def log_dock_doc_key(tenant: str, run_id: str) -> str:
+    return f"logdock/{tenant}/{run_id}"
+
+
+def live_partition(tenant: str, run_id: str) -> str:
+    return f"logdock-live/{tenant}/{run_id}"
+
+
+def logs_partition(tenant: str, run_id: str) -> str:
+    return f"logdock-logs/{tenant}/{run_id}"
+
+
+def sort_key(position: int) -> str:
+    return f"{position:012d}"
+
+
+def excerpt(env: Envelope) -> dict[str, Any] | None:
+    """The runtime log excerpt for ``env``, or None when it leaves no log line."""
+    d, name = env.data, env.name
+    who = env.agent_id
+    if env.aggregate_type == "Run":
+        return _run_excerpt(env)
+    if env.aggregate_type != "AgentSession":
+        return None
+    if name == "Opened":
+        joined = d.get("joined_via") or {}
+        via = joined.get("kind", "") or "launch"
+        frm = f" from {joined['from_agent_id']}" if joined.get("from_agent_id") else ""
+        return _entry(env, "studio/session", "info", f"{who} joined the run ({via}{frm}).", "ready")
+    if name == "ProcessStarted":
+        return _entry(
+            env, "sandbox/runner", "info",
+            f"{who} process started (attempt {d.get('attempt', 1)}) in workspace {d.get('workspace_name', '')}.",
+            "waiting_first_tool",
+        )
+    if name in ("ProcessRestarted", "WorkspaceRestarted"):
+        what = "process" if name == "ProcessRestarted" else "workspace"
+        source = "sandbox/runner" if name == "ProcessRestarted" else "sandbox/slot"
+        note = " (recreated)" if d.get("recreated") else ""
+        return _entry(env, source, "warn", f"{who} {what} restarted{note}: {d.get('reason', '')}.", "ready",
+                      warning=f"cleared blocker {d['cleared_blocker']}" if d.get("cleared_blocker") else "")
+    if name == "ControllerActionObserved":
+        action = str(d.get("action", ""))
+        label = str(d.get("evidence_label", ""))
+        source = "sandbox/slot" if action in SLOT_ACTIONS else "studio/activity"
+        warning = "A controller action is not the required first tool." if label else ""
+        return _entry(env, source, "warn" if label else "info", f"{who} controller action {action}.",
+                      f"controller:{action}", warning=warning)
+    if name == "ToolCalled":
+        tool = str(d.get("tool_name", ""))
+        if d.get("first"):
+            return _entry(env, "sandbox/tempo", "info", f"{who} made its first tool call ({tool}); agent running.",
+                          f"tool:{tool}")
+        return _entry(env, "studio/activity", "info", f"{who} {tool}: {d.get('summary', '')}".strip(), f"tool:{tool}")
+    if name == "AssistantMessage":
+        return _entry(env, "studio/assistant-message", "info", str(d.get("text", ""))[:500], "message")
+    if name == "Blocked":
+        code = str(d.get("code", ""))
+        wall = wall_for(code, str(d.get("message", "")))
+        level = "error" if code.startswith("sandbox_") else "warn"
+        return _entry(env, "sandbox/wall", level, f"{who} blocked by {code}: {d.get('message', '')}",
+                      f"blocked:{code}", warning=wall.message)
+    if name == "Unblocked":
+        return _entry(env, "sandbox/wall", "info", f"{who} {d.get('code', '')} cleared: {d.get('resolution', '')}.",
+                      str(d.get("resume_status", "")))
+    if name == "HandedOff":
+        target = d.get("target_agent_id", "")
+        return _entry(env, "studio/activity", "info", f"{who} handed off to {target}: {d.get('reason', '')}",
+                      f"handoff:{target}")
+    if name == "PullRequestOpened":
+        return _entry(env, "studio/delivery", "info", f"{who} opened pull request {d.get('pr_url', '')}.",
+                      "pull_request_opened")
+    if name == "Completed":
+        result = d.get("result") or {}
+        error = bool(result.get("is_error"))
+        text = str(result.get("result", "session completed"))[:500]
+        return _entry(env, "sandbox/runner-stdout", "error" if error else "info", text, "session_completed",
+                      warning="The runner reported an error result." if error else "")
+    if name == "Stopped":
+        return _entry(env, "studio/session", "warn", f"{who} stopped by {d.get('actor', '')}: {d.get('reason', '')}.",
+                      "stopped")
+    if name == "Paused":
+        return _entry(env, "studio/session", "warn", f"{who} paused by {d.get('actor', '')}.", "paused")
+    if name == "Resumed":
+        return _entry(env, "studio/session", "info", f"{who} resumed by {d.get('actor', '')}.",
+                      str(d.get("live_status", "")))
+    if name == "RequestQueued":
+        return _entry(env, "studio/activity", "info", f"{who} request queued by {d.get('actor', '')}.", "request_queued")
+    if name == "ControlApplied":
+        return _entry(env, "studio/activity", "info", f"{d.get('verb', '')} on {who} by {d.get('actor', '')}.",
+                      f"control:{d.get('verb', '')}")
+    if name == "MessageDelivered":
+        channel = d.get("channel", "")
+        return _entry(env, "studio/activity", "info", f"{channel} message to {who}: {str(d.get('message', ''))[:300]}",
+                      f"message:{channel}")
+    if name == "ProcessSwitched":
+        process = d.get("process") or {}
+        return _entry(
+            env, "sandbox/ownership", "warn",
+            f"{who} switches to {process.get('provider', '')}/{process.get('model', '')}; worktree kept.",
+            "process_switch_pending",
+            warning="A takeover handoff is required before the replacement process starts.",
+        )
+    if name == "StartFailed":
+        return _entry(env, "sandbox/slot", "error", f"{who} start failed in {d.get('workspace_name', '')}: {d.get('error', '')}",
+                      "start_failed", warning="The provider workspace is treated as a missing binding.")
+    if name == "SelfHealed":
+        return _entry(env, "sandbox/runner", "warn", f"{who} self-heal on {d.get('signal', '')}: stale workspace identity cleared.",
+                      "self_heal_requeued")
+    if name == "TaskCardChanged":
+        return _entry(env, "studio/activity", "info",
+                      f"task card {d.get('task_card_id', '')} {d.get('action', '')} on {who}: {d.get('title', '')}".strip(),
+                      f"task_card:{d.get('action', '')}")
+    return None
+
+
+def _run_excerpt(env: Envelope) -> dict[str, Any] | None:
+    d, name = env.data, env.name
+    if name == "Launched":
+        return _entry(env, "studio/session", "info",
+                      f"Run launched from {d.get('template_id', '')} for {d.get('project_slug', '')}.", "ready")
+    if name == "ExecutionRequested":
+        text = "Follow-up execution kick." if d.get("follow_up") else "Execution scheduled."
+        return _entry(env, "studio/session", "info", text, "scheduled")
+    if name == "ExecutionStarted":
+        return _entry(env, "studio/session", "info", "Execution started.", "running")
+    if name == "HandoffRecorded":
+        return _entry(env, "studio/activity", "info",
+                      f"Handoff {d.get('kind', '')} {d.get('from_agent_id', '')} -> {d.get('to_agent_id', '')}.",
+                      f"handoff:{d.get('to_agent_id', '')}")
+    if name == "PreviewShared":
+        preview = d.get("preview") or {}
+        return _entry(env, "studio/delivery", "info",
+                      f"Preview shared at {preview.get('url') or preview.get('domain_url') or ''}.", "preview_shared")
+    if name == "ControlRecorded":
+        return _entry(env, "studio/activity", "info", f"{d.get('verb', '')} on the run by {d.get('actor', '')}.",
+                      f"control:{d.get('verb', '')}")
+    if name == "Completed":
+        return _entry(env, "studio/session", "info", "Run completed.", "completed")
+    if name == "CleanedUp":
+        return _entry(env, "studio/session", "warn",
+                      f"Run cleaned up by {d.get('actor', '')}: {d.get('reason', '')}.", "cleaned_up")
+    return None
+
+
+def _entry(env: Envelope, source: str, level: str, message: str, signal: str, *, warning: str = "") -> dict[str, Any]:
+    return {
+        "source": source,
+        "level": level,
+        "message": message,
+        "created_at": stamp(env),
+        "evidence_scope": "diagnostic_excerpt",
+        "current_signal": signal,
+        "warning": warning,
+        "agent_id": env.agent_id,
+        "event_id": env.event_id,
+    }
+
+
+def chunks_for(limit: int) -> int:
+    """Sealed chunks to read for the newest ``limit`` items (the tail comes first)."""
+    return -(-limit // CHUNK)
+
+
+def chunk_key(partition: str, number: int) -> str:
+    return f"{partition}/{sort_key(number)}"
+
+
+def new_lane() -> dict[str, Any]:
+    return {"tail": [], "sealed": [], "next": 0}
+
+
+def push(docs: Docs, lane: dict[str, Any], partition: str, item: dict[str, Any]) -> None:
+    """Appends to the lane's tail; a full tail becomes a chunk row; past CAPACITY the oldest go."""
+    lane["tail"].append(item)
+    if len(lane["tail"]) >= CHUNK:
+        number = lane["next"]
+        docs.put(chunk_key(partition, number), {"items": lane["tail"]}, p=partition, s=sort_key(number))
+        lane["sealed"].append(number)
+        lane["next"] = number + 1
+        lane["tail"] = []
+        while len(lane["sealed"]) > 1 and (len(lane["sealed"]) - 1) * CHUNK + len(lane["tail"]) >= CAPACITY:
+            docs.delete(chunk_key(partition, lane["sealed"].pop(0)))
+
+
+class LogDockProjector(Projector):
+    name = "log_dock"
+    prefixes = ("Run.", "AgentSession.")
+
+    def wants(self, env: Envelope) -> bool:
+        return env.kind.startswith(self.prefixes)
+
+    def apply(self, env: Envelope, docs: Docs) -> None:
+        tenant, run_id = env.tenant, env.run_id
+        key = log_dock_doc_key(tenant, run_id)
+        if env.kind == "Run.Launched":
+            doc: dict[str, Any] | None = {
+                "run_id": run_id,
+                "tenant_id": tenant,
+                "broken": "",
+                "latest_activity_at": env.at,
+                "event_count": 0,
+                "live": new_lane(),
+                "logs": new_lane(),
+            }
+        else:
+            doc = docs.get(key)
+        if doc is None or doc["broken"]:
+            return
+        try:
+            doc["latest_activity_at"] = max(doc["latest_activity_at"], stamp(env))
+            item = live_event(env)
+            if item is not None:
+                doc["event_count"] += 1
+                push(docs, doc["live"], live_partition(tenant, run_id), item)
+            line = excerpt(env)
+            if line is not None:
+                push(docs, doc["logs"], logs_partition(tenant, run_id), line)
+        except Exception as exc:  # one malformed event empties this run's log dock, nothing else
+            for partition, lane in ((live_partition(tenant, run_id), doc["live"]), (logs_partition(tenant, run_id), doc["logs"])):
+                for number in lane["sealed"]:
+                    docs.delete(chunk_key(partition, number))
+            doc.update(live=new_lane(), logs=new_lane(), event_count=0)
+            doc["broken"] = f"{type(exc).__name__}: {exc} (event {env.position} {env.kind})"
+            log.warning("log_dock_fold_failed", run_id=run_id, reason=doc["broken"])
+        docs.put(key, doc, p=f"logdock/{tenant}")

@@ -1,0 +1,217 @@
+"""Time travel: a run's feed exactly as it was at a log position, from the event log.
+
+Only the events that can change the run's feed are read: the run's own events, those of
+its sessions (named by the run's ``SessionOpened`` events) and those of its project's
+workspace leases (the mirror is per project), selected by aggregate id with the log
+position bound in SQL. They are folded in memory by the same projectors that keep the
+live read models, and composed by the same ``compose_feed``: nothing is stored, nothing
+re-fires. Every per-run document depends only on those events, so the answer equals the
+live feed at that position byte for byte.
+
+``as_of`` (a timestamp) answers the feed right after the last of those events stamped
+at or before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from domain.shared.clock import iso
+from domain.shared.ids import lease_key, run_key, session_key
+from projections.engine.docs import MemoryDocs, Projector, decode, encode
+from projections.engine.envelope import Envelope, envelope
+from projections.studio.feed import compose_feed, feed_reads, feed_scans
+from projections.studio.fleet import FleetProjector
+from projections.studio.log_dock import LogDockProjector
+from projections.studio.mirror_surface import mirror_projector
+from projections.studio.pixels import PixelsProjector
+from projections.studio.runs import RunsProjector
+from projections.studio.surfaces import SurfacesProjector
+
+
+class RunNotYet(LookupError):
+    """The run had no event at or before the asked position or time."""
+
+
+class _Note(NamedTuple):
+    id: int
+    originator_id: str
+    originator_version: int
+    topic: str
+    state: bytes
+
+
+class EventSelector:
+    """Selects events by aggregate id up to a position, straight from the event store."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+        self.dialect = recorder_dialect(recorder)
+
+    def select(self, ids: Sequence[str], upto: int) -> list[Envelope]:
+        ids = sorted(set(ids))
+        if not ids or upto <= 0:
+            return []
+        if self.dialect == "postgres":
+            notes = self._postgres(ids, upto)
+        elif self.dialect == "sqlite":
+            notes = self._sqlite(ids, upto)
+        else:
+            notes = self._scan(ids, upto)
+        return [envelope(n) for n in notes]
+
+    def max_position(self) -> int:
+        return self.recorder.max_notification_id() or 0
+
+    def _postgres(self, ids: list[str], upto: int) -> list[_Note]:
+        from psycopg.sql import SQL, Identifier
+
+        statement = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {}.{} "
+            "WHERE originator_id = ANY(%s) AND notification_id <= %s ORDER BY notification_id"
+        ).format(Identifier(self.recorder.datastore.schema), Identifier(self.recorder.events_table_name))
+        with self.recorder.datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(statement, (ids, upto))
+            rows = cursor.fetchall()
+        return [
+            _Note(r["notification_id"], r["originator_id"], r["originator_version"], r["topic"], bytes(r["state"]))
+            for r in rows
+        ]
+
+    def _sqlite(self, ids: list[str], upto: int) -> list[_Note]:
+        table = self.recorder.events_table_name
+        marks = ",".join("?" * len(ids))
+        statement = (
+            f"SELECT rowid, originator_id, originator_version, topic, state FROM {table} "
+            f"WHERE originator_id IN ({marks}) AND rowid <= ? ORDER BY rowid"
+        )
+        with self.recorder.datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, [*ids, upto])
+            rows = cursor.fetchall()
+        return [_Note(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
+
+    def _scan(self, ids: list[str], upto: int) -> list[_Note]:
+        wanted, found, position = set(ids), [], 0
+        while position < upto:
+            page = self.recorder.select_notifications(start=position + 1, limit=5000, stop=upto)
+            if not page:
+                break
+            found.extend(n for n in page if n.originator_id in wanted)
+            position = page[-1].id
+        return found
+
+
+def recorder_dialect(recorder: Any) -> str:
+    from eventsourcing.postgres import PostgresApplicationRecorder
+    from eventsourcing.sqlite import SQLiteApplicationRecorder
+
+    if isinstance(recorder, PostgresApplicationRecorder):
+        return "postgres"
+    if isinstance(recorder, SQLiteApplicationRecorder):
+        return "sqlite"
+    return "other"
+
+
+def feed_projectors() -> list[Projector]:
+    """The projectors whose documents make up a run's feed."""
+    projectors: list[Projector] = [
+        RunsProjector(), FleetProjector(), PixelsProjector(), SurfacesProjector(), LogDockProjector()
+    ]
+    mirror = mirror_projector()
+    if mirror is not None:
+        projectors.append(mirror)
+    return projectors
+
+
+class TimeTravel:
+    """Answers a run's feed at a past position (or time) from the event log alone."""
+
+    def __init__(self, selector: EventSelector) -> None:
+        self.selector = selector
+
+    def run_events(
+        self, tenant: str, run_id: str, project_slug: str, upto: int, workspaces: Sequence[str] = ()
+    ) -> list[Envelope]:
+        """Every event up to ``upto`` that can change the feed of this run."""
+        run_events = self.selector.select([run_key(tenant, run_id)], upto)
+        if not run_events:
+            return []
+        sessions = [
+            session_key(tenant, run_id, e.data["session_id"], e.data["agent_id"])
+            for e in run_events
+            if e.kind == "Run.SessionOpened"
+        ]
+        session_events = self.selector.select(sessions, upto)
+        names = set(workspaces) | {
+            str(e.data["workspace_name"])
+            for e in session_events
+            if e.kind == "AgentSession.ProcessStarted" and e.data.get("workspace_name")
+        }
+        leases = [lease_key(tenant, project_slug, name) for name in names]
+        lease_events = self.selector.select(leases, upto)
+        return sorted(run_events + session_events + lease_events, key=lambda e: e.position)
+
+    def position_at(self, events: Sequence[Envelope], moment: str) -> int:
+        """The position of the last event stamped at or before ``moment`` (0: none)."""
+        stamped = [e.position for e in events if e.at <= moment]
+        return max(stamped, default=0)
+
+    def feed(
+        self,
+        tenant: str,
+        run_id: str,
+        project_slug: str,
+        *,
+        position: int | None = None,
+        moment: str = "",
+        limit: int,
+        workspaces: Sequence[str] = (),
+    ) -> tuple[bytes, int]:
+        """(the feed's JSON, the position it answers) at ``position`` or at ``moment``."""
+        head = self.selector.max_position()
+        upto = head if position is None else min(position, head)
+        events = self.run_events(tenant, run_id, project_slug, upto, workspaces)
+        if moment:
+            upto = self.position_at(events, moment)
+            events = [e for e in events if e.position <= upto]
+        if not any(e.kind == "Run.Launched" for e in events):
+            raise RunNotYet(run_id)
+        projectors = feed_projectors()
+        docs = {p.name: MemoryDocs() for p in projectors}
+        for env in events:
+            for projector in projectors:
+                if projector.wants(env):
+                    projector.apply(env, docs[projector.name])
+        parts: dict[str, bytes | None] = {}
+        for part, (name, key) in feed_reads(tenant, run_id, project_slug).items():
+            doc = docs[name].get(key) if name in docs else None
+            parts[part] = encode(doc) if doc is not None else None
+        rows = {
+            part: newest(docs[scan.name], scan.p, scan.limit)
+            for part, scan in feed_scans(tenant, run_id, limit).items()
+        }
+        return compose_feed(tenant, run_id, project_slug, parts, rows, limit), upto
+
+
+def newest(docs: MemoryDocs, partition: str, limit: int) -> list[bytes]:
+    """The newest ``limit`` rows of a partition of documents in memory, as the store answers."""
+    found = sorted(((meta.s, doc) for meta, doc in docs.docs.values() if meta.p == partition), key=lambda r: r[0])
+    return [encode(doc) for _, doc in reversed(found[-limit:])]
+
+
+def workspace_names(mirror_doc: bytes | None) -> list[str]:
+    """Workspace names the live mirror document knows for the project."""
+    if mirror_doc is None:
+        return []
+    workspaces = decode(mirror_doc).get("workspaces", {})
+    return sorted(workspaces) if isinstance(workspaces, dict) else []
+
+
+def parse_moment(text: str) -> str:
+    """An ISO 8601 timestamp in the stored form (UTC, microseconds, ``Z``); ValueError if not."""
+    moment = datetime.fromisoformat(text.strip())
+    if moment.tzinfo is None:
+        raise ValueError("the timestamp needs a time zone (Z or an offset)")
+    return iso(moment)

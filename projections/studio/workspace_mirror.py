@@ -1,0 +1,169 @@
+"""Execution workspace mirror: each project's workspace leases, as the feed shows them.
+
+The projector keeps one document per project (``mirror/<tenant>/<project>``) folded from
+WorkspaceLease events; ``compose_mirror`` turns it into the feed's surface for one run,
+enriching each workspace with what correlates with that run's sessions. Only leases of
+the project are ever in its document (per-project isolation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from projections.engine.docs import Docs, Projector
+from projections.engine.envelope import Envelope
+
+LIVE_BY_STATUS = {
+    "ready": "connected",
+    "provisioning": "pending",
+    "pending": "pending",
+    "suspended": "stopped",
+    "stopped": "stopped",
+    "missing": "missing",
+}
+
+
+def mirror_doc_key(tenant: str, project_slug: str) -> str:
+    return f"mirror/{tenant}/{project_slug}"
+
+
+def live_status(workspace: dict[str, Any]) -> str:
+    """A live probe wins; otherwise derived from the persisted status."""
+    probe = workspace.get("probe_live_status", "")
+    if probe:
+        return probe
+    return LIVE_BY_STATUS.get(workspace.get("workspace_status", ""), "unknown")
+
+
+class MirrorProjector(Projector):
+    name = "workspace_mirror"
+    topics = frozenset(
+        {
+            "WorkspaceLease.Provisioned",
+            "WorkspaceLease.SlotAcquired",
+            "WorkspaceLease.SlotReleased",
+            "WorkspaceLease.StatusChanged",
+            "WorkspaceLease.Recreated",
+            "WorkspaceLease.Verified",
+        }
+    )
+
+    def apply(self, env: Envelope, docs: Docs) -> None:
+        _, tenant, project_slug, workspace_name = env.scope[:4]
+        key = mirror_doc_key(tenant, project_slug)
+        doc = docs.get(key) or {"project_slug": project_slug, "workspaces": {}}
+        d = env.data
+        if env.name == "Provisioned":
+            doc["workspaces"][workspace_name] = {
+                "workspace_name": workspace_name,
+                "provider": d["provider"],
+                "namespace": d["namespace"],
+                "target_branch": d["target_branch"],
+                "workspace_scope": d["workspace_scope"],
+                "workspace_status": "ready",
+                "probe_live_status": "",
+                "active_slot_count": 0,
+                "max_active_slots": d["max_active_slots"],
+                "warm_until_at": "",
+                "suspend_after_at": "",
+                "last_verified_at": "",
+                "resume_estimate_seconds": 0,
+                "default_resume_estimate_seconds": d["resume_estimate_seconds"],
+                "provider_workspace_id": d["provider_workspace_id"],
+                "recreations": 0,
+                "slots": {},
+                "history": {},
+            }
+        workspace = doc["workspaces"].get(workspace_name)
+        if workspace is None:
+            return
+        if env.name == "SlotAcquired":
+            workspace["slots"][d["session_id"]] = {
+                "run_id": d["run_id"],
+                "agent_id": d["agent_id"],
+                "handoff_target": d["handoff_target"],
+                "stale": False,
+            }
+            seen = workspace["history"].setdefault(d["session_id"], {"starts": 0, "recovery_reason": ""})
+            seen["starts"] += 1
+            seen["handoff_target"] = d["handoff_target"]
+            if d.get("recovery_reason"):
+                seen["recovery_reason"] = d["recovery_reason"]
+            if workspace["workspace_status"] == "suspended":
+                workspace["workspace_status"] = "ready"
+            workspace["warm_until_at"] = max(workspace["warm_until_at"], d["warm_until_at"])
+            workspace["resume_estimate_seconds"] = 0
+        elif env.name == "SlotReleased":
+            workspace["slots"].pop(d["session_id"], None)
+            if not workspace["slots"]:
+                workspace["suspend_after_at"] = d["suspend_after_at"]
+        elif env.name == "StatusChanged":
+            workspace["workspace_status"] = d["status"]
+            workspace["probe_live_status"] = ""
+            if d["status"] == "suspended":
+                workspace["resume_estimate_seconds"] = workspace["default_resume_estimate_seconds"]
+            if d["status"] == "missing":
+                for session_id in workspace["slots"]:
+                    workspace["history"].setdefault(session_id, {"starts": 0, "recovery_reason": ""})[
+                        "recovery_reason"
+                    ] = "sandbox_missing"
+        elif env.name == "Recreated":
+            workspace["workspace_status"] = "ready"
+            workspace["probe_live_status"] = ""
+            workspace["recreations"] += 1
+            workspace["provider_workspace_id"] = d["provider_workspace_id"]
+            for session_id in d["stale_sessions"]:
+                if session_id in workspace["slots"]:
+                    workspace["slots"][session_id]["stale"] = True
+                    workspace["history"].setdefault(session_id, {"starts": 0, "recovery_reason": ""})[
+                        "recovery_reason"
+                    ] = "sandbox_recreated"
+        elif env.name == "Verified":
+            workspace["probe_live_status"] = d.get("live_status", "")
+            workspace["last_verified_at"] = env.at
+        workspace["active_slot_count"] = sum(1 for s in workspace["slots"].values() if not s["stale"])
+        docs.put(key, doc, p=f"mirrors/{tenant}", s=project_slug)
+
+
+def compose_mirror(doc: dict[str, Any] | None, sessions: list[dict[str, Any]], project_slug: str) -> dict[str, Any]:
+    """The feed's ``execution_workspace_mirror`` for one run of ``project_slug``."""
+    workspaces = []
+    run_sessions = {s.get("session_id", ""): s for s in sessions}
+    for name in sorted((doc or {}).get("workspaces", {})):
+        w = doc["workspaces"][name] if doc else {}
+        correlated = [sid for sid in w["history"] if sid in run_sessions]
+        reuse = recovery_reason = target = ""
+        if correlated:
+            starts = sum(w["history"][sid]["starts"] for sid in correlated)
+            reuse = "reused" if starts > 1 or len(w["history"]) > len(correlated) else "fresh"
+            reasons = [w["history"][sid]["recovery_reason"] for sid in correlated if w["history"][sid]["recovery_reason"]]
+            recovery_reason = reasons[-1] if reasons else ""
+            targets = [w["history"][sid].get("handoff_target", "") for sid in correlated]
+            targets = [t for t in targets if t]
+            target = targets[0] if targets else ""
+        workspaces.append(
+            {
+                "workspace_name": w["workspace_name"],
+                "provider": w["provider"],
+                "namespace": w["namespace"],
+                "target_branch": w["target_branch"],
+                "workspace_scope": w["workspace_scope"],
+                "workspace_status": w["workspace_status"],
+                "live_status": live_status(w),
+                "active_slot_count": w["active_slot_count"],
+                "max_active_slots": w["max_active_slots"],
+                "warm_until_at": w["warm_until_at"],
+                "suspend_after_at": w["suspend_after_at"],
+                "last_verified_at": w["last_verified_at"],
+                "resume_estimate_seconds": w["resume_estimate_seconds"],
+                "reuse": reuse,
+                "recovery_reason": recovery_reason,
+                "handoff_target": target,
+            }
+        )
+    return {
+        "project_slug": project_slug,
+        "isolation": "per_project",
+        "workspace_count": len(workspaces),
+        "workspaces": workspaces,
+    }
