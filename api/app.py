@@ -7,6 +7,7 @@ from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
+from api.context import ServiceParts
 from api.control_plane.controller import control_plane_router
 from api.control_plane.reads import ControlPlaneReads
 from api.control_plane.verbs import control_routers
@@ -19,11 +20,11 @@ from api.project_factory.controller import project_factory_router
 from api.studio.controller import studio_router
 from api.studio.reads import Reads
 from projections.studio.time_travel import EventSelector, TimeTravel
-from workers.bootstrap import WORKERS, Container
 
 
-def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> Litestar:
-    """The HTTP app over ``container``; ``workers`` start and stop with it."""
+def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = None) -> Litestar:
+    """The HTTP app over the composition root's parts; ``workers`` (default: the
+    container's own default set) start and stop with it."""
     settings = container.settings
     reads = Reads(
         container.store,
@@ -48,7 +49,9 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
     live = live_channel(container)
 
     def on_startup() -> None:
-        if workers:
+        if workers is None:
+            container.start()
+        elif workers:
             container.start(workers)
 
     def on_shutdown() -> None:

@@ -8,8 +8,9 @@ principal and the tenant, C1/C2), and reads the service's parts from ``state``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
@@ -27,6 +28,24 @@ from api.auth import (
 )
 from api.studio.reads import Reads
 from domain.application import SquadOps
+
+
+class ServiceParts(Protocol):
+    """What the composition root hands the app (``workers.bootstrap.Container`` is one)."""
+
+    settings: Any
+    app: SquadOps
+    store: Any
+    runner: Any
+    ticker: Any
+    fanout: Any
+    live_broker: Callable[[], Any]
+
+    def await_reads(self, position: int | None = None, timeout: float = 2.0) -> bool: ...
+
+    def start(self, workers: tuple[str, ...] = ...) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 @dataclass(frozen=True)

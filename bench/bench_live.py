@@ -20,12 +20,13 @@ import nats
 
 from bench.context import BenchContext, percentile
 from projections.engine.runner import NotificationSource
+from projections.studio.live_channel import LiveMessage, live_message, topic_for
 from tests.conftest import ADMIN
 from tests.helpers import DEMO_LIKE
 from tests.live_helpers import served_process
 from workers.bootstrap import Container, build
 from workers.fanout import TRACKING_NAME, LiveFanout
-from workers.live_broker import LiveMessage, broker_factory, live_message, topic_for
+from workers.live_broker import broker_factory
 from workers.live_watch import SseEvent, SseParser
 from workers.settings import Settings
 

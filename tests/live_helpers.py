@@ -22,12 +22,12 @@ from nats.js import api as js_api
 
 from api.app import create_app
 from projections.engine.runner import NotificationSource
+from projections.studio.live_channel import topic_for
 from projections.studio.live_events import live_event
 from tests import infra
 from tests.conftest import ADMIN, settings_for
 from tests.helpers import DEMO_LIKE, drive_runs, eventually
 from workers.bootstrap import WORKERS, Container, build
-from workers.live_broker import topic_for
 from workers.settings import Settings
 
 STUDIO = "/v1/admin/studio"

@@ -17,13 +17,14 @@ from projections.engine.runner import NotificationSource, ProjectionRunner
 from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
 from projections.projects.projects import ProjectsProjector
 from projections.studio.fleet import FleetProjector
+from projections.studio.live_channel import Broker
 from projections.studio.log_dock import LogDockProjector
 from projections.studio.pixels import PixelsProjector
 from projections.studio.runs import RunsProjector
 from projections.studio.surfaces import SurfacesProjector
 from projections.studio.workspace_mirror import MirrorProjector
 from workers.fanout import LiveFanout
-from workers.live_broker import Broker, broker_factory
+from workers.live_broker import broker_factory
 from workers.logging import configure_logging
 from workers.planes.simulator import SimulatorPlane
 from workers.settings import Settings

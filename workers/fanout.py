@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 import structlog
 
+from domain.shared.retry import backoff
 from projections.engine.envelope import Envelope
 from projections.engine.runner import NotificationSource, contiguous
 from projections.engine.store import DocStore
-from workers.live_broker import Broker, live_message
+from projections.studio.live_channel import Broker, live_message
 
 log = structlog.get_logger("squadops.live.fanout")
 
@@ -37,10 +38,6 @@ class FanoutStats:
     failures: int = 0
     gaps_accepted: int = 0
     last_error: str = ""
-
-
-def backoff(failures: int, base: float = 0.1, cap: float = 5.0) -> float:
-    return min(cap, base * 2 ** min(failures, 10))
 
 
 class LiveFanout:

@@ -20,7 +20,7 @@ import structlog
 from nats.js import api
 from nats.js.errors import NotFoundError
 
-from workers.live_broker import LiveMessage, OnMessages
+from projections.studio.live_channel import LiveMessage, OnMessages
 
 log = structlog.get_logger("squadops.live.nats")
 

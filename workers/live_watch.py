@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from workers.live_broker import topic_for
+from projections.studio.live_channel import topic_for
 
 LIVE_PATH = "/control-plane/studio/live"
 ENDED = ("completed", "cleaned_up")

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import structlog
 from litestar import Router, WebSocket, get, websocket
@@ -30,16 +30,13 @@ from api.auth import (
     provide_tenant,
     resolve_principal,
 )
-from api.context import CallerDep, caller_dependency, part, read_models
+from api.context import CallerDep, ServiceParts, caller_dependency, part, read_models
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.live.hub import LiveHub, log_replay, sse_frame
 from api.studio.reads import Reads
 from domain.shared.errors import DomainError
 from projections.engine.runner import NotificationSource
-from workers.live_broker import TOPIC_ROOT, parse_topic
-
-if TYPE_CHECKING:
-    from workers.bootstrap import Container
+from projections.studio.live_channel import TOPIC_ROOT, parse_topic
 
 log = structlog.get_logger("squadops.api.live")
 
@@ -201,7 +198,7 @@ class LiveChannel:
         await self.hub.stop()
 
 
-def live_channel(container: Container) -> LiveChannel:
+def live_channel(container: ServiceParts) -> LiveChannel:
     settings = container.settings
     hub = LiveHub(
         container.live_broker(),

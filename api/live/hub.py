@@ -19,9 +19,9 @@ from functools import lru_cache
 import msgspec
 import structlog
 
+from domain.shared.retry import backoff
 from projections.engine.runner import NotificationSource
-from workers.fanout import backoff
-from workers.live_broker import Broker, LiveMessage, live_message, subject_for
+from projections.studio.live_channel import Broker, LiveMessage, live_message, subject_for
 
 log = structlog.get_logger("squadops.live.hub")
 

@@ -19,6 +19,7 @@ import pytest
 from api.live.hub import LiveHub, log_replay
 from projections.engine.rebuild import rebuild
 from projections.engine.runner import NotificationSource
+from projections.studio.live_channel import LiveMessage
 from tests import infra
 from tests.helpers import eventually
 from tests.live_helpers import (
@@ -31,7 +32,6 @@ from tests.live_helpers import (
     wait_published,
 )
 from workers.bootstrap import Container, build
-from workers.live_broker import LiveMessage
 from workers.settings import Settings
 
 pytestmark = pytest.mark.nats

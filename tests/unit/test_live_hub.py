@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from api.live.hub import LiveHub
-from workers.live_broker import LiveMessage, MemoryBroker, subject_for
+from projections.studio.live_channel import LiveMessage, subject_for
+from workers.live_broker import MemoryBroker
 from workers.logging import configure_logging
 from workers.settings import Settings
 

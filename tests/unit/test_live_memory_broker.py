@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from workers.live_broker import LiveMessage, MemoryBroker
+from projections.studio.live_channel import LiveMessage
+from workers.live_broker import MemoryBroker
 
 
 def msg(event_id: int, subject: str = "s.a") -> LiveMessage:

@@ -6,7 +6,7 @@ import msgspec
 
 from api.live.hub import sse_frame
 from projections.engine.envelope import Envelope
-from workers.live_broker import live_message, parse_topic, subject_for, topic_for
+from projections.studio.live_channel import live_message, parse_topic, subject_for, topic_for
 
 
 def env(position: int, originator: str, kind: str, data: dict | None = None) -> Envelope:
