@@ -13,9 +13,9 @@ from typing import Annotated, Any
 from litestar.params import HeaderParameter, QueryParameter
 
 from api.errors import ApiError, RequestInvalid
+from domain.shared.access import SUPER_ADMIN_GROUP
 from domain.shared.ids import ID_PATTERN, is_valid_id
 
-SUPER_ADMIN_GROUP = "/org/platform/roles/super_admin"
 TENANT_HEADER = "X-Squadops-Tenant-Id"
 EMAIL_HEADER = "x-edge-claim-email"
 GROUPS_HEADER = "x-edge-claim-groups"

@@ -20,6 +20,7 @@ import msgspec
 from api.auth import Principal
 from api.control_plane.dto import BoardRow, FleetBoard
 from api.errors import ApiError, RequestInvalid
+from domain.shared.access import ProjectGrants, may_read, require_read
 from domain.shared.errors import project_not_found, run_not_found
 from projections.engine.lookups import fetch
 from projections.engine.store import DocStore
@@ -34,6 +35,7 @@ SCAN_PAGES = 20
 
 class _Participant(msgspec.Struct):
     subject_key: str = ""
+    project_role: str = ""
 
 
 class _ProjectAccess(msgspec.Struct):
@@ -56,13 +58,12 @@ _cursor = msgspec.json.Decoder(_Cursor)
 _encode = msgspec.json.Encoder().encode
 
 
-def may_read(principal: Principal, project: _ProjectAccess) -> bool:
-    return principal.is_super_admin or any(p.subject_key.lower() == principal.subject_key for p in project.participants)
+def grants_of(project: _ProjectAccess, project_slug: str = "") -> ProjectGrants:
+    return ProjectGrants.from_participants(project_slug or project.project_slug, project.participants)
 
 
 def _allow(principal: Principal, access: _ProjectAccess, project_slug: str) -> None:
-    if not may_read(principal, access):
-        raise ApiError(403, f"Only a participant of project {project_slug!r} may read it.", "not_a_participant")
+    require_read(principal, grants_of(access, project_slug))
 
 
 def encode_cursor(sort_key: str) -> str:
@@ -261,7 +262,7 @@ class ControlPlaneReads:
             page = self.store.scan("projects", p=f"projects/{tenant}", after=after, limit=1000)
             for row in page:
                 access = _access.decode(row.body)
-                if may_read(principal, access):
+                if may_read(principal, grants_of(access)):
                     readable.add(access.project_slug)
             if len(page) < 1000:
                 return readable

@@ -20,9 +20,10 @@ from litestar.params import JSONBody, PathParameter
 from api.auth import Principal
 from api.context import CallerDep, caller_dependency, read_models, services
 from api.control_plane.verbs_dto import AdminControlRequest, ControlAccepted, ControlRequest
-from api.errors import ApiError, RequestInvalid
+from api.errors import RequestInvalid
 from api.studio.reads import Reads
 from domain.application import SquadOps
+from domain.shared.access import ProjectGrants, require_control
 from domain.shared.ids import ID_PATTERN
 from domain.studio.commands.control import ControlOutcome
 from domain.studio.control import (
@@ -39,7 +40,6 @@ log = structlog.get_logger("squadops.api.control")
 RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
 SessionId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="session id")]
 
-CONTROL_ROLES = frozenset({"owner", "maintainer"})
 
 
 def invalid(field: str, message: str, value: object, type_: str = "value_error", ctx: dict | None = None) -> RequestInvalid:
@@ -61,20 +61,8 @@ def checked(intent: ControlIntent, level: str) -> ControlIntent:
 
 def authorize(principal: Principal, reads: Reads, tenant: str, project_slug: str) -> None:
     """C2: super_admin, or an owner/maintainer among the project's participants."""
-    if principal.is_super_admin:
-        return
     doc = reads.project_doc(tenant, project_slug) or {}
-    roles = {
-        str(p.get("project_role", ""))
-        for p in doc.get("participants", [])
-        if str(p.get("subject_key", "")).lower() == principal.subject_key
-    }
-    if not roles & CONTROL_ROLES:
-        raise ApiError(
-            403,
-            "Control verbs need super_admin or the project's owner or maintainer role.",
-            "control_role_required",
-        )
+    require_control(principal, ProjectGrants.from_participants(project_slug, doc.get("participants", [])))
 
 
 def accepted(outcome: ControlOutcome, reads: Reads, command: str) -> ControlAccepted:

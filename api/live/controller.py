@@ -34,6 +34,7 @@ from api.context import CallerDep, ServiceParts, caller_dependency, part, read_m
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.live.hub import LiveHub, log_replay, sse_frame
 from api.studio.reads import Reads
+from domain.shared.access import ProjectGrants, require_read
 from domain.shared.errors import DomainError
 from projections.engine.runner import NotificationSource
 from projections.studio.live_channel import TOPIC_ROOT, parse_topic
@@ -67,11 +68,7 @@ def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads
     run = reads.run_doc(tenant, run_id)
     if not principal.is_super_admin:
         project = reads.project_doc(tenant, run["project_slug"]) or {}
-        participants = {p.get("subject_key", "") for p in project.get("participants", [])}
-        if principal.subject_key not in participants:
-            raise ApiError(
-                403, "Only a participant of the run's project may read its live channel.", "not_a_participant"
-            )
+        require_read(principal, ProjectGrants.from_participants(run["project_slug"], project.get("participants", [])))
     return run_id
 
 
