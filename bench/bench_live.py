@@ -23,9 +23,9 @@ from projections.engine.runner import NotificationSource
 from tests.conftest import ADMIN
 from tests.helpers import DEMO_LIKE
 from tests.live_helpers import served_process
-from workers.bootstrap import Container, build
+from workers.bootstrap import Container, broker_factory, build
 from workers.fanout import TRACKING_NAME, LiveFanout
-from workers.live_broker import LiveMessage, broker_factory, live_message, topic_for
+from workers.live_broker import LiveMessage, live_message, topic_for
 from workers.live_watch import SseEvent, SseParser
 from workers.settings import Settings
 

@@ -27,7 +27,7 @@ from projections.studio.runs import RunsProjector
 from projections.studio.surfaces import SurfacesProjector
 from projections.studio.workspace_mirror import MirrorProjector
 from workers.fanout import LiveFanout
-from workers.live_broker import Broker, broker_factory
+from workers.live_broker import Broker, MemoryBroker
 from workers.logging import configure_logging
 from workers.planes.simulator import SimulatorPlane
 from workers.settings import Settings
@@ -70,6 +70,16 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         env.update(PERSISTENCE_MODULE="eventsourcing.sqlite", SQLITE_DBNAME=str(path), SQLITE_LOCK_TIMEOUT="30")
     return env
+
+
+def broker_factory(settings: Settings) -> Callable[[], Broker]:
+    """One broker per caller's event loop: NATS when configured, else the shared in-process one."""
+    if settings.nats_url:
+        from workers.live_nats import NatsBroker
+
+        return lambda: NatsBroker.from_settings(settings)
+    shared = MemoryBroker(settings.live_memory_buffer_events)
+    return lambda: shared
 
 
 def read_projectors() -> list[Projector]:

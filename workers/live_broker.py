@@ -14,7 +14,7 @@ import re
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import msgspec
 
@@ -153,13 +153,3 @@ class MemoryBroker:
                     found.append(message)
         found.reverse()
         return floor, found
-
-
-def broker_factory(settings: Any) -> Callable[[], Broker]:
-    """One broker per caller's event loop: NATS when configured, else the shared in-process one."""
-    if settings.nats_url:
-        from workers.live_nats import NatsBroker
-
-        return lambda: NatsBroker.from_settings(settings)
-    shared = MemoryBroker(settings.live_memory_buffer_events)
-    return lambda: shared
