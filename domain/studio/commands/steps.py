@@ -49,6 +49,7 @@ class StepEffects:
         touched: dict[str, Any],
         plane: Any = None,
     ) -> None:
+        """Applies ``step`` to its session and the leases it touches (added to ``touched``)."""
         session = sessions.get(step.agent_id)
         if session is None:
             raise DomainError(f"No session for agent {step.agent_id}.", code="unknown_agent")
