@@ -30,18 +30,18 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
         container.store,
         container.await_reads,
         container.ticker.wake,
-        container.app.max_position,
+        container.event_store.max_position,
     )
     control_plane = ControlPlaneReads(
         container.store,
-        TimeTravel(EventSelector(container.app.recorder)),
-        container.app.max_position,
+        TimeTravel(EventSelector(container.event_store.recorder)),
+        container.event_store.max_position,
         cache_seconds=settings.feed_cache_seconds,
     )
     http_metrics = HttpMetrics()
     exporter = MetricsExporter(
         container.store,
-        container.app.max_position,
+        container.event_store.max_position,
         http_metrics,
         lambda: {name: s.failures for name, s in container.runner.stats.statuses.items()},
     )
@@ -72,7 +72,8 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
         # The service's parts, read by handlers from state (see api/context.py).
         state=State(
             {
-                "squadops": container.app,
+                "studio": container.studio,
+                "projects": container.projects,
                 "reads": reads,
                 "control_plane": control_plane,
                 "hub": live.hub,

@@ -27,14 +27,18 @@ from api.auth import (
     resolve_principal,
 )
 from api.studio.reads import Reads
-from domain.application import SquadOps
+from domain.projects.commands import ProjectCommands
+from domain.shared.event_store import EventStore
+from domain.studio.commands import StudioCommands
 
 
 class ServiceParts(Protocol):
     """What the composition root hands the app (``workers.bootstrap.Container`` is one)."""
 
     settings: Any
-    app: SquadOps
+    event_store: EventStore
+    studio: StudioCommands
+    projects: ProjectCommands
     store: Any
     runner: Any
     ticker: Any
@@ -86,9 +90,14 @@ def part(state: State, name: str) -> Any:
     return state[name]
 
 
-def services(state: State) -> SquadOps:
-    """The application service (commands)."""
-    return part(state, "squadops")
+def studio_commands(state: State) -> StudioCommands:
+    """The studio area's commands (runs, control verbs)."""
+    return part(state, "studio")
+
+
+def project_commands(state: State) -> ProjectCommands:
+    """The projects area's commands (the project factory)."""
+    return part(state, "projects")
 
 
 def read_models(state: State) -> Reads:

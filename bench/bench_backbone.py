@@ -38,7 +38,7 @@ PASSES = 40
 @contextmanager
 def served(settings: Settings) -> Iterator[str]:
     container = build(settings)
-    container.app.create_project(tenant="default", request=DEMO_LIKE, created_by="bench@example.com")
+    container.projects.create_project(tenant="default", request=DEMO_LIKE, created_by="bench@example.com")
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(container), host="127.0.0.1", port=port, log_level="error", access_log=False)
@@ -76,22 +76,22 @@ def append_rate(url: str) -> tuple[float, float, float, int]:
     the insert).
     """
     container = build(Settings(database_url=url, log_level="warning"))
-    app = container.app
+    app = container
     try:
         for p in range(PROJECTS):
             project = {**DEMO_LIKE, "project_key": f"acme-{p}"}
-            app.create_project(tenant="default", request=project, created_by="bench@example.com")
+            app.projects.create_project(tenant="default", request=project, created_by="bench@example.com")
         plane = SimulatorPlane(activity=0.9)
         ids = []
         for i in range(RUNS):
             slug = f"acme-{i % PROJECTS}"
-            run, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug=slug, launched_by="b")
-            app.request_execution(tenant="default", run_id=run.run_id, requested_by="b")
+            run, _ = app.studio.runs.launch_run(tenant="default", template_id="delivery-core", project_slug=slug, launched_by="b")
+            app.studio.runs.request_execution(tenant="default", run_id=run.run_id, requested_by="b")
             ids.append(("default", run.run_id))
-        app.tick_runs(plane, start=ids)
-        before = app.max_position()
+        app.studio.ticks.tick_runs(plane, start=ids)
+        before = app.event_store.max_position()
         saving = [0.0]
-        save = app.save
+        save = app.event_store.save
 
         def timed_save(*objs: object, **kwargs: object) -> object:
             t0 = time.perf_counter()
@@ -100,16 +100,16 @@ def append_rate(url: str) -> tuple[float, float, float, int]:
             finally:
                 saving[0] += time.perf_counter() - t0
 
-        app.save = timed_save  # type: ignore[method-assign]
+        app.event_store.save = timed_save  # type: ignore[method-assign]
         started = time.perf_counter()
         events = 0
         for _ in range(PASSES):
-            events += app.tick_runs(plane, tick=ids).events
+            events += app.studio.ticks.tick_runs(plane, tick=ids).events
         domain = events / (time.perf_counter() - started)
         appending = events / saving[0]
         rows = [
             (n.originator_id, n.originator_version, n.topic, n.state)
-            for n in app.recorder.select_notifications(start=before + 1, limit=10**7)
+            for n in app.event_store.recorder.select_notifications(start=before + 1, limit=10**7)
         ]
     finally:
         container.close()

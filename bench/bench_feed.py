@@ -74,41 +74,41 @@ def simulate(app: Any, run_ids: list[str], *, until_done: bool, ticks: int) -> N
     """Ticks runs through the simulator; the operator replays blockers now and then."""
     plane = SimulatorPlane()
     for run_id in run_ids:
-        app.request_execution(tenant=TENANT, run_id=run_id, requested_by=ACTOR)
-    app.tick_runs(plane, start=[(TENANT, r) for r in run_ids])
+        app.studio.runs.request_execution(tenant=TENANT, run_id=run_id, requested_by=ACTOR)
+    app.studio.ticks.tick_runs(plane, start=[(TENANT, r) for r in run_ids])
     live = list(run_ids)
     for i in range(ticks):
         if i % 10 == 0:
-            live = [r for r in run_ids if app.get_run(TENANT, r).status == "running"]
+            live = [r for r in run_ids if app.studio.runs.get_run(TENANT, r).status == "running"]
             if not live:
                 return
-        app.tick_runs(plane, tick=[(TENANT, r) for r in live])
+        app.studio.ticks.tick_runs(plane, tick=[(TENANT, r) for r in live])
         if i % 15 == 14:
             for run_id in live:
                 try:
-                    app.control_run(tenant=TENANT, run_id=run_id, intent=ControlIntent(verb="replay_blockers"), actor=ACTOR)
+                    app.studio.control.control_run(tenant=TENANT, run_id=run_id, intent=ControlIntent(verb="replay_blockers"), actor=ACTOR)
                 except Exception:  # an ended run takes no verb; the next pass forgets it
                     continue
     if until_done:
-        assert all(app.get_run(TENANT, r).status != "running" for r in run_ids), "templates did not finish"
+        assert all(app.studio.runs.get_run(TENANT, r).status != "running" for r in run_ids), "templates did not finish"
 
 
 def generate(container: Container) -> tuple[str, int, float]:
     """Fills the store; answers (the 50-agent run's id, events, seconds)."""
-    app, started = container.app, time.perf_counter()
-    app.create_project(tenant=TENANT, request=project("fleet", 48), created_by=ACTOR)
-    app.create_project(tenant=TENANT, request=project("bench", TARGET_SUITS), created_by=ACTOR)
-    launch = lambda slug: app.launch_run(  # noqa: E731
+    app, started = container, time.perf_counter()
+    app.projects.create_project(tenant=TENANT, request=project("fleet", 48), created_by=ACTOR)
+    app.projects.create_project(tenant=TENANT, request=project("bench", TARGET_SUITS), created_by=ACTOR)
+    launch = lambda slug: app.studio.runs.launch_run(  # noqa: E731
         tenant=TENANT, template_id="delivery-core", project_slug=slug, launched_by=ACTOR
     )[0].run_id
     templates = [launch("fleet") for _ in range(TEMPLATES)]
     simulate(app, templates, until_done=True, ticks=800)
-    envs = NotificationSource(app.recorder).read(1, 10**7)
+    envs = NotificationSource(app.event_store.recorder).read(1, 10**7)
     by_run: dict[str, list[Any]] = {r: [] for r in templates}
     for env in envs:
         if env.run_id in by_run:
             by_run[env.run_id].append(env.position)
-    notes = {n.id: n for n in app.recorder.select_notifications(start=1, limit=10**7)}
+    notes = {n.id: n for n in app.event_store.recorder.select_notifications(start=1, limit=10**7)}
     copies = RUNS - 1 - TEMPLATES
     batch: list[StoredEvent] = []
     for index in range(copies):
@@ -126,28 +126,28 @@ def generate(container: Container) -> tuple[str, int, float]:
                 )
             )
         if len(batch) >= 5_000:  # larger single inserts stall the recorder (see the report)
-            app.recorder.insert_events(batch)
+            app.event_store.recorder.insert_events(batch)
             batch = []
         if time.perf_counter() - started > GENERATION_BUDGET_SECONDS:
             break
     if batch:
-        app.recorder.insert_events(batch)
+        app.event_store.recorder.insert_events(batch)
     target = launch("bench")
     # Mid-run: the squad has grown to 50 agents, some done, some working, some blocked.
-    app.request_execution(tenant=TENANT, run_id=target, requested_by=ACTOR)
+    app.studio.runs.request_execution(tenant=TENANT, run_id=target, requested_by=ACTOR)
     plane = SimulatorPlane()
-    app.tick_runs(plane, start=[(TENANT, target)])
+    app.studio.ticks.tick_runs(plane, start=[(TENANT, target)])
     for tick in range(400):
-        if len(app.get_run(TENANT, target).sessions) >= 50:
+        if len(app.studio.runs.get_run(TENANT, target).sessions) >= 50:
             break
-        app.tick_runs(plane, tick=[(TENANT, target)])
+        app.studio.ticks.tick_runs(plane, tick=[(TENANT, target)])
         if tick % 15 == 14:  # the operator keeps the squad moving (the control-line rule)
-            app.control_run(tenant=TENANT, run_id=target, intent=ControlIntent(verb="replay_blockers"), actor=ACTOR)
-    return target, app.max_position(), time.perf_counter() - started
+            app.studio.control.control_run(tenant=TENANT, run_id=target, intent=ControlIntent(verb="replay_blockers"), actor=ACTOR)
+    return target, app.event_store.max_position(), time.perf_counter() - started
 
 
 def raw_read_rate(container: Container, page: int = 10_000) -> float:
-    source, started, position, count = NotificationSource(container.app.recorder), time.perf_counter(), 0, 0
+    source, started, position, count = NotificationSource(container.event_store.recorder), time.perf_counter(), 0, 0
     head = source.max_position()
     while position < head:
         envs = source.read(position + 1, page, head)
@@ -267,27 +267,27 @@ def http_figures(url: str, run_id: str) -> Iterator[str]:
 
 def lag_figures(container: Container, target: str, seconds: float = 15.0) -> list[str]:
     """Append at APPEND_RATE events/s; probe how long an append takes to show in the feed."""
-    app = container.app
+    app = container
     container.start(("projector",))
     # Read as the endpoint reads: the feed cache's staleness is part of the measured lag.
     reads = ControlPlaneReads(
         container.store,
-        TimeTravel(EventSelector(app.recorder)),
-        app.max_position,
+        TimeTravel(EventSelector(app.event_store.recorder)),
+        app.event_store.max_position,
         cache_seconds=container.settings.feed_cache_seconds,
     )
     writers_runs = [
-        app.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="fleet", launched_by=ACTOR)[0]
+        app.studio.runs.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="fleet", launched_by=ACTOR)[0]
         for _ in range(20)
     ]
     sessions = [
-        app.repository.get(session_key(TENANT, r.run_id, sid, agent))
+        app.event_store.repository.get(session_key(TENANT, r.run_id, sid, agent))
         for r in writers_runs
         for agent, sid in r.sessions.items()
     ]
-    probe_run = app.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="bench", launched_by=ACTOR)[0]
+    probe_run = app.studio.runs.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="bench", launched_by=ACTOR)[0]
     agent, sid = next(iter(probe_run.sessions.items()))
-    probe = app.repository.get(session_key(TENANT, probe_run.run_id, sid, agent))
+    probe = app.event_store.repository.get(session_key(TENANT, probe_run.run_id, sid, agent))
     target = probe_run.run_id
     if not container.await_reads(timeout=60):
         raise RuntimeError("the read models did not catch up with the launches")
@@ -298,13 +298,13 @@ def lag_figures(container: Container, target: str, seconds: float = 15.0) -> lis
         per_save, interval = 20, 20 / APPEND_RATE
         next_at = time.perf_counter()
         while not stop.is_set():
-            at = app.now()
+            at = app.clock()
             touched = []
             for i in range(per_save):
                 session = sessions[(appended[0] + i) % len(sessions)]
                 session.say("bench load", at)
                 touched.append(session)
-            app.save(*{id(a): a for a in touched}.values())
+            app.event_store.save(*{id(a): a for a in touched}.values())
             appended[0] += per_save
             next_at += interval
             delay = next_at - time.perf_counter()
@@ -316,10 +316,10 @@ def lag_figures(container: Container, target: str, seconds: float = 15.0) -> lis
     samples: list[float] = []
     started = time.perf_counter()
     while time.perf_counter() - started < seconds:
-        probe.say("probe", app.now())
-        app.save(probe)
+        probe.say("probe", app.clock())
+        app.event_store.save(probe)
         t0 = time.perf_counter()
-        position = app.last_saved_position()
+        position = app.event_store.last_saved_position()
         while True:
             body = reads.cached_feed(ADMIN, TENANT, "bench", target, 1) or reads.feed(ADMIN, TENANT, "bench", target, 1)
             feed = msgspec.json.decode(body)

@@ -24,9 +24,8 @@ from projections.studio.live_channel import LiveMessage, live_message, topic_for
 from tests.conftest import ADMIN
 from tests.helpers import DEMO_LIKE
 from tests.live_helpers import served_process
-from workers.bootstrap import Container, build
+from workers.bootstrap import Container, broker_factory, build
 from workers.fanout import TRACKING_NAME, LiveFanout
-from workers.live_broker import broker_factory
 from workers.live_watch import SseEvent, SseParser
 from workers.settings import Settings
 
@@ -63,9 +62,9 @@ def service(settings: Settings) -> contextlib.AbstractContextManager[str]:
 
 
 def launch(container: Container) -> str:
-    app = container.app
-    app.create_project(tenant="default", request=DEMO_LIKE, created_by="bench@example.com")
-    run, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="bench")
+    app = container
+    app.projects.create_project(tenant="default", request=DEMO_LIKE, created_by="bench@example.com")
+    run, _ = app.studio.runs.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="bench")
     return run.run_id
 
 
@@ -88,16 +87,16 @@ async def measure_latency(url: str, container: Container, run_id: str) -> list[f
                         received[item.id] = now
 
     def append() -> None:
-        app = container.app
+        app = container
         interval = 1.0 / APPEND_RATE
         for n in range(LATENCY_SAMPLES):
             started = time.perf_counter()
-            run = app.get_run("default", run_id)
-            run.share_preview({"url": f"https://bench.example/{n}"}, app.now())
+            run = app.studio.runs.get_run("default", run_id)
+            run.share_preview({"url": f"https://bench.example/{n}"}, app.clock())
             before = time.perf_counter()
-            app.save(run)
+            app.event_store.save(run)
             # The commit is done when save returns; charge the sample from before it.
-            appended[str(app.last_saved_position())] = before
+            appended[str(app.event_store.last_saved_position())] = before
             time.sleep(max(0.0, interval - (time.perf_counter() - started)))
 
     reader = asyncio.create_task(listen())
@@ -117,25 +116,25 @@ async def measure_latency(url: str, container: Container, run_id: str) -> list[f
 
 def backlog(container: Container, run_id: str, count: int) -> list[LiveMessage]:
     """Appends ``count`` live events; answers every live message the log then holds."""
-    app = container.app
-    run = app.get_run("default", run_id)
+    app = container
+    run = app.studio.runs.get_run("default", run_id)
     for start in range(0, count, 2000):
         for n in range(start, min(count, start + 2000)):
-            run.share_preview({"url": f"https://bench.example/{n}", "status": "live"}, app.now())
-        app.save(run)
+            run.share_preview({"url": f"https://bench.example/{n}", "status": "live"}, app.clock())
+        app.event_store.save(run)
     prefix = container.settings.live_subject_prefix
-    envs = NotificationSource(app.recorder).read(1, 10**9)
+    envs = NotificationSource(app.event_store.recorder).read(1, 10**9)
     return [m for m in (live_message(e, prefix) for e in envs) if m]
 
 
 def fanout_rate(container: Container, live_events: int) -> float:
     """One relay of the whole backlog into a stream of its own; events per second."""
     settings = container.settings
-    store, top = container.store, container.app.max_position()
+    store, top = container.store, container.event_store.max_position()
     store.commit(TRACKING_NAME, store.position(TRACKING_NAME), 0, [], [])  # from the start again
     fresh = settings.replace(live_stream_name=f"BENCH_LIVE_{uuid.uuid4().hex[:8].upper()}")
     fanout = LiveFanout(
-        NotificationSource(container.app.recorder),
+        NotificationSource(container.event_store.recorder),
         store,
         broker_factory(fresh),
         subject_prefix=fresh.live_subject_prefix,

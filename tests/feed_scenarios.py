@@ -161,19 +161,19 @@ class Scenario:
     applied: list[tuple[Any, ...]] = field(default_factory=list)
 
     def run(self) -> Any:
-        return self.app.get_run(TENANT, self.run_id)
+        return self.app.studio.runs.get_run(TENANT, self.run_id)
 
     def sessions(self) -> list[Any]:
         run = self.run()
         return [
-            self.app.repository.get(session_key(TENANT, self.run_id, sid, agent_id))
+            self.app.event_store.repository.get(session_key(TENANT, self.run_id, sid, agent_id))
             for agent_id, sid in run.sessions.items()
         ]
 
 
 def launch(app: Any, request: dict[str, Any]) -> Scenario:
-    app.create_project(tenant=TENANT, request=request, created_by=ACTOR)
-    run, _ = app.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="acme", launched_by=ACTOR)
+    app.projects.create_project(tenant=TENANT, request=request, created_by=ACTOR)
+    run, _ = app.studio.runs.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="acme", launched_by=ACTOR)
     return Scenario(app=app, run_id=run.run_id, request=request)
 
 
@@ -192,12 +192,12 @@ def _session(scenario: Scenario, index: int) -> Any:
     run = scenario.run()
     agents = list(run.sessions.items())
     agent_id, sid = agents[index % len(agents)]
-    return scenario.app.repository.get(session_key(TENANT, scenario.run_id, sid, agent_id))
+    return scenario.app.event_store.repository.get(session_key(TENANT, scenario.run_id, sid, agent_id))
 
 
 def apply_one(scenario: Scenario, op: tuple[Any, ...]) -> None:
     app, kind = scenario.app, op[0]
-    at = app.now()
+    at = app.clock()
     if kind in ("run", "run_end"):
         if kind == "run_end" and op[2] != 0:
             return  # ending the run ends the scenario: keep it rare
@@ -207,16 +207,16 @@ def apply_one(scenario: Scenario, op: tuple[Any, ...]) -> None:
         run = scenario.run()
         if op[1] in run.sessions:
             return
-        template = app.templates.get(run.template_id)
+        template = app.studio.templates.get(run.template_id)
         spec_id = "tester" if op[1].startswith("tester") else op[1]
         source = _session(scenario, op[2])
         suit = {"suit_id": "admin", "role_key": "role_tester", "title": "Admin"} if op[1] == "tester-admin" else None
-        target = app.open_session(
+        target = app.studio.opener.open_session(
             run, template, template.spec(spec_id),
             joined_via={"kind": "delivery_lane", "from_agent_id": source.agent_id, "reason": "slice"},
             agent_id=op[1], suit=suit,
         )
-        app.save(run, target)
+        app.event_store.save(run, target)
         return
     session = _session(scenario, op[1])
     if kind == "verb":
@@ -254,7 +254,7 @@ def apply_one(scenario: Scenario, op: tuple[Any, ...]) -> None:
         session.finish(result=final_result(op[2]), at=at)
     elif kind == "advance":
         _advance(scenario, session, op, at)
-    app.save(session)
+    app.event_store.save(session)
 
 
 def final_result(finish: tuple[Any, ...]) -> dict[str, Any]:
@@ -319,7 +319,7 @@ def _verb(scenario: Scenario, session: Any, verb: str) -> None:
         params["title"] = "follow up"
     elif verb == "switch_agent_process":
         params.update(provider="claude-code-cli", effort="high")
-    scenario.app.control_session(
+    scenario.app.studio.control.control_session(
         tenant=TENANT, run_id=scenario.run_id, session_id=session.session_id,
         intent=ControlIntent(verb=verb, **params), actor=ACTOR,
     )
@@ -328,17 +328,17 @@ def _verb(scenario: Scenario, session: Any, verb: str) -> None:
 def _run_op(scenario: Scenario, what: str, at: str) -> None:
     app = scenario.app
     if what == "execute":
-        app.request_execution(tenant=TENANT, run_id=scenario.run_id, requested_by=ACTOR)
+        app.studio.runs.request_execution(tenant=TENANT, run_id=scenario.run_id, requested_by=ACTOR)
         return
     if what == "preview":
-        app.share_preview(tenant=TENANT, run_id=scenario.run_id, fields={"url": "https://preview.example/acme"})
+        app.studio.runs.share_preview(tenant=TENANT, run_id=scenario.run_id, fields={"url": "https://preview.example/acme"})
         return
     if what == "cleanup":
-        app.cleanup_run(tenant=TENANT, run_id=scenario.run_id, actor=ACTOR, reason="done")
+        app.studio.runs.cleanup_run(tenant=TENANT, run_id=scenario.run_id, actor=ACTOR, reason="done")
         return
     run = scenario.run()
     if what == "go" and run.status == "ready":
-        app.request_execution(tenant=TENANT, run_id=scenario.run_id, requested_by=ACTOR)
+        app.studio.runs.request_execution(tenant=TENANT, run_id=scenario.run_id, requested_by=ACTOR)
         return
     if what == "go" and run.status == "scheduled":
         run.start_execution(at)
@@ -346,4 +346,4 @@ def _run_op(scenario: Scenario, what: str, at: str) -> None:
         run.record_tick(run.tick + 1, at, {"tick": run.tick + 1, "status": "running", "at": at})
     elif what == "complete":
         run.complete(at, {"sessions": len(run.sessions)})
-    app.save(run)
+    app.event_store.save(run)

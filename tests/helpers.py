@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from domain.application import SquadOps
+    from workers.bootstrap import Services
 
 T = TypeVar("T")
 
@@ -35,21 +35,21 @@ def eventually(probe: Callable[[], T | None], timeout: float = 20.0, interval: f
     raise AssertionError(f"condition not met within {timeout}s; last answer: {last!r}")
 
 
-def drive_runs(app: SquadOps, *, runs: int, ticks: int, project: dict[str, Any] | None = None) -> list[str]:
+def drive_runs(app: Services, *, runs: int, ticks: int, project: dict[str, Any] | None = None) -> list[str]:
     """Launches and executes ``runs`` runs of the project, then ticks them with the simulator."""
     from workers.planes.simulator import SimulatorPlane
 
     request = project or DEMO_LIKE
     slug = str(request["project_key"])
-    if app.get_project("default", slug) is None:
-        app.create_project(tenant="default", request=request, created_by="op@example.com")
+    if app.projects.get_project("default", slug) is None:
+        app.projects.create_project(tenant="default", request=request, created_by="op@example.com")
     plane = SimulatorPlane()
     ids = []
     for _ in range(runs):
-        run, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug=slug, launched_by="op")
-        app.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
+        run, _ = app.studio.runs.launch_run(tenant="default", template_id="delivery-core", project_slug=slug, launched_by="op")
+        app.studio.runs.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
         ids.append(run.run_id)
-    app.tick_runs(plane, start=[("default", r) for r in ids])
+    app.studio.ticks.tick_runs(plane, start=[("default", r) for r in ids])
     for _ in range(ticks):
-        app.tick_runs(plane, tick=[("default", r) for r in ids])
+        app.studio.ticks.tick_runs(plane, tick=[("default", r) for r in ids])
     return ids

@@ -132,7 +132,7 @@ def launch(http: httpx.Client, slug: str) -> str:
 
 def expected_events(container: Container, run_id: str, tenant: str = "default") -> list[dict[str, Any]]:
     """The run's live events straight from the event store (the truth to compare with)."""
-    envs = NotificationSource(container.app.recorder).read(1, 1_000_000)
+    envs = NotificationSource(container.event_store.recorder).read(1, 1_000_000)
     found = []
     for env in envs:
         if env.run_id == run_id and env.tenant == tenant:
@@ -144,11 +144,11 @@ def expected_events(container: Container, run_id: str, tenant: str = "default") 
 
 def bulk_previews(container: Container, run_id: str, count: int, tenant: str = "default") -> None:
     """``count`` live events of the run saved in one transaction (the domain's own method)."""
-    app = container.app
-    run = app.get_run(tenant, run_id)
+    app = container
+    run = app.studio.runs.get_run(tenant, run_id)
     for n in range(count):
-        run.share_preview({"url": f"https://preview.example/{n}", "status": "live"}, app.now())
-    app.save(run)
+        run.share_preview({"url": f"https://preview.example/{n}", "status": "live"}, app.clock())
+    app.event_store.save(run)
 
 
 # -- Server-Sent Events ----------------------------------------------------------------------
@@ -220,12 +220,12 @@ def topic(run_id: str, tenant: str = "default") -> str:
 
 def simulate(container: Container, runs: int = 2, ticks: int = 30, slug: str = "acme") -> list[str]:
     """Launches and executes ``runs`` runs and ticks them ``ticks`` times (no ticker thread)."""
-    return drive_runs(container.app, runs=runs, ticks=ticks, project={**DEMO_LIKE, "project_key": slug})
+    return drive_runs(container, runs=runs, ticks=ticks, project={**DEMO_LIKE, "project_key": slug})
 
 
 def all_expected(container: Container) -> list[tuple[int, str]]:
     """Every live event of every run in log order: (event id, subject suffix tenant.run)."""
-    envs = NotificationSource(container.app.recorder).read(1, 10_000_000)
+    envs = NotificationSource(container.event_store.recorder).read(1, 10_000_000)
     return [
         (env.position, f"tenant.{env.tenant}.run.{env.run_id}")
         for env in envs
@@ -259,7 +259,7 @@ async def stream_contents(url: str, stream: str) -> list[tuple[int, str, int]]:
 
 def wait_published(container: Container, timeout: float = 30.0) -> None:
     """Until the fan-out's position reached the end of the log."""
-    eventually(lambda: container.fanout.position() >= container.app.max_position(), timeout=timeout)
+    eventually(lambda: container.fanout.position() >= container.event_store.max_position(), timeout=timeout)
 
 
 @contextlib.contextmanager

@@ -8,7 +8,6 @@ import sys
 import msgspec
 
 from domain.shared.errors import DomainError
-from domain.studio.commands.assignments import assign_processes
 from domain.studio.policies import watch
 from domain.studio.policies.assignment import AssignmentError, parse_assignment
 from workers.settings import Settings
@@ -26,8 +25,7 @@ def run_assign_processes(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     container = build(settings)
     try:
-        results = assign_processes(
-            container.app,
+        results = container.studio.assignments.assign_processes(
             tenant=args.tenant,
             run_id=args.run_id,
             assignments=assignments,

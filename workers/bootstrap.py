@@ -9,9 +9,13 @@ from typing import Any
 
 import structlog
 
-from domain.application import SquadOps
+from domain.projects.commands import ProjectCommands
+from domain.shared.clock import utc_now_iso
+from domain.shared.event_store import EventStore
+from domain.studio.commands import StudioCommands
 from domain.studio.commands.recovery import recovery_policies
 from domain.studio.process import ModelProxyAliases
+from domain.studio.templates import TemplateCatalog, shipped_templates
 from projections.engine.docs import Projector
 from projections.engine.runner import NotificationSource, ProjectionRunner
 from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
@@ -24,7 +28,7 @@ from projections.studio.runs import RunsProjector
 from projections.studio.surfaces import SurfacesProjector
 from projections.studio.workspace_mirror import MirrorProjector
 from workers.fanout import LiveFanout
-from workers.live_broker import broker_factory
+from workers.live_broker import MemoryBroker
 from workers.logging import configure_logging
 from workers.planes.simulator import SimulatorPlane
 from workers.settings import Settings
@@ -69,6 +73,16 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+def broker_factory(settings: Settings) -> Callable[[], Broker]:
+    """One broker per caller's event loop: NATS when configured, else the shared in-process one."""
+    if settings.nats_url:
+        from workers.live_nats import NatsBroker
+
+        return lambda: NatsBroker.from_settings(settings)
+    shared = MemoryBroker(settings.live_memory_buffer_events)
+    return lambda: shared
+
+
 def read_projectors() -> list[Projector]:
     """Every read model the API serves (the live fan-out is not one of them)."""
     return [
@@ -83,9 +97,43 @@ def read_projectors() -> list[Projector]:
 
 
 @dataclass
-class Container:
+class Services:
+    """The event store and each area's commands over it: what the API and workers call."""
+
+    event_store: EventStore
+    projects: ProjectCommands
+    studio: StudioCommands
+    clock: Callable[[], str]
+
+
+def wire_services(
+    event_store: EventStore | None = None,
+    *,
+    templates: TemplateCatalog | None = None,
+    agent_domain: str = "agents.squadops.local",
+    aliases: ModelProxyAliases | None = None,
+    clock: Callable[[], str] = utc_now_iso,
+) -> Services:
+    """Each area's commands over one event store (in memory when none is given)."""
+    event_store = event_store if event_store is not None else EventStore()
+    templates = templates or shipped_templates()
+    projects = ProjectCommands(event_store, templates=templates, clock=clock)
+    studio = StudioCommands(
+        event_store,
+        projects,
+        templates=templates,
+        agent_domain=agent_domain,
+        aliases=aliases or ModelProxyAliases(),
+        clock=clock,
+    )
+    return Services(event_store=event_store, projects=projects, studio=studio, clock=clock)
+
+
+@dataclass
+class Container(Services):
+    """The service's parts: the event store and commands, the read models and the workers."""
+
     settings: Settings
-    app: SquadOps
     store: DocStore
     runner: ProjectionRunner
     ticker: Ticker
@@ -99,7 +147,7 @@ class Container:
         """Starts the named workers in this process (the embedded default runs all)."""
         if "projector" in workers:
             listen = self.settings.database_url if self.settings.is_postgres else ""
-            channel = getattr(self.app.recorder, "channel_name", "")
+            channel = getattr(self.event_store.recorder, "channel_name", "")
             self.runner.start(listen_url=listen, channel=channel)
             self.started.append("projector")
         if "ticker" in workers:
@@ -114,7 +162,7 @@ class Container:
 
     def await_reads(self, position: int | None = None, timeout: float = 2.0) -> bool:
         """Read-your-writes: waits until read models include this thread's last save."""
-        target = self.app.last_saved_position() if position is None else position
+        target = self.event_store.last_saved_position() if position is None else position
         if target <= 0:
             return True
         return self.runner.wait_for(target, timeout, [p.name for p in self.runner.projectors])
@@ -133,32 +181,33 @@ class Container:
     def close(self) -> None:
         self.stop()
         self.store.close()
-        self.app.close()
+        self.event_store.close()
 
 
 def build(settings: Settings) -> Container:
     configure_logging(settings)
-    app = SquadOps(
-        eventsourcing_env(settings),
+    services = wire_services(
+        EventStore(eventsourcing_env(settings)),
         agent_domain=settings.agent_domain,
         aliases=ModelProxyAliases(settings.model_proxy_aliases),
     )
+    event_store = services.event_store
     if settings.is_postgres:
         store: DocStore = PostgresDocStore(settings.database_url)
     else:
         store = SqliteDocStore(Path(settings.sqlite_path))
     runner = ProjectionRunner(
-        NotificationSource(app.recorder),
+        NotificationSource(event_store.recorder),
         store,
         read_projectors(),
         page_size=settings.projection_page_size,
         poll_seconds=settings.projection_poll_seconds,
         gap_timeout=settings.projection_gap_timeout_seconds,
     )
-    app.add_listener(runner.wake)
+    event_store.add_listener(runner.wake)
     plane = SimulatorPlane()
     ticker = Ticker(
-        app,
+        services.studio.ticks,
         store,
         plane,
         tick_seconds=settings.tick_seconds,
@@ -167,7 +216,7 @@ def build(settings: Settings) -> Container:
     )
     live_broker = broker_factory(settings)
     fanout = LiveFanout(
-        NotificationSource(app.recorder),
+        NotificationSource(event_store.recorder),
         store,
         live_broker,
         subject_prefix=settings.live_subject_prefix,
@@ -175,19 +224,20 @@ def build(settings: Settings) -> Container:
         poll_seconds=settings.projection_poll_seconds,
         gap_timeout=settings.live_gap_timeout_seconds,
         listen_url=settings.database_url if settings.is_postgres else "",
-        channel=getattr(app.recorder, "channel_name", ""),
+        channel=getattr(event_store.recorder, "channel_name", ""),
     )
-    app.add_listener(fanout.wake)
+    event_store.add_listener(fanout.wake)
     watcher = Watcher(
-        app,
+        services.studio,
         store,
-        EventStoreProjectAssets(app),
+        EventStoreProjectAssets(services.projects),
         timeout_seconds=settings.controller_timeout_seconds,
         interval_seconds=settings.watch_interval_seconds,
         strict=settings.strict_observation,
         explicit_assets=load_project_assets(settings.project_assets_path) if settings.project_assets_path else None,
     )
     return Container(
-        settings=settings, app=app, store=store, runner=runner, ticker=ticker, plane=plane,
+        event_store=event_store, projects=services.projects, studio=services.studio, clock=services.clock,
+        settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
         fanout=fanout, live_broker=live_broker, watcher=watcher,
     )

@@ -8,13 +8,16 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import msgspec
 
 from workers.projections_cli import add_parser as add_projections_parser
 from workers.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from domain.projects.commands import ProjectCommands
 
 DEMO_PROJECT = {
     "project_key": "demo",
@@ -41,11 +44,11 @@ OPERATOR = "operator@squadops.local"
 SUPER_ADMIN = "/org/platform/roles/super_admin"
 
 
-def seed_demo(app: Any, tenant: str = "default") -> bool:
+def seed_demo(projects: ProjectCommands, tenant: str = "default") -> bool:
     """Creates the demo project unless it exists; answers whether it created it."""
-    if app.get_project(tenant, "demo") is not None:
+    if projects.get_project(tenant, "demo") is not None:
         return False
-    app.create_project(tenant=tenant, request=DEMO_PROJECT, created_by=OPERATOR)
+    projects.create_project(tenant=tenant, request=DEMO_PROJECT, created_by=OPERATOR)
     return True
 
 
@@ -64,7 +67,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         settings = settings.replace(port=args.port)
     container = build(settings)
     if args.demo or settings.demo:
-        seed_demo(container.app)
+        seed_demo(container.projects)
     workers = WORKERS if args.workers == "all" else tuple(w for w in args.workers.split(",") if w and w != "none")
     app = create_app(container, workers=workers)
     print(f"squadops listening on http://{settings.host}:{settings.port} ({container.store.dialect})", file=sys.stderr)
@@ -131,7 +134,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
     container = build(settings)
     try:
-        created = seed_demo(container.app)
+        created = seed_demo(container.projects)
     finally:
         container.close()
     print("demo project created" if created else "demo project already exists")

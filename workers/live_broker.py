@@ -1,4 +1,4 @@
-"""The live channel's in-process broker, and the factory choosing it or JetStream.
+"""The live channel's in-process broker (the factory choosing it or JetStream is in bootstrap).
 
 A broker holds the published live events of every run in log order (so an event id,
 the integer log position, grows along it), de-duplicates re-published ones, tells
@@ -13,11 +13,10 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import msgspec
 
-from projections.studio.live_channel import Broker, LiveMessage, OnMessages
+from projections.studio.live_channel import LiveMessage, OnMessages
 
 
 class MemoryBroker:
@@ -83,13 +82,3 @@ class MemoryBroker:
                     found.append(message)
         found.reverse()
         return floor, found
-
-
-def broker_factory(settings: Any) -> Callable[[], Broker]:
-    """One broker per caller's event loop: NATS when configured, else the shared in-process one."""
-    if settings.nats_url:
-        from workers.live_nats import NatsBroker
-
-        return lambda: NatsBroker.from_settings(settings)
-    shared = MemoryBroker(settings.live_memory_buffer_events)
-    return lambda: shared

@@ -39,23 +39,23 @@ def groups(names: Sequence[str], workers: int) -> list[list[str]]:
 
 
 def open_parts(settings: Settings) -> tuple[Any, DocStore]:
-    from domain.application import SquadOps
+    from domain.shared.event_store import EventStore
     from workers.bootstrap import eventsourcing_env
 
-    app = SquadOps(eventsourcing_env(settings))
+    event_store = EventStore(eventsourcing_env(settings))
     store: DocStore = (
         PostgresDocStore(settings.database_url, max_size=4)
         if settings.is_postgres
         else SqliteDocStore(Path(settings.sqlite_path))
     )
-    return app, store
+    return event_store, store
 
 
 def rebuild_group(settings: Settings, names: Sequence[str], index: int, progress: Any = None) -> RebuildReport:
     """Rebuilds the named read models in this process (a pool worker, or the caller)."""
     from workers.bootstrap import read_projectors
 
-    app, store = open_parts(settings)
+    event_store, store = open_parts(settings)
     try:
         projectors = [p for p in read_projectors() if p.name in names]
 
@@ -64,11 +64,11 @@ def rebuild_group(settings: Settings, names: Sequence[str], index: int, progress
                 progress.put((index, figures))
 
         return rebuild(
-            store, NotificationSource(app.recorder), projectors, page_size=settings.rebuild_page_size, progress=report
+            store, NotificationSource(event_store.recorder), projectors, page_size=settings.rebuild_page_size, progress=report
         )
     finally:
         store.close()
-        app.close()
+        event_store.close()
 
 
 def rebuild_parallel(

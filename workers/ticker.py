@@ -16,9 +16,9 @@ from typing import Any
 import msgspec
 import structlog
 
-from domain.application import SquadOps, iso
+from domain.shared.clock import iso
 from domain.shared.ports import ExecutionPlane
-from domain.studio.commands.ticks import TickOutcome
+from domain.studio.commands.ticks import TickCommands, TickOutcome
 from domain.studio.policies.queue import QueueEntry, pick_runs
 from projections.engine.store import DocStore
 
@@ -40,7 +40,7 @@ class Ticker:
 
     def __init__(
         self,
-        app: SquadOps,
+        ticks: TickCommands,
         store: DocStore,
         plane: ExecutionPlane,
         *,
@@ -48,7 +48,7 @@ class Ticker:
         capacity: int = 64,
         policies: Sequence[Any] = (),
     ) -> None:
-        self.app = app
+        self.ticks = ticks
         self.store = store
         self.plane = plane
         self.tick_seconds = tick_seconds
@@ -66,7 +66,7 @@ class Ticker:
             return TickOutcome()
         # A run ticked less than an interval ago (by this or another ticker) waits.
         fresh_after = iso(datetime.now(UTC) - timedelta(seconds=self.tick_seconds * 0.95))
-        outcome = self.app.tick_runs(
+        outcome = self.ticks.tick_runs(
             self.plane,
             tick=[(e.tenant, e.run_id) for e in running],
             start=[(e.tenant, e.run_id) for e in to_start],

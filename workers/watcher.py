@@ -21,15 +21,15 @@ from typing import Any, TypeVar
 import msgspec
 import structlog
 
-from domain.application import SquadOps
+from domain.projects.commands import ProjectCommands
 from domain.projects.project import slugify
 from domain.shared.errors import DomainError
 from domain.shared.metadata import pick
 from domain.shared.ports import ProjectAssets, ProjectAssetsError
+from domain.studio.commands import StudioCommands
 from domain.studio.commands.watch import (
     context_from_assets,
     context_from_session_state,
-    record_lookup_failure,
 )
 from domain.studio.policies import watch
 from domain.studio.policies.walls import wall_for
@@ -85,12 +85,12 @@ def bounded(call: Callable[[], T], timeout_seconds: float) -> T:
 class EventStoreProjectAssets:
     """Built-in project-assets adapter: the assets the project's own events recorded."""
 
-    def __init__(self, app: SquadOps) -> None:
-        self.app = app
+    def __init__(self, projects: ProjectCommands) -> None:
+        self.projects = projects
 
     def fetch(self, tenant: str, project_slug: str) -> dict[str, Any]:
         try:
-            project = self.app.get_project(tenant, project_slug)
+            project = self.projects.get_project(tenant, project_slug)
         except DomainError as exc:
             raise ProjectAssetsError(watch.ERROR, exc.message) from None
         if project is None:
@@ -118,7 +118,7 @@ class Watcher:
 
     def __init__(
         self,
-        app: SquadOps,
+        studio: StudioCommands,
         store: DocStore,
         assets: ProjectAssets,
         *,
@@ -128,7 +128,7 @@ class Watcher:
         explicit_assets: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         watch.check_bounds(timeout_seconds, interval_seconds)
-        self.app = app
+        self.studio = studio
         self.store = store
         self.assets = assets
         self.timeout_seconds = timeout_seconds
@@ -150,7 +150,7 @@ class Watcher:
         return views
 
     def observe(self, tenant: str, run_id: str) -> OperatorView:
-        run = self.app.get_run(tenant, run_id)
+        run = self.studio.runs.get_run(tenant, run_id)
         explicit = self.explicit.get(run.project_slug) if self.explicit is not None else None
         session_context = context_from_session_state(run)
         source = watch.context_source(explicit, session_context)
@@ -162,11 +162,13 @@ class Watcher:
         else:
             context, error, kind = self._lookup(tenant, run.project_slug)
             if error:
-                blocked = record_lookup_failure(self.app, tenant=tenant, run_id=run_id, reason=error, kind=kind)
+                blocked = self.studio.watch.record_lookup_failure(
+                    tenant=tenant, run_id=run_id, reason=error, kind=kind
+                )
                 log.warning("project_assets_lookup_failed", run_id=run_id, reason=error, blocked=blocked)
         walls = [
             {"agent_id": s.agent_id, **dataclasses.asdict(wall_for(s.blocker_code))}
-            for s in self.app.live_sessions(self.app.get_run(tenant, run_id))
+            for s in self.studio.runs.live_sessions(self.studio.runs.get_run(tenant, run_id))
             if s.blocker_code
         ]
         return OperatorView(

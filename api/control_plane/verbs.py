@@ -18,13 +18,13 @@ from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
 from api.auth import Principal
-from api.context import CallerDep, caller_dependency, read_models, services
+from api.context import CallerDep, caller_dependency, read_models, studio_commands
 from api.control_plane.verbs_dto import AdminControlRequest, ControlAccepted, ControlRequest
 from api.errors import RequestInvalid
 from api.studio.reads import Reads
-from domain.application import SquadOps
 from domain.shared.access import ProjectGrants, require_control
 from domain.shared.ids import ID_PATTERN
+from domain.studio.commands import StudioCommands
 from domain.studio.commands.control import ControlOutcome
 from domain.studio.control import (
     ALL_VERBS,
@@ -80,14 +80,14 @@ def accepted(outcome: ControlOutcome, reads: Reads, command: str) -> ControlAcce
 
 
 def run_control(
-    app: SquadOps, reads: Reads, tenant: str, principal: Principal, run_id: str, intent: ControlIntent
+    studio: StudioCommands, reads: Reads, tenant: str, principal: Principal, run_id: str, intent: ControlIntent
 ) -> ControlAccepted:
-    outcome = app.control_run(tenant=tenant, run_id=run_id, intent=intent, actor=principal.subject_key)
+    outcome = studio.control.control_run(tenant=tenant, run_id=run_id, intent=intent, actor=principal.subject_key)
     return accepted(outcome, reads, "run_control")
 
 
 def session_control(
-    app: SquadOps,
+    studio: StudioCommands,
     reads: Reads,
     tenant: str,
     principal: Principal,
@@ -97,7 +97,7 @@ def session_control(
     session_id: str = "",
     agent_id: str = "",
 ) -> ControlAccepted:
-    outcome = app.control_session(
+    outcome = studio.control.control_session(
         tenant=tenant,
         run_id=run_id,
         session_id=session_id,
@@ -113,11 +113,11 @@ def session_control(
 
 @post("/runs/{run_id:str}/control", status_code=202, sync_to_thread=True, summary="Run-level control verb")
 def control_run(run_id: RunId, data: JSONBody[ControlRequest], state: State, caller: CallerDep) -> ControlAccepted:
-    app, reads, tenant, principal = services(state), read_models(state), caller.tenant, caller.principal
+    studio, reads, tenant, principal = studio_commands(state), read_models(state), caller.tenant, caller.principal
     intent = checked(data.intent(), "run")
-    run = app.get_run(tenant, run_id)
+    run = studio.runs.get_run(tenant, run_id)
     authorize(principal, reads, tenant, run.project_slug)
-    return run_control(app, reads, tenant, principal, run_id, intent)
+    return run_control(studio, reads, tenant, principal, run_id, intent)
 
 
 @post(
@@ -133,11 +133,11 @@ def control_session(
     state: State,
     caller: CallerDep,
 ) -> ControlAccepted:
-    app, reads, tenant, principal = services(state), read_models(state), caller.tenant, caller.principal
+    studio, reads, tenant, principal = studio_commands(state), read_models(state), caller.tenant, caller.principal
     intent = checked(data.intent(), "session")
-    run = app.get_run(tenant, run_id)
+    run = studio.runs.get_run(tenant, run_id)
     authorize(principal, reads, tenant, run.project_slug)
-    return session_control(app, reads, tenant, principal, run_id, intent, session_id=session_id)
+    return session_control(studio, reads, tenant, principal, run_id, intent, session_id=session_id)
 
 
 # -- admin path -------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ def admin_control(
     caller: CallerDep,
 ) -> ControlAccepted:
     """A run verb, or a session verb aimed by ``target_agent_id`` (``agent_id`` for handoffs)."""
-    app, reads, tenant, principal = services(state), read_models(state), caller.tenant, caller.principal
+    studio, reads, tenant, principal = studio_commands(state), read_models(state), caller.tenant, caller.principal
     intent = data.intent()
     verb, agent_id = intent.verb, data.agent_id or ""
     if verb == "handoff_agent":
@@ -159,15 +159,15 @@ def admin_control(
             message = "handoff_agent through the admin path needs agent_id (the source agent)"
             raise invalid("agent_id", message, None, "missing")
         intent = checked(intent, "session")
-        return session_control(app, reads, tenant, principal, run_id, intent, agent_id=agent_id)
+        return session_control(studio, reads, tenant, principal, run_id, intent, agent_id=agent_id)
     aim = agent_id or intent.target_agent_id
     if verb in RUN_VERBS and not aim:
-        return run_control(app, reads, tenant, principal, run_id, checked(intent, "run"))
+        return run_control(studio, reads, tenant, principal, run_id, checked(intent, "run"))
     if verb in SESSION_VERBS:
         if not aim:
             raise invalid("target_agent_id", f"Session verb {verb!r} needs target_agent_id", None, "missing")
         intent = checked(intent, "session")
-        return session_control(app, reads, tenant, principal, run_id, intent, agent_id=aim)
+        return session_control(studio, reads, tenant, principal, run_id, intent, agent_id=aim)
     if verb in RUN_VERBS:
         field = "agent_id" if agent_id else "target_agent_id"
         raise invalid(field, f"Run-level verb {verb!r} aims at no agent", aim)

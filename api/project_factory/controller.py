@@ -9,7 +9,7 @@ from litestar import Router, post
 from litestar.datastructures import State
 from litestar.params import JSONBody
 
-from api.context import CallerDep, caller_dependency, read_models, services
+from api.context import CallerDep, caller_dependency, project_commands, read_models
 from api.errors import RequestInvalid
 from domain.shared.errors import Invalid
 from projections.projects.projects import project_out
@@ -155,12 +155,12 @@ def request_meta(data: PortalProjectCreateIn) -> dict[str, Any]:
 
 @post("/projects", status_code=201, sync_to_thread=True, summary="Create a project")
 def create_project(data: JSONBody[PortalProjectCreateIn], state: State, caller: CallerDep) -> PortalProjectOut:
-    app, tenant = services(state), caller.tenant
+    projects, tenant = project_commands(state), caller.tenant
     if data.tenant_id is not None and data.tenant_id != tenant:
         raise RequestInvalid(["body", "tenant_id"], "tenant_id differs from the request's tenant", "value_error", data.tenant_id)
     meta = request_meta(data)
     try:
-        project = app.create_project(tenant=tenant, request=meta, created_by=caller.subject_key)
+        project = projects.create_project(tenant=tenant, request=meta, created_by=caller.subject_key)
     except Invalid as exc:
         if exc.code == "project_key_required":
             raise RequestInvalid(["body", "project_key"], exc.message, "missing") from None

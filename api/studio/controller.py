@@ -10,7 +10,7 @@ from litestar import Router, get, post
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
-from api.context import CallerDep, caller_dependency, read_models, services
+from api.context import CallerDep, caller_dependency, read_models, studio_commands
 from api.studio.dto import (
     CleanupRequest,
     CleanupResponse,
@@ -45,12 +45,12 @@ def launch_answer(run: Any) -> LaunchResponse:
 
 @get("/templates", sync_to_thread=False, summary="Studio templates")
 def list_templates(state: State, caller: CallerDep) -> list[Template]:
-    return services(state).templates.all()
+    return studio_commands(state).templates.all()
 
 
 @post("/runs", status_code=201, sync_to_thread=True, summary="Launch a run")
 def launch_run(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -> LaunchResponse:
-    run, _ = services(state).launch_run(
+    run, _ = studio_commands(state).runs.launch_run(
         tenant=caller.tenant,
         template_id=data.template_id,
         project_slug=data.project_slug,
@@ -72,7 +72,7 @@ def get_run(run_id: RunId, state: State, caller: CallerDep) -> RunRecord:
 
 @post("/runs/{run_id:str}/execute", status_code=202, sync_to_thread=True, summary="Schedule execution")
 def execute_run(run_id: RunId, state: State, caller: CallerDep) -> ExecuteResponse:
-    run, requested_at, follow_up = services(state).request_execution(
+    run, requested_at, follow_up = studio_commands(state).runs.request_execution(
         tenant=caller.tenant, run_id=run_id, requested_by=caller.subject_key
     )
     reads = read_models(state)
@@ -107,7 +107,7 @@ def share_preview(
     run_id: RunId, data: JSONBody[PreviewRequest], state: State, caller: CallerDep
 ) -> PreviewRecord:
     fields = msgspec.structs.asdict(data)
-    preview, updated_at = services(state).share_preview(tenant=caller.tenant, run_id=run_id, fields=fields)
+    preview, updated_at = studio_commands(state).runs.share_preview(tenant=caller.tenant, run_id=run_id, fields=fields)
     read_models(state).settle()
     return msgspec.convert({**preview, "run_id": run_id, "updated_at": updated_at}, PreviewRecord)
 
@@ -119,7 +119,7 @@ def cleanup_run(
     caller: CallerDep,
     data: JSONBody[CleanupRequest | None] = None,
 ) -> CleanupResponse:
-    run, stopped = services(state).cleanup_run(
+    run, stopped = studio_commands(state).runs.cleanup_run(
         tenant=caller.tenant, run_id=run_id, actor=caller.subject_key, reason=data.reason if data else ""
     )
     read_models(state).settle()
@@ -128,7 +128,7 @@ def cleanup_run(
 
 @post("/runs/{run_id:str}/replay", status_code=201, sync_to_thread=True, summary="Launch again from the same inputs")
 def replay_run(run_id: RunId, state: State, caller: CallerDep) -> LaunchResponse:
-    run, _ = services(state).replay_run(tenant=caller.tenant, run_id=run_id, launched_by=caller.subject_key)
+    run, _ = studio_commands(state).runs.replay_run(tenant=caller.tenant, run_id=run_id, launched_by=caller.subject_key)
     read_models(state).settle()
     return launch_answer(run)
 

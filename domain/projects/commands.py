@@ -2,25 +2,39 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from eventsourcing.persistence import RecordConflictError
 
 from domain.projects.project import Project, slugify
 from domain.shared.errors import Conflict, Invalid
+from domain.shared.event_store import EventStore
 from domain.shared.ids import is_valid_id, project_key
-
-if TYPE_CHECKING:
-    from domain.application import SquadOps
 
 
 class ProjectExists(Conflict):
     code = "project_exists"
 
 
+class Templates(Protocol):
+    """The run templates a project may name (the studio's catalog)."""
+
+    def get(self, template_id: str) -> Any: ...
+
+
 class ProjectCommands:
+    """Creates and finds projects (the project factory)."""
+
+    def __init__(
+        self, store: EventStore, *, templates: Templates, clock: Callable[[], str]
+    ) -> None:
+        self.store = store
+        self.templates = templates
+        self.clock = clock
+
     def create_project(
-        self: SquadOps, *, tenant: str, request: dict[str, Any], created_by: str
+        self, *, tenant: str, request: dict[str, Any], created_by: str
     ) -> Project:
         """Creates a project; its slug comes from ``project_key`` or ``display_name``."""
         base = str(request.get("project_key") or request.get("display_name") or "")
@@ -33,24 +47,24 @@ class ProjectCommands:
         template_id = str(request.get("template_id") or "")
         if template_id and self.templates.get(template_id) is None:
             raise Invalid(f"No template with id {template_id!r}.", code="template_not_found")
-        if self.get_or_none(project_key(tenant, slug)) is not None:
+        if self.store.get_or_none(project_key(tenant, slug)) is not None:
             raise ProjectExists(f"A project with slug {slug!r} already exists in this tenant.")
         project = Project(
             tenant=tenant,
             project_slug=slug,
             request=request,
             created_by=created_by,
-            created_at=self.now(),
+            created_at=self.clock(),
         )
         try:
-            self.save(project)
+            self.store.save(project)
         except RecordConflictError:  # a concurrent create of the same slug won the race
             raise ProjectExists(
                 f"A project with slug {slug!r} already exists in this tenant."
             ) from None
         return project
 
-    def get_project(self: SquadOps, tenant: str, slug: str) -> Project | None:
+    def get_project(self, tenant: str, slug: str) -> Project | None:
         if not is_valid_id(slug):
             return None
-        return self.get_or_none(project_key(tenant, slug))
+        return self.store.get_or_none(project_key(tenant, slug))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 
@@ -16,6 +17,12 @@ def is_valid_id(value: str) -> bool:
 def new_id(prefix: str) -> str:
     """A fresh opaque id such as ``run-3f9c0a7b12de4c55``."""
     return f"{prefix}-{secrets.token_hex(8)}"
+
+
+def derived_id(prefix: str, *parts: object) -> str:
+    """An id that the same parts always give (replays and retries name the same thing)."""
+    digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()
+    return f"{prefix}-{digest[:16]}"
 
 
 def run_key(tenant: str, run_id: str) -> str:

@@ -6,7 +6,6 @@ from typing import Any
 
 from litestar.testing import TestClient
 
-from domain.application import SquadOps
 from tests.helpers import DEMO_LIKE
 from workers.bootstrap import Container
 
@@ -56,28 +55,28 @@ def accepted(answer: Any, run_id: str, verb: str, session_id: str = "") -> str:
 
 def block(container: Container, run_id: str, agent_id: str, code: str, evidence: dict | None = None, start: bool = True) -> None:
     """Puts the agent behind a wall through the domain (what a plane or policy would do)."""
-    app: SquadOps = container.app
+    app = container
 
     def command() -> None:
-        run = app.get_run(TENANT, run_id)
-        session = app.agent_session(run, agent_id)
+        run = app.studio.runs.get_run(TENANT, run_id)
+        session = app.studio.runs.agent_session(run, agent_id)
         if start and session.live_status == "ready":
             session.start_process(
                 llm_session_id=f"llm-{agent_id}",
                 skill_ids=[],
                 mcp_server_ids=[],
                 workspace_name="ws-acme-shared",
-                at=app.now(),
+                at=app.clock(),
             )
-        session.block(code=code, message=f"test wall {code}", evidence=evidence or {}, at=app.now())
-        app.save(session)
+        session.block(code=code, message=f"test wall {code}", evidence=evidence or {}, at=app.clock())
+        app.event_store.save(session)
 
-    app.retrying(command)
-    assert container.await_reads(app.last_saved_position(), timeout=5)
+    app.event_store.retrying(command)
+    assert container.await_reads(app.event_store.last_saved_position(), timeout=5)
 
 
 def events(container: Container, run_id: str, agent_id: str, name: str = "") -> list[Any]:
-    app = container.app
-    run = app.get_run(TENANT, run_id)
-    session = app.agent_session(run, agent_id)
-    return [e for e in app.events.get(session.id) if not name or type(e).__name__ == name]
+    app = container
+    run = app.studio.runs.get_run(TENANT, run_id)
+    session = app.studio.runs.agent_session(run, agent_id)
+    return [e for e in app.event_store.events.get(session.id) if not name or type(e).__name__ == name]

@@ -57,7 +57,7 @@ def test_every_session_verb_has_its_effect(served: tuple[TestClient, Container])
     run_id = launch(http)
     sid = {a: s["session_id"] for a, s in sessions(http, run_id).items()}
     planner, curator = sid["planner"], sid["curator"]
-    app = container.app
+    app = container
 
     def verb(session_id: str, body: dict) -> str:
         return accepted(session_verb(http, run_id, session_id, body), run_id, body["verb"], session_id)
@@ -69,7 +69,7 @@ def test_every_session_verb_has_its_effect(served: tuple[TestClient, Container])
     assert sessions(http, run_id)["planner"]["live_status"] == "paused"  # queued, not woken
     verb(planner, {"verb": "queue_request", "wake_target": "planner"})
     assert sessions(http, run_id)["planner"]["live_status"] == "ready"
-    assert app.agent_session(app.get_run(TENANT, run_id), "planner").queued_requests == 2
+    assert app.studio.runs.agent_session(app.studio.runs.get_run(TENANT, run_id), "planner").queued_requests == 2
 
     # messages: mailbox, thread, controller steer
     verb(planner, {"verb": "comment_agent", "message": "look at issue 7"})
@@ -77,7 +77,7 @@ def test_every_session_verb_has_its_effect(served: tuple[TestClient, Container])
     verb(planner, {"verb": "intervene", "message": "split the backend slice"})
     delivered = [(e.channel, e.thread_id) for e in events(container, run_id, "planner", "MessageDelivered")]
     assert delivered == [("mailbox", ""), ("thread", "thr-7"), ("controller", "")]
-    planner_now = app.agent_session(app.get_run(TENANT, run_id), "planner")
+    planner_now = app.studio.runs.agent_session(app.studio.runs.get_run(TENANT, run_id), "planner")
     assert planner_now.mailbox_count == 1 and planner_now.active_thread_id == "thr-7"
     assert planner_now.controller_intervention_count == 1
 
@@ -150,7 +150,7 @@ def test_run_verbs_and_the_end_of_a_run(served: tuple[TestClient, Container]) ->
     http, container = served
     create_project(http)
     run_id = launch(http)
-    app = container.app
+    app = container
 
     control_id = accepted(run_verb(http, run_id, {"verb": "verify_wave"}), run_id, "verify_wave")
     state = sessions(http, run_id)
@@ -158,7 +158,7 @@ def test_run_verbs_and_the_end_of_a_run(served: tuple[TestClient, Container]) ->
     gate = [h for h in http.get(f"{STUDIO}/runs/{run_id}/handoff-trail").json()["handoffs"] if h["kind"] == "proof_gate"]
     assert {h["to_agent_id"] for h in gate} == {"tester-admin", "tester-guest"}
     assert http.get(f"{STUDIO}/runs/{run_id}").json()["control_count"] == 1
-    recorded = [e for e in app.events.get(app.get_run(TENANT, run_id).id) if type(e).__name__ == "ControlRecorded"]
+    recorded = [e for e in app.event_store.events.get(app.studio.runs.get_run(TENANT, run_id).id) if type(e).__name__ == "ControlRecorded"]
     assert (recorded[0].control_id, recorded[0].actor, recorded[0].causation_id) == (control_id, OPERATOR, control_id)
 
     # retry_prompt at the run level restarts stale processes and prompts the others again

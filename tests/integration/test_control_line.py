@@ -149,7 +149,7 @@ def test_container_creation_corruption_is_cleared_by_restart_workspace(served: t
     run_id = start(http, container, only(start_corruption=0.5),
                    lambda f, s: f.corrupt_container(s, "planner", 0, 0) and not f.corrupt_container(s, "planner", 0, 1))
     follow_the_control_line(http, run_id, "planner", "sandbox_missing")
-    recreated = [e for e in container.app.events.get(f"wsl:{TENANT}:acme:ws-acme-shared") if type(e).__name__ == "Recreated"]
+    recreated = [e for e in container.event_store.events.get(f"wsl:{TENANT}:acme:ws-acme-shared") if type(e).__name__ == "Recreated"]
     assert recreated  # the missing provider binding was recreated through the registry
 
 
@@ -159,15 +159,15 @@ def test_a_lane_without_a_pull_request_is_cleared_by_intervene(served: tuple[Tes
     follow_the_control_line(http, run_id, "backend", "project_delivery_completion_requires_pr")
     done = eventually(lambda: sessions(http, run_id)["backend"]["live_status"] == "session_completed", timeout=30)
     assert done
-    run = container.app.get_run(TENANT, run_id)
-    assert container.app.agent_session(run, "backend").pull_requests == 1
+    run = container.studio.runs.get_run(TENANT, run_id)
+    assert container.studio.runs.agent_session(run, "backend").pull_requests == 1
 
 
 def test_a_corrupt_checkout_is_cleared_by_a_fresh_workspace(served: tuple[TestClient, Container]) -> None:
     http, container = served
     run_id = start(http, container, only(checkout_corruption=0.5), lambda f, s: f.corrupt_checkout(s, "planner", 1, 0))
     follow_the_control_line(http, run_id, "planner", "workspace_checkout_corrupt")
-    planner = container.app.agent_session(container.app.get_run(TENANT, run_id), "planner")
+    planner = container.studio.runs.agent_session(container.studio.runs.get_run(TENANT, run_id), "planner")
     assert planner.workspace_name == "ws-acme-fresh-planner-1"
 
 
@@ -201,7 +201,7 @@ def test_a_failed_assets_lookup_is_cleared_by_nudge_agent(served: tuple[TestClie
     http, container = served
     run_id = start(http, container, only(), lambda f, s: True, slug="bare")
     working(http, run_id, "curator")
-    watcher = Watcher(container.app, container.store, SlowAssets(2.0), timeout_seconds=0.2, interval_seconds=30)
+    watcher = Watcher(container.studio, container.store, SlowAssets(2.0), timeout_seconds=0.2, interval_seconds=30)
     view = watcher.observe(TENANT, run_id)
     assert "curator" in view.newly_blocked and "0.2 s" in view.lookup_error
     follow_the_control_line(http, run_id, "curator", "project_assets_lookup_failed", slug="bare")

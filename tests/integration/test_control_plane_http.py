@@ -54,7 +54,7 @@ STEPS = [
 
 
 def wait(container: Container) -> None:
-    assert container.runner.wait_for(container.app.max_position(), timeout=20)
+    assert container.runner.wait_for(container.event_store.max_position(), timeout=20)
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def launch(http: TestClient, slug: str = "acme", headers: dict[str, str] | None 
 def driven_run(http: TestClient, container: Container) -> str:
     assert http.post("/v1/project-factory/projects", json=PROJECT).status_code == 201
     run_id = launch(http)
-    scenario = Scenario(app=container.app, run_id=run_id, request=PROJECT)
+    scenario = Scenario(app=container, run_id=run_id, request=PROJECT)
     apply_all(scenario, STEPS)
     assert len(scenario.applied) == len(STEPS), scenario.applied
     wait(container)
@@ -192,10 +192,10 @@ def test_time_travel_over_http(world: tuple[TestClient, Container]) -> None:
     http, container = world
     assert http.post("/v1/project-factory/projects", json=PROJECT).status_code == 201
     run_id = launch(http)
-    scenario = Scenario(app=container.app, run_id=run_id, request=PROJECT)
+    scenario = Scenario(app=container, run_id=run_id, request=PROJECT)
     apply_all(scenario, STEPS[:5])
     wait(container)
-    then = container.app.max_position()
+    then = container.event_store.max_position()
     earlier = http.get(FEED, params={"project_slug": "acme", "run_id": run_id})
     apply_all(scenario, STEPS[5:])
     wait(container)
@@ -217,7 +217,7 @@ def test_fleet_board_filters_and_pages(world: tuple[TestClient, Container]) -> N
     assert http.post("/v1/project-factory/projects", json={"project_key": "zeta"}).status_code == 201
     acme = [launch(http) for _ in range(5)]
     zeta = [launch(http, "zeta") for _ in range(2)]
-    scenario = Scenario(app=container.app, run_id=acme[0], request=PROJECT)
+    scenario = Scenario(app=container, run_id=acme[0], request=PROJECT)
     apply_all(scenario, STEPS)
     wait(container)
     board = msgspec.json.decode(http.get(BOARD).content, type=FleetBoard)
@@ -258,7 +258,7 @@ def test_metrics_expose_positions_lag_appends_and_latency(world: tuple[TestClien
     answer = http.get("/metrics")
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
     text = answer.text
-    head = container.app.max_position()
+    head = container.event_store.max_position()
     assert f"squadops_events_appended_total {head}" in text
     for name in ("runs", "pixels", "surfaces", "log_dock", "fleet"):
         assert f'squadops_projection_position{{projector="{name}"}} {head}' in text
@@ -296,10 +296,10 @@ def test_a_surface_whose_projector_raised_leaves_the_rest_of_the_feed(
 def driven_run_without_surfaces(http: TestClient, container: Container) -> str:
     assert http.post("/v1/project-factory/projects", json=PROJECT).status_code == 201
     run_id = launch(http)
-    scenario = Scenario(app=container.app, run_id=run_id, request=PROJECT)
+    scenario = Scenario(app=container, run_id=run_id, request=PROJECT)
     apply_all(scenario, STEPS)
     others = [p.name for p in container.runner.projectors if p.name != "surfaces"]
-    assert container.runner.wait_for(container.app.max_position(), timeout=20, names=others)
+    assert container.runner.wait_for(container.event_store.max_position(), timeout=20, names=others)
     return run_id
 
 
@@ -313,7 +313,7 @@ def test_the_feed_cache_shares_a_composition_briefly_and_checks_access_every_tim
     http, container = world
     run_id = driven_run(http, container)
     now = [100.0]
-    reads = ControlPlaneReads(container.store, TimeTravel(EventSelector(container.app.recorder)), container.app.max_position)
+    reads = ControlPlaneReads(container.store, TimeTravel(EventSelector(container.event_store.recorder)), container.event_store.max_position)
     reads.cache = FeedCache(0.02, clock=lambda: now[0])
     admin = Principal("op@example.com", "op@example.com", ("/org/platform/roles/super_admin",))
     stranger = Principal("someone@example.com", "someone@example.com", ())
@@ -323,7 +323,7 @@ def test_the_feed_cache_shares_a_composition_briefly_and_checks_access_every_tim
     with pytest.raises(Exception) as denied:
         reads.cached_feed(stranger, "default", "acme", run_id, 50)
     assert getattr(denied.value, "code", "") == "not_a_participant"
-    scenario = Scenario(app=container.app, run_id=run_id, request=PROJECT)
+    scenario = Scenario(app=container, run_id=run_id, request=PROJECT)
     apply_all(scenario, [("say", 0)])
     wait(container)
     assert reads.cached_feed(admin, "default", "acme", run_id, 50) == first  # within 20 ms: shared

@@ -60,8 +60,8 @@ async def test_every_live_event_reaches_nats_once_in_log_order(live: Container) 
     await nc.flush()
     try:
         run_ids = await asyncio.to_thread(simulate, live, 2, 12)
-        await asyncio.to_thread(live.app.share_preview, tenant="default", run_id=run_ids[0], fields={"url": "https://p"})
-        await asyncio.to_thread(live.app.cleanup_run, tenant="default", run_id=run_ids[1], actor="op")
+        await asyncio.to_thread(live.studio.runs.share_preview, tenant="default", run_id=run_ids[0], fields={"url": "https://p"})
+        await asyncio.to_thread(live.studio.runs.cleanup_run, tenant="default", run_id=run_ids[1], actor="op")
         await asyncio.to_thread(wait_published, live)
         expected = [(eid, f"{settings.live_subject_prefix}.{suffix}") for eid, suffix in all_expected(live)]
         assert len(expected) > 30
@@ -119,7 +119,7 @@ async def test_a_nats_outage_loses_nothing_and_delivers_nothing_twice(sqlite_url
     container.start(("fanout",))
     hub = LiveHub(
         container.live_broker(),
-        log_replay(NotificationSource(container.app.recorder), settings.live_subject_prefix),
+        log_replay(NotificationSource(container.event_store.recorder), settings.live_subject_prefix),
         container.fanout.position,
         subject_prefix=settings.live_subject_prefix,
     )
@@ -142,7 +142,7 @@ async def test_a_nats_outage_loses_nothing_and_delivers_nothing_twice(sqlite_url
         await asyncio.to_thread(bulk_previews, container, run_ids[0], 300)
         await asyncio.to_thread(simulate, container, 1, 10)
         await asyncio.to_thread(eventually, lambda: container.fanout.stats.failures >= 2, 20.0)
-        assert container.fanout.position() < container.app.max_position()  # held back, not skipped
+        assert container.fanout.position() < container.event_store.max_position()  # held back, not skipped
 
         server.start()  # same port, same storage
         await asyncio.to_thread(wait_published, container, 60.0)
@@ -224,9 +224,9 @@ async def test_a_read_model_rebuild_never_refires_the_fanout(live: Container) ->
 
     # The rebuild tool: every read model folded from position 0 and swapped in.
     report = await asyncio.to_thread(
-        rebuild, live.store, NotificationSource(live.app.recorder), live.runner.projectors
+        rebuild, live.store, NotificationSource(live.event_store.recorder), live.runner.projectors
     )
-    assert report.position == live.app.max_position()
+    assert report.position == live.event_store.max_position()
     assert all(live.store.position(p.name) == report.position for p in live.runner.projectors)
     live.fanout.wake()
     await asyncio.sleep(0.5)

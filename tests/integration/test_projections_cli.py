@@ -23,7 +23,7 @@ def projected(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("SQUADOPS_LOG_LEVEL", "warning")
     container = build(settings_for(database_url))
     try:
-        scenario = launch(container.app, {"project_key": "acme"})
+        scenario = launch(container, {"project_key": "acme"})
         apply_all(scenario, STEPS)
         while container.runner.run_once():
             pass
@@ -42,9 +42,9 @@ def test_list_names_every_read_model(projected: str, capsys: pytest.CaptureFixtu
 def test_status_shows_positions_and_lag(projected: str, capsys: pytest.CaptureFixture[str]) -> None:
     container = build(settings_for(projected))
     try:
-        extra = container.app.create_project(tenant="default", request={"project_key": "late"}, created_by="op@x")
+        extra = container.projects.create_project(tenant="default", request={"project_key": "late"}, created_by="op@x")
         assert extra is not None
-        head = container.app.max_position()
+        head = container.event_store.max_position()
     finally:
         container.close()
     assert main(["projections", "status"]) == 0

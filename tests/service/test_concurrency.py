@@ -11,13 +11,13 @@ from workers.bootstrap import Container
 
 
 def test_concurrent_commands_on_one_run_lose_nothing(container: Container) -> None:
-    app = container.app
-    app.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
-    run, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
+    app = container
+    app.projects.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
+    run, _ = app.studio.runs.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
 
     def upsert(n: int) -> str:
         try:
-            app.share_preview(tenant="default", run_id=run.run_id, fields={"note": f"note-{n}"})
+            app.studio.runs.share_preview(tenant="default", run_id=run.run_id, fields={"note": f"note-{n}"})
             return f"note-{n}"
         except Conflict as exc:
             assert exc.code == "concurrent_modification"
@@ -25,7 +25,7 @@ def test_concurrent_commands_on_one_run_lose_nothing(container: Container) -> No
 
     def kick(_: int) -> bool:
         try:
-            app.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
+            app.studio.runs.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
             return True
         except Conflict:
             return False
@@ -34,11 +34,11 @@ def test_concurrent_commands_on_one_run_lose_nothing(container: Container) -> No
         accepted = [n for n in pool.map(upsert, range(40)) if n]
         kicks = sum(pool.map(kick, range(40)))
 
-    events = [e for e in NotificationSource(app.recorder).read(1, 10**6) if e.originator_id == run.id]
+    events = [e for e in NotificationSource(app.event_store.recorder).read(1, 10**6) if e.originator_id == run.id]
     shared = [e.data["preview"]["note"] for e in events if e.kind == "Run.PreviewShared"]
     requested = [e for e in events if e.kind == "Run.ExecutionRequested"]
     assert sorted(shared) == sorted(accepted) and len(accepted) >= 20
     assert len(requested) == kicks >= 20
     assert [e.version for e in events] == list(range(1, len(events) + 1))
-    final = app.get_run("default", run.run_id)
+    final = app.studio.runs.get_run("default", run.run_id)
     assert final.preview["note"] == shared[-1]

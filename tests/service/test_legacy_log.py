@@ -49,12 +49,12 @@ def test_every_legacy_aggregate_loads_and_new_events_keep_the_stored_topics(tmp_
         old_topics = {r[0] for r in conn.execute("SELECT DISTINCT topic FROM stored_events")}
     container = build(settings_for(f"sqlite:///{db}"))
     try:
-        app = container.app
-        loaded = [app.repository.get(aggregate_id) for aggregate_id in ids]
+        app = container
+        loaded = [app.event_store.repository.get(aggregate_id) for aggregate_id in ids]
         assert len(loaded) == len(ids) and all(a.version >= 1 for a in loaded)
         run_id = next(i.split(":")[2] for i in ids if i.startswith("run:"))
-        assert app.repository.get(run_key("default", run_id)).run_id == run_id
-        fresh, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
+        assert app.event_store.repository.get(run_key("default", run_id)).run_id == run_id
+        fresh, _ = app.studio.runs.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
     finally:
         container.close()
     with sqlite3.connect(db) as conn:

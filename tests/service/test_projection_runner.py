@@ -7,63 +7,62 @@ import time
 
 import pytest
 
-from domain.application import SquadOps
 from projections.engine.docs import MemoryDocs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.runner import NotificationSource, ProjectionRunner, contiguous
 from projections.engine.store import DocStore
 from tests.conftest import settings_for
 from tests.helpers import DEMO_LIKE, drive_runs, eventually
-from workers.bootstrap import Container, build, read_projectors
+from workers.bootstrap import Container, Services, build, read_projectors
 
 
-def simulate(app: SquadOps, runs: int = 3, ticks: int = 40) -> list[str]:
+def simulate(app: Services, runs: int = 3, ticks: int = 40) -> list[str]:
     return drive_runs(app, runs=runs, ticks=ticks)
 
 
-def folded_rows(app: SquadOps, projector: Projector) -> list[tuple]:
+def folded_rows(app: Services, projector: Projector) -> list[tuple]:
     """The read model folded in memory from position 0: what live projection must equal."""
     docs = MemoryDocs()
-    for env in NotificationSource(app.recorder).read(1, 10**9):
+    for env in NotificationSource(app.event_store.recorder).read(1, 10**9):
         if projector.wants(env):
             projector.apply(env, docs)
     return [tuple(r) for r in docs.rows()]
 
 
 def runner_for(container: Container, **kw: object) -> ProjectionRunner:
-    return ProjectionRunner(NotificationSource(container.app.recorder), container.store, read_projectors(), **kw)
+    return ProjectionRunner(NotificationSource(container.event_store.recorder), container.store, read_projectors(), **kw)
 
 
 def test_live_projection_equals_a_fold_from_zero(container: Container) -> None:
-    simulate(container.app)
+    simulate(container)
     runner = runner_for(container, page_size=97)  # odd pages: batch edges must not matter
     while runner.run_once():
         pass
-    top = container.app.max_position()
+    top = container.event_store.max_position()
     positions = container.store.positions()
     assert {positions[p.name] for p in read_projectors()} == {top}
     for projector in read_projectors():
         live = [tuple(r) for r in container.store.dump(projector.name)]
-        assert live == folded_rows(container.app, projector), projector.name
+        assert live == folded_rows(container, projector), projector.name
 
 
 def test_a_crashed_runner_resumes_where_it_stopped(container: Container) -> None:
-    simulate(container.app, runs=2, ticks=20)
+    simulate(container, runs=2, ticks=20)
     first = runner_for(container, page_size=50)
     first.run_once()
     first.run_once()
     partway = container.store.position("runs")
-    assert 0 < partway < container.app.max_position()
-    simulate(container.app, runs=1, ticks=10)
+    assert 0 < partway < container.event_store.max_position()
+    simulate(container, runs=1, ticks=10)
     second = runner_for(container, page_size=50)  # a new process, same store
     while second.run_once():
         pass
     for projector in read_projectors():
-        assert [tuple(r) for r in container.store.dump(projector.name)] == folded_rows(container.app, projector)
+        assert [tuple(r) for r in container.store.dump(projector.name)] == folded_rows(container, projector)
 
 
 def test_two_runners_at_once_apply_each_event_once(container: Container) -> None:
-    simulate(container.app, runs=3, ticks=30)
+    simulate(container, runs=3, ticks=30)
     runners = [runner_for(container, page_size=40) for _ in range(2)]
 
     def drain(runner: ProjectionRunner) -> None:
@@ -77,7 +76,7 @@ def test_two_runners_at_once_apply_each_event_once(container: Container) -> None
         t.join()
     drain(runners[0])
     for projector in read_projectors():
-        assert [tuple(r) for r in container.store.dump(projector.name)] == folded_rows(container.app, projector)
+        assert [tuple(r) for r in container.store.dump(projector.name)] == folded_rows(container, projector)
 
 
 class Exploding(Projector):
@@ -89,12 +88,12 @@ class Exploding(Projector):
 
 
 def test_a_failing_projector_does_not_stop_the_others(container: Container) -> None:
-    simulate(container.app, runs=1, ticks=5)
+    simulate(container, runs=1, ticks=5)
     projectors = [*read_projectors(), Exploding()]
-    runner = ProjectionRunner(NotificationSource(container.app.recorder), container.store, projectors)
+    runner = ProjectionRunner(NotificationSource(container.event_store.recorder), container.store, projectors)
     while runner.run_once():
         pass
-    top = container.app.max_position()
+    top = container.event_store.max_position()
     positions = container.store.positions()
     assert positions["runs"] == positions["projects"] == top
     assert positions["exploding"] < top
@@ -170,8 +169,8 @@ def test_postgres_listen_wakes_a_runner_in_another_process(pg_url: str) -> None:
         reader.runner.poll_seconds = 30.0
         reader.start(("projector",))
         time.sleep(0.3)  # LISTEN established
-        writer.app.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
-        target = writer.app.max_position()
+        writer.projects.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
+        target = writer.event_store.max_position()
         started = time.monotonic()
         eventually(lambda: reader.store.position("projects") >= target, timeout=5, interval=0.01)
         assert time.monotonic() - started < 2.0
@@ -198,16 +197,16 @@ def test_a_rolled_back_append_leaves_a_gap_that_is_accepted_at_once(pg_url: str)
 
     container = build(settings_for(pg_url, projection_gap_timeout_seconds=60.0))
     try:
-        app = container.app
-        app.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
-        run, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
-        stale = app.repository.get(run.id)
-        app.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
+        app = container
+        app.projects.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
+        run, _ = app.studio.runs.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
+        stale = app.event_store.repository.get(run.id)
+        app.studio.runs.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
         stale.share_preview({"note": "from a stale copy"}, "2026-01-01T00:00:00.000000Z")
         with pytest.raises(RecordConflictError):
-            app.save(stale)
-        app.share_preview(tenant="default", run_id=run.run_id, fields={"note": "after the gap"})
-        positions = [e.position for e in NotificationSource(app.recorder).read(1, 10**6)]
+            app.event_store.save(stale)
+        app.studio.runs.share_preview(tenant="default", run_id=run.run_id, fields={"note": "after the gap"})
+        positions = [e.position for e in NotificationSource(app.event_store.recorder).read(1, 10**6)]
         assert positions != list(range(1, len(positions) + 1)), "the conflict burned no position"
         runner = runner_for(container, gap_timeout=60.0)
         started = time.monotonic()

@@ -15,23 +15,23 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.application import SquadOps
+from domain.shared.event_store import EventStore
 from projections.engine.rebuild import rebuild, render_bar
 from projections.engine.runner import NotificationSource, ProjectionRunner
 from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
 from projections.studio.pixels import pixels_doc_key
 from tests.conftest import settings_for
 from tests.feed_scenarios import OPERATIONS, TENANT, apply_all, launch, project_requests
-from workers.bootstrap import eventsourcing_env, read_projectors
+from workers.bootstrap import Services, eventsourcing_env, read_projectors, wire_services
 
 
 def dumps(store: DocStore) -> dict[str, list[Any]]:
     return {p.name: store.dump(p.name) for p in read_projectors()}
 
 
-def parts(url: str) -> tuple[SquadOps, DocStore]:
+def parts(url: str) -> tuple[Services, DocStore]:
     settings = settings_for(url)
-    app = SquadOps(eventsourcing_env(settings))
+    app = wire_services(EventStore(eventsourcing_env(settings)))
     store: DocStore = PostgresDocStore(url) if settings.is_postgres else SqliteDocStore(settings.sqlite_path)
     return app, store
 
@@ -49,7 +49,7 @@ def test_rebuild_equals_live_projection_byte_for_byte(
     with tempfile.TemporaryDirectory() as tmp:
         app, store = parts(f"sqlite:///{Path(tmp) / 'squadops.db'}")
         try:
-            runner = ProjectionRunner(NotificationSource(app.recorder), store, read_projectors(), page_size=page_size)
+            runner = ProjectionRunner(NotificationSource(app.event_store.recorder), store, read_projectors(), page_size=page_size)
             scenario = launch(app, request)
             step = iter(passes)
 
@@ -60,14 +60,14 @@ def test_rebuild_equals_live_projection_byte_for_byte(
             apply_all(scenario, operations, after_each=project_some)
             while runner.run_once():
                 pass
-            assert set(runner.positions().values()) == {app.max_position()}
+            assert set(runner.positions().values()) == {app.event_store.max_position()}
             live = dumps(store)
-            report = rebuild(store, NotificationSource(app.recorder), read_projectors(), page_size=7)
-            assert report.position == app.max_position()
+            report = rebuild(store, NotificationSource(app.event_store.recorder), read_projectors(), page_size=7)
+            assert report.position == app.event_store.max_position()
             assert dumps(store) == live
         finally:
             store.close()
-            app.close()
+            app.event_store.close()
 
 
 def test_rebuild_of_simulated_runs_on_postgres_swaps_in_without_half_built_reads(pg_url: str) -> None:
@@ -75,15 +75,15 @@ def test_rebuild_of_simulated_runs_on_postgres_swaps_in_without_half_built_reads
 
     container = build(settings_for(pg_url, tick_seconds=0.001))
     try:
-        app = container.app
+        app = container
         seed = {"project_key": "acme", "project_assembly": {"agentSquadSuitTesterRoles": ["admin", "guest", "ops"]}}
-        app.create_project(tenant=TENANT, request=seed, created_by="op@example.com")
+        app.projects.create_project(tenant=TENANT, request=seed, created_by="op@example.com")
         runs = [
-            app.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="acme", launched_by="op@example.com")[0]
+            app.studio.runs.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="acme", launched_by="op@example.com")[0]
             for _ in range(3)
         ]
         for run in runs:
-            app.request_execution(tenant=TENANT, run_id=run.run_id, requested_by="op@example.com")
+            app.studio.runs.request_execution(tenant=TENANT, run_id=run.run_id, requested_by="op@example.com")
         for _ in range(60):
             container.runner.run_once()
             container.ticker.run_once()
@@ -108,7 +108,7 @@ def test_rebuild_of_simulated_runs_on_postgres_swaps_in_without_half_built_reads
         bars: list[str] = []
         report = rebuild(
             store,
-            NotificationSource(app.recorder),
+            NotificationSource(app.event_store.recorder),
             read_projectors(),
             page_size=50,
             progress=lambda *a: bars.append(render_bar(*a)),
@@ -118,7 +118,7 @@ def test_rebuild_of_simulated_runs_on_postgres_swaps_in_without_half_built_reads
         assert dumps(store) == live
         assert seen and all(doc == before for doc in seen)  # readers never saw a half-built model
         assert store.positions()["side_effects"] == 3  # only read models were touched
-        assert report.events >= app.max_position() and report.rate > 0
+        assert report.events >= app.event_store.max_position() and report.rate > 0
         assert bars[-1].startswith("[" + "#" * 30 + "] 100.0%")
     finally:
         container.close()
@@ -127,7 +127,7 @@ def test_rebuild_of_simulated_runs_on_postgres_swaps_in_without_half_built_reads
 def test_events_appended_during_a_rebuild_are_in_the_swapped_model(tmp_path: Path) -> None:
     app, store = parts(f"sqlite:///{tmp_path / 'squadops.db'}")
     try:
-        runner = ProjectionRunner(NotificationSource(app.recorder), store, read_projectors())
+        runner = ProjectionRunner(NotificationSource(app.event_store.recorder), store, read_projectors())
         scenario = launch(app, {"project_key": "acme"})
         apply_all(scenario, [("advance", 0, 1, 3, "backend", (0.5, 10, 2, "success"))] * 4)
         while runner.run_once():
@@ -137,9 +137,9 @@ def test_events_appended_during_a_rebuild_are_in_the_swapped_model(tmp_path: Pat
         def append_once(*_: Any) -> None:
             if not appended:  # a command saved while the rebuild folds
                 apply_all(scenario, [("advance", 1, 9, 4, "backend", (0.25, 5, 1, "success"))])
-                appended.append(app.max_position())
+                appended.append(app.event_store.max_position())
 
-        report = rebuild(store, NotificationSource(app.recorder), read_projectors(), page_size=3, progress=append_once)
+        report = rebuild(store, NotificationSource(app.event_store.recorder), read_projectors(), page_size=3, progress=append_once)
         assert appended and report.position <= appended[0]
         assert set(store.positions()[p.name] for p in read_projectors()) == {appended[0]}
         rebuilt = dumps(store)
@@ -148,7 +148,7 @@ def test_events_appended_during_a_rebuild_are_in_the_swapped_model(tmp_path: Pat
         # the same log projected live from scratch gives the same rows
         fresh = SqliteDocStore(fresh_dir / "rm.db")
         try:
-            live = ProjectionRunner(NotificationSource(app.recorder), fresh, read_projectors(), page_size=5)
+            live = ProjectionRunner(NotificationSource(app.event_store.recorder), fresh, read_projectors(), page_size=5)
             while live.run_once():
                 pass
             assert {p.name: fresh.dump(p.name) for p in read_projectors()} == rebuilt
@@ -156,4 +156,4 @@ def test_events_appended_during_a_rebuild_are_in_the_swapped_model(tmp_path: Pat
             fresh.close()
     finally:
         store.close()
-        app.close()
+        app.event_store.close()

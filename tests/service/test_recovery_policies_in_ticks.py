@@ -48,7 +48,7 @@ def test_a_stale_first_tool_restarts_only_that_process_in_its_workspace_then_wai
     squad.tick(run_id, limit=10)
     assert squad.status(run_id, "planner") == "blocked"  # the budget is spent: the wall stays up
 
-    squad.app.control_session(
+    squad.app.studio.control.control_session(
         tenant=TENANT, run_id=run_id, agent_id="planner", intent=ControlIntent(verb="retry_prompt"), actor="op@example.com"
     )
     planner = squad.session(run_id, "planner")
@@ -144,7 +144,7 @@ def test_a_missing_suit_handoff_is_spawned_by_the_planner() -> None:
     squad.tick(run_id, lambda: squad.status(run_id, "curator") == "working")
     # The curator (the suit carrier) is stopped at its first tool, before it requested any proof.
     assert not squad.session(run_id, "curator").handoffs_sent
-    squad.app.control_session(
+    squad.app.studio.control.control_session(
         tenant=TENANT, run_id=run_id, agent_id="curator", intent=ControlIntent(verb="stop_session"), actor="op@example.com"
     )
     squad.tick(run_id, lambda: squad.session(run_id, "tester-guest") is not None and squad.session(run_id, "tester-admin"))
@@ -176,7 +176,7 @@ def test_credential_blockers_follow_the_profile_and_the_key_status() -> None:
     assert planner.blocker_evidence["profile_resolved"] is False
 
     probe.check = CredentialCheck(profile_resolved=True, key_status=403)
-    squad.app.control_session(
+    squad.app.studio.control.control_session(
         tenant=TENANT, run_id=run_id, agent_id="planner", intent=ControlIntent(verb="restart_workspace"), actor="op@example.com"
     )
     squad.tick(run_id, limit=1)
@@ -184,7 +184,7 @@ def test_credential_blockers_follow_the_profile_and_the_key_status() -> None:
 
     # A resolving profile with an empty session row is no blocker: the agent starts.
     probe.check = CredentialCheck(profile_resolved=True, key_status=200, session_credential_ref="")
-    squad.app.control_session(
+    squad.app.studio.control.control_session(
         tenant=TENANT, run_id=run_id, agent_id="planner", intent=ControlIntent(verb="restart_workspace"), actor="op@example.com"
     )
     assert squad.tick(run_id, lambda: squad.status(run_id, "planner") in ("waiting_first_tool", "working"))
@@ -196,11 +196,11 @@ def test_with_every_policy_only_the_operators_walls_stay_up() -> None:
     runs = [squad.launch() for _ in range(8)]
     for run_id in runs:
         squad.tick(run_id, limit=300)
-    statuses = [squad.app.get_run(TENANT, r).status for r in runs]
+    statuses = [squad.app.studio.runs.get_run(TENANT, r).status for r in runs]
     assert "completed" in statuses, statuses
     for run_id in runs:
-        run = squad.app.get_run(TENANT, run_id)
-        sessions = squad.app.all_sessions(run)
+        run = squad.app.studio.runs.get_run(TENANT, run_id)
+        sessions = squad.app.studio.runs.all_sessions(run)
         blocked = {s.agent_id for s in sessions if s.live_status == "blocked"}
         # Whatever is still blocked is a wall the policies leave to the operator.
         steps = [step for p in squad.policies for step in p.plan(run, sessions, run.tick + 1)]

@@ -36,21 +36,21 @@ def settle(container: Container) -> None:
 
 
 def test_feed_at_each_past_position_equals_the_live_feed_then(world: Container) -> None:
-    app = world.app
-    reads = ControlPlaneReads(world.store, TimeTravel(EventSelector(app.recorder)), app.max_position)
+    app = world
+    reads = ControlPlaneReads(world.store, TimeTravel(EventSelector(app.event_store.recorder)), app.event_store.max_position)
     scenario = launch(app, {"project_key": "acme", "proposal_id": "p-1"})
     captured: list[tuple[int, bytes]] = []
 
     def capture() -> None:
         settle(world)
-        captured.append((app.max_position(), reads.feed(ADMIN, TENANT, "acme", scenario.run_id, 200)))
+        captured.append((app.event_store.max_position(), reads.feed(ADMIN, TENANT, "acme", scenario.run_id, 200)))
 
     capture()
     for chunk in CHUNKS:
         apply_all(scenario, chunk)
         capture()
     # the simulator adds workspace leases (the mirror) and more sessions
-    app.request_execution(tenant=TENANT, run_id=scenario.run_id, requested_by="op@example.com")
+    app.studio.runs.request_execution(tenant=TENANT, run_id=scenario.run_id, requested_by="op@example.com")
     for _ in range(6):
         settle(world)
         world.ticker.run_once()
@@ -64,19 +64,19 @@ def test_feed_at_each_past_position_equals_the_live_feed_then(world: Container) 
         assert past == live, f"time travel differs from the live feed at position {position}"
     # a position between two captures answers the earlier state when nothing of the run happened
     first_position, first_feed = captured[0]
-    noise = app.create_project(tenant=TENANT, request={"project_key": "other"}, created_by="op@example.com")
+    noise = app.projects.create_project(tenant=TENANT, request={"project_key": "other"}, created_by="op@example.com")
     assert noise is not None
     past, _ = reads.feed_at(ADMIN, TENANT, "acme", scenario.run_id, 200, position=first_position)
     assert past == first_feed
 
 
 def test_as_of_a_timestamp_and_before_the_run(world: Container) -> None:
-    app = world.app
-    travel = TimeTravel(EventSelector(app.recorder))
-    before_launch = app.max_position()
+    app = world
+    travel = TimeTravel(EventSelector(app.event_store.recorder))
+    before_launch = app.event_store.max_position()
     scenario = launch(app, {"project_key": "acme"})
     apply_all(scenario, CHUNKS[0])
-    events = travel.run_events(TENANT, scenario.run_id, "acme", app.max_position())
+    events = travel.run_events(TENANT, scenario.run_id, "acme", app.event_store.max_position())
     middle = events[len(events) // 2]
     by_time, position = travel.feed(TENANT, scenario.run_id, "acme", moment=middle.at, limit=50)
     assert position == max(e.position for e in events if e.at <= middle.at)

@@ -87,7 +87,7 @@ class VerbSequences(RuleBasedStateMachine):
         session = self.squad.session(self.run_id, agent_id)
         intent = intent_for(verb, data, agent_id, sorted(session.open_task_cards))
         try:
-            self.squad.app.control_session(
+            self.squad.app.studio.control.control_session(
                 tenant=TENANT, run_id=self.run_id, agent_id=agent_id, intent=intent, actor=ACTOR
             )
         except SessionEnded:
@@ -99,40 +99,40 @@ class VerbSequences(RuleBasedStateMachine):
     @precondition(lambda self: not self.run.ended)
     @rule(verb=st.sampled_from(sorted(RUN_VERBS)))
     def run_verb(self, verb: str) -> None:
-        self.squad.app.control_run(
+        self.squad.app.studio.control.control_run(
             tenant=TENANT, run_id=self.run_id, intent=ControlIntent(verb=verb, reason="hypothesis"), actor=ACTOR
         )
 
     @precondition(lambda self: self.run.ended)
     @rule(verb=st.sampled_from(sorted(RUN_VERBS | SESSION_VERBS)), data=st.data())
     def an_ended_run_takes_no_verb(self, verb: str, data: st.DataObject) -> None:
-        before = self.squad.app.max_position()
+        before = self.squad.app.event_store.max_position()
         agent_id = data.draw(st.sampled_from(sorted(self.run.sessions)))
         intent = intent_for(verb, data, agent_id, [])
         try:
             if verb in RUN_VERBS and data.draw(st.booleans()):
-                self.squad.app.control_run(tenant=TENANT, run_id=self.run_id, intent=intent, actor=ACTOR)
+                self.squad.app.studio.control.control_run(tenant=TENANT, run_id=self.run_id, intent=intent, actor=ACTOR)
             elif verb in SESSION_VERBS:
-                self.squad.app.control_session(
+                self.squad.app.studio.control.control_session(
                     tenant=TENANT, run_id=self.run_id, agent_id=agent_id, intent=intent, actor=ACTOR
                 )
             else:
-                self.squad.app.control_run(tenant=TENANT, run_id=self.run_id, intent=intent, actor=ACTOR)
+                self.squad.app.studio.control.control_run(tenant=TENANT, run_id=self.run_id, intent=intent, actor=ACTOR)
         except RunEnded:
             pass
         else:
             raise AssertionError(f"{verb} was accepted on an ended run")
-        assert self.squad.app.max_position() == before
+        assert self.squad.app.event_store.max_position() == before
 
     # -- invariants -------------------------------------------------------------------------
 
     @property
     def run(self):  # type: ignore[no-untyped-def]
-        return self.squad.app.get_run(TENANT, self.run_id)
+        return self.squad.app.studio.runs.get_run(TENANT, self.run_id)
 
     @invariant()
     def every_agent_is_in_exactly_one_progress_bucket(self) -> None:
-        sessions = self.squad.app.all_sessions(self.run)
+        sessions = self.squad.app.studio.runs.all_sessions(self.run)
         buckets = Counter(progress_bucket(pixel_state(s.live_status), s.live_status) for s in sessions)
         assert set(buckets) <= set(PROGRESS_BUCKETS)
         assert sum(buckets.values()) == len(sessions) == len(self.run.sessions)
@@ -143,7 +143,7 @@ class VerbSequences(RuleBasedStateMachine):
     @invariant()
     def walls_and_statuses_agree(self) -> None:
         run = self.run
-        for s in self.squad.app.all_sessions(run):
+        for s in self.squad.app.studio.runs.all_sessions(run):
             # A paused agent keeps the wall it was paused behind; nobody else has one.
             if s.live_status == "blocked":
                 assert s.blocker_code, s.agent_id
@@ -155,14 +155,14 @@ class VerbSequences(RuleBasedStateMachine):
 
     @invariant()
     def the_read_model_agrees_with_the_aggregates(self) -> None:
-        for env in NotificationSource(self.squad.app.recorder).read(self.position + 1, 10**9):
+        for env in NotificationSource(self.squad.app.event_store.recorder).read(self.position + 1, 10**9):
             if self.projector.wants(env):
                 self.projector.apply(env, self.docs)
             self.position = env.position
         doc = self.docs.get(run_doc_key(TENANT, self.run_id))
         run = self.run
         assert doc["execution_status"] == run.status
-        for s in self.squad.app.all_sessions(run):
+        for s in self.squad.app.studio.runs.all_sessions(run):
             row = doc["sessions"][s.agent_id]
             assert (row["live_status"], row["blocker_code"]) == (s.live_status, s.blocker_code), s.agent_id
 

@@ -53,30 +53,30 @@ class Assets:
 def service(sqlite_url: str) -> Container:
     container = build(settings_for(sqlite_url))
     for project in (DEMO_LIKE, BARE):
-        container.app.create_project(tenant=TENANT, request=project, created_by="owner@example.com")
+        container.projects.create_project(tenant=TENANT, request=project, created_by="owner@example.com")
     yield container
     container.close()
 
 
 def running(container: Container, slug: str) -> str:
-    app = container.app
-    run, _ = app.launch_run(tenant=TENANT, template_id="delivery-core", project_slug=slug, launched_by="op")
-    app.request_execution(tenant=TENANT, run_id=run.run_id, requested_by="op")
-    app.tick_runs(SimulatorPlane(faults=FaultRates.none()), start=[(TENANT, run.run_id)])
+    app = container
+    run, _ = app.studio.runs.launch_run(tenant=TENANT, template_id="delivery-core", project_slug=slug, launched_by="op")
+    app.studio.runs.request_execution(tenant=TENANT, run_id=run.run_id, requested_by="op")
+    app.studio.ticks.tick_runs(SimulatorPlane(faults=FaultRates.none()), start=[(TENANT, run.run_id)])
     while container.runner.run_once():
         pass  # the queue read model lists the running run
     return run.run_id
 
 
 def blockers(container: Container, run_id: str) -> dict[str, Any]:
-    run = container.app.get_run(TENANT, run_id)
-    return {s.agent_id: s for s in container.app.all_sessions(run) if s.blocker_code}
+    run = container.studio.runs.get_run(TENANT, run_id)
+    return {s.agent_id: s for s in container.studio.runs.all_sessions(run) if s.blocker_code}
 
 
 def test_session_state_gives_the_context_and_no_lookup_is_made(service: Container) -> None:
     run_id = running(service, "acme")
     assets = Assets(error=ProjectAssetsError("transport", "must not be called"))
-    (view,) = Watcher(service.app, service.store, assets, timeout_seconds=1).watch_once()
+    (view,) = Watcher(service.studio, service.store, assets, timeout_seconds=1).watch_once()
     assert view.context_source == "session_state" and assets.calls == 0
     assert {b["repository_key"] for b in view.context["repository_bindings"]} == {"assembly", "backend", "frontend"}
     assert [s["suit_id"] for s in view.context["suits"]] == ["admin", "guest"]
@@ -88,7 +88,7 @@ def test_explicit_project_assets_json_wins_and_no_lookup_is_made(service: Contai
     path.write_text(json.dumps({"projectSlug": "bare", "sourceRefRepos": ["bare/design"], "repositoryBindings": []}))
     running(service, "bare")
     assets = Assets(error=ProjectAssetsError("transport", "must not be called"))
-    watcher = Watcher(service.app, service.store, assets, timeout_seconds=1, explicit_assets=load_project_assets(path))
+    watcher = Watcher(service.studio, service.store, assets, timeout_seconds=1, explicit_assets=load_project_assets(path))
     (view,) = watcher.watch_once()
     assert view.context_source == "project_assets_json" and assets.calls == 0
     assert view.context["source_ref_repos"][0]["slug"] == "bare/design"
@@ -96,7 +96,7 @@ def test_explicit_project_assets_json_wins_and_no_lookup_is_made(service: Contai
 
 def test_without_context_one_lookup_is_made_through_the_built_in_adapter(service: Container) -> None:
     run_id = running(service, "bare")
-    watcher = Watcher(service.app, service.store, EventStoreProjectAssets(service.app), timeout_seconds=1)
+    watcher = Watcher(service.studio, service.store, EventStoreProjectAssets(service.projects), timeout_seconds=1)
     view = watcher.observe(TENANT, run_id)
     assert view.context_source == "project_assets_lookup" and watcher.lookups == 1
     assert view.lookup_error == "" and blockers(service, run_id) == {}
@@ -105,7 +105,7 @@ def test_without_context_one_lookup_is_made_through_the_built_in_adapter(service
 def test_a_slow_lookup_is_cut_at_the_timeout_and_becomes_a_structured_blocker(service: Container) -> None:
     run_id = running(service, "bare")
     slow = Assets(delay=30)
-    watcher = Watcher(service.app, service.store, slow, timeout_seconds=0.3)
+    watcher = Watcher(service.studio, service.store, slow, timeout_seconds=0.3)
     began = time.monotonic()
     view = watcher.observe(TENANT, run_id)
     elapsed = time.monotonic() - began
@@ -127,17 +127,17 @@ def test_strict_observation_fails_loudly_on_transport_and_credential_errors(serv
     run_id = running(service, "bare")
     failing = Assets(error=ProjectAssetsError(kind, "401 from the assets endpoint"))
     with pytest.raises(ObservationFailed):
-        Watcher(service.app, service.store, failing, timeout_seconds=1, strict=True).observe(TENANT, run_id)
+        Watcher(service.studio, service.store, failing, timeout_seconds=1, strict=True).observe(TENANT, run_id)
     assert blockers(service, run_id) == {}
     # Without the strict flag the same failure is a blocker with its reason.
-    view = Watcher(service.app, service.store, failing, timeout_seconds=1).observe(TENANT, run_id)
+    view = Watcher(service.studio, service.store, failing, timeout_seconds=1).observe(TENANT, run_id)
     assert kind in view.lookup_error and set(view.newly_blocked) == {"planner", "curator"}
 
 
 def test_a_watcher_loop_stops_on_a_strict_failure(service: Container) -> None:
     running(service, "bare")
     failing = Assets(error=ProjectAssetsError("proxy", "502 from the proxy"))
-    watcher = Watcher(service.app, service.store, failing, timeout_seconds=0.5, interval_seconds=1, strict=True)
+    watcher = Watcher(service.studio, service.store, failing, timeout_seconds=0.5, interval_seconds=1, strict=True)
     watcher.start()
     try:
         eventually(lambda: not watcher.running, timeout=10)
@@ -148,7 +148,7 @@ def test_a_watcher_loop_stops_on_a_strict_failure(service: Container) -> None:
 
 def test_the_controller_timeout_must_stay_below_the_monitor_cadence(service: Container) -> None:
     with pytest.raises(ValueError):
-        Watcher(service.app, service.store, Assets(), timeout_seconds=30, interval_seconds=30)
+        Watcher(service.studio, service.store, Assets(), timeout_seconds=30, interval_seconds=30)
     with pytest.raises(TimeoutError):
         bounded(lambda: threading.Event().wait(5), 0.05)
     assert bounded(lambda: 7, 1) == 7
@@ -156,7 +156,7 @@ def test_the_controller_timeout_must_stay_below_the_monitor_cadence(service: Con
 
 def test_worker_watcher_once_prints_the_operator_projection(sqlite_url: str, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     container = build(settings_for(sqlite_url))
-    container.app.create_project(tenant=TENANT, request=DEMO_LIKE, created_by="owner@example.com")
+    container.projects.create_project(tenant=TENANT, request=DEMO_LIKE, created_by="owner@example.com")
     run_id = running(container, "acme")
     container.close()
     monkeypatch.setenv("SQUADOPS_DATABASE_URL", sqlite_url)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from domain.shared.clock import shift
-from domain.studio.commands.runs import derived_id
+from domain.shared.ids import derived_id
 from domain.studio.control import ControlIntent
 from domain.studio.lease import (
     RESUME_ESTIMATE_SECONDS,
@@ -71,13 +71,13 @@ def acquire(w: WorkspaceLease, session_id: str) -> None:
 def mirror(squad: Squad, project_slug: str, run_id: str | None = None) -> dict:
     docs = MemoryDocs()
     projector = MirrorProjector()
-    for env in NotificationSource(squad.app.recorder).read(1, 10**9):
+    for env in NotificationSource(squad.app.event_store.recorder).read(1, 10**9):
         if projector.wants(env):
             projector.apply(env, docs)
     sessions = []
     if run_id:
-        run = squad.app.get_run(TENANT, run_id)
-        sessions = [{"session_id": s.session_id} for s in squad.app.all_sessions(run)]
+        run = squad.app.studio.runs.get_run(TENANT, run_id)
+        sessions = [{"session_id": s.session_id} for s in squad.app.studio.runs.all_sessions(run)]
     return compose_mirror(docs.get(mirror_doc_key(TENANT, project_slug)), sessions, project_slug)
 
 
@@ -86,14 +86,14 @@ def ticking(squad: Squad, clock: Clock, run_ids: list[str], until, limit: int = 
         if until():
             return
         clock.advance(1)
-        squad.app.tick_runs(squad.plane, tick=[(TENANT, r) for r in run_ids])
+        squad.app.studio.ticks.tick_runs(squad.plane, tick=[(TENANT, r) for r in run_ids])
     raise AssertionError("condition not met")
 
 
 def launch(squad: Squad, slug: str) -> str:
-    run, _ = squad.app.launch_run(tenant=TENANT, template_id="delivery-core", project_slug=slug, launched_by="op")
-    squad.app.request_execution(tenant=TENANT, run_id=run.run_id, requested_by="op")
-    squad.app.tick_runs(squad.plane, start=[(TENANT, run.run_id)])
+    run, _ = squad.app.studio.runs.launch_run(tenant=TENANT, template_id="delivery-core", project_slug=slug, launched_by="op")
+    squad.app.studio.runs.request_execution(tenant=TENANT, run_id=run.run_id, requested_by="op")
+    squad.app.studio.ticks.tick_runs(squad.plane, start=[(TENANT, run.run_id)])
     return run.run_id
 
 
@@ -118,13 +118,13 @@ def test_an_exhausted_workspace_makes_the_next_start_wait_for_a_free_slot() -> N
     clock = Clock()
     squad = Squad(FaultRates.none(), clock=clock)
     narrow = lease(max_slots=1)
-    squad.app.save(narrow)
+    squad.app.event_store.save(narrow)
     run_id = launch(squad, "acme")
     ticking(squad, clock, [run_id], lambda: squad.status(run_id, "planner") != "ready" or squad.status(run_id, "curator") != "ready")
-    ticking(squad, clock, [run_id], lambda: squad.app.get_run(TENANT, run_id).tick > 20)
-    reports = [e.report for e in squad.events(squad.app.get_run(TENANT, run_id).id, "TickRecorded")]
+    ticking(squad, clock, [run_id], lambda: squad.app.studio.runs.get_run(TENANT, run_id).tick > 20)
+    reports = [e.report for e in squad.events(squad.app.studio.runs.get_run(TENANT, run_id).id, "TickRecorded")]
     assert sum(r["rejected_steps"] for r in reports) > 0  # the second start met a full workspace
-    started = [s for s in squad.app.all_sessions(squad.app.get_run(TENANT, run_id)) if s.process_attempt]
+    started = [s for s in squad.app.studio.runs.all_sessions(squad.app.studio.runs.get_run(TENANT, run_id)) if s.process_attempt]
     live_in_workspace = [s for s in started if not s.ended]
     assert len(live_in_workspace) <= 1 and squad.lease("ws-acme-shared").active_slot_count <= 1
 
@@ -135,13 +135,13 @@ def test_an_exhausted_workspace_makes_the_next_start_wait_for_a_free_slot() -> N
 def test_workspaces_are_isolated_per_project_warm_then_suspend_and_estimate_resume() -> None:
     clock = Clock()
     squad = Squad(FaultRates.none(), clock=clock)
-    squad.app.create_project(tenant=TENANT, request=GLOBEX, created_by="op")
+    squad.app.projects.create_project(tenant=TENANT, request=GLOBEX, created_by="op")
     acme, globex = launch(squad, "acme"), launch(squad, "globex")
-    ticking(squad, clock, [acme, globex], lambda: squad.lease("ws-acme-shared") and squad.app.get_or_none(
+    ticking(squad, clock, [acme, globex], lambda: squad.lease("ws-acme-shared") and squad.app.event_store.get_or_none(
         f"wsl:{TENANT}:globex:ws-globex-shared"
     ))
     acme_lease = squad.lease("ws-acme-shared")
-    acme_sessions = {s.session_id for s in squad.app.all_sessions(squad.app.get_run(TENANT, acme))}
+    acme_sessions = {s.session_id for s in squad.app.studio.runs.all_sessions(squad.app.studio.runs.get_run(TENANT, acme))}
     assert set(acme_lease.slots) <= acme_sessions and acme_lease.slots
     first = squad.events(acme_lease.id, "SlotAcquired")[0]
     assert first.warm_until_at == shift(first.at, WARM_SECONDS)
@@ -153,22 +153,22 @@ def test_workspaces_are_isolated_per_project_warm_then_suspend_and_estimate_resu
     assert [w["workspace_name"] for w in mirror(squad, "globex")["workspaces"]] == ["ws-globex-shared"]
 
     # acme's run ends; globex keeps the ticker busy while acme's workspace idles.
-    ticking(squad, clock, [acme, globex], lambda: squad.app.get_run(TENANT, acme).ended)
+    ticking(squad, clock, [acme, globex], lambda: squad.app.studio.runs.get_run(TENANT, acme).ended)
     idle_since = squad.lease("ws-acme-shared").idle_since
     released = squad.events(acme_lease.id, "SlotReleased")[-1]
     assert released.suspend_after_at == shift(released.at, SUSPEND_AFTER_SECONDS)
     globex2 = launch(squad, "globex")  # a fresh run so the ticker keeps passing
     clock.now = shift(idle_since, SUSPEND_AFTER_SECONDS - 2)
-    squad.app.tick_runs(squad.plane, tick=[(TENANT, globex2)])
+    squad.app.studio.ticks.tick_runs(squad.plane, tick=[(TENANT, globex2)])
     assert squad.lease("ws-acme-shared").status == "ready"
     clock.now = shift(idle_since, SUSPEND_AFTER_SECONDS)
-    squad.app.tick_runs(squad.plane, tick=[(TENANT, globex2)])
+    squad.app.studio.ticks.tick_runs(squad.plane, tick=[(TENANT, globex2)])
     assert squad.lease("ws-acme-shared").status == "suspended"
     suspended = mirror(squad, "acme", acme)["workspaces"][0]
     assert suspended["workspace_status"] == "suspended" and suspended["live_status"] == "stopped"
     assert suspended["resume_estimate_seconds"] == RESUME_ESTIMATE_SECONDS
     assert suspended["suspend_after_at"] == released.suspend_after_at
-    assert squad.app.get_or_none(f"wsl:{TENANT}:globex:ws-globex-shared").status == "ready"
+    assert squad.app.event_store.get_or_none(f"wsl:{TENANT}:globex:ws-globex-shared").status == "ready"
 
     # A new run of acme resumes the workspace: warm again, nothing to wait for.
     acme2 = launch(squad, "acme")
@@ -201,7 +201,7 @@ def test_replaying_blockers_of_two_agents_in_one_lost_workspace_recreates_it_onc
     squad.tick(run_id, lambda: squad.status(run_id, "planner") == "blocked" and squad.status(run_id, "curator") == "blocked")
     lease_id = squad.lease("ws-solo-shared").id
     assert squad.lease("ws-solo-shared").status == "missing"
-    squad.app.control_run(
+    squad.app.studio.control.control_run(
         tenant=TENANT, run_id=run_id, intent=ControlIntent(verb="replay_blockers"), actor="op@example.com"
     )
     assert len(squad.events(lease_id, "Recreated")) == 1

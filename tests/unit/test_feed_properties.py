@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.control_plane.dto import ObservabilityFeed
-from domain.application import SquadOps
+from domain.shared.event_store import EventStore
 from domain.studio.policies.pixel import PIXEL_STATES
 from domain.studio.policies.walls import RECOMMENDED
 from projections.engine.docs import MemoryDocs, encode
@@ -35,20 +35,21 @@ from tests.feed_scenarios import (
     launch,
     project_requests,
 )
+from workers.bootstrap import wire_services
 
 ENDED = ("session_completed", "stopped")
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def build_scenario(request: dict[str, Any], operations: list[tuple[Any, ...]]) -> Scenario:
-    app = SquadOps({"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    app = wire_services(EventStore({"PERSISTENCE_MODULE": "eventsourcing.popo"}))
     scenario = launch(app, request)
     apply_all(scenario, operations)
     return scenario
 
 
 def fold(scenario: Scenario) -> tuple[list[Any], dict[str, MemoryDocs]]:
-    envs = NotificationSource(scenario.app.recorder).read(1, 1_000_000)
+    envs = NotificationSource(scenario.app.event_store.recorder).read(1, 1_000_000)
     projectors = feed_projectors()
     docs = {p.name: MemoryDocs() for p in projectors}
     for env in envs:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from domain.application import SquadOps
+from domain.shared.event_store import EventStore
 from tests.helpers import drive_runs
+from workers.bootstrap import Services, wire_services
 from workers.planes.simulator import SimulatorPlane
 
 MEMORY = {
@@ -24,21 +25,21 @@ PROJECT = {
 }
 
 
-def simulate(ticks: int, runs: int = 1) -> tuple[SquadOps, list[str]]:
-    app = SquadOps(env=MEMORY)
+def simulate(ticks: int, runs: int = 1) -> tuple[Services, list[str]]:
+    app = wire_services(EventStore(MEMORY))
     return app, drive_runs(app, runs=runs, ticks=ticks, project=PROJECT)
 
 
-def session_steps(app: SquadOps, run_id: str) -> list[tuple[str, str]]:
-    run = app.get_run("default", run_id)
-    return sorted((s.agent_id, s.live_status) for s in app.all_sessions(run))
+def session_steps(app: Services, run_id: str) -> list[tuple[str, str]]:
+    run = app.studio.runs.get_run("default", run_id)
+    return sorted((s.agent_id, s.live_status) for s in app.studio.runs.all_sessions(run))
 
 
 def test_same_run_state_same_steps() -> None:
     plane = SimulatorPlane()
     app, (run_id,) = simulate(10)
-    run = app.get_run("default", run_id)
-    sessions = app.all_sessions(run)
+    run = app.studio.runs.get_run("default", run_id)
+    sessions = app.studio.runs.all_sessions(run)
     first = plane.plan_tick(run, sessions, run.tick + 1)
     second = plane.plan_tick(run, sessions, run.tick + 1)
     assert first == second
@@ -50,8 +51,8 @@ def test_squads_grow_by_handoff_deliver_and_misbehave() -> None:
     agents: Counter[str] = Counter()
     prs = completed = 0
     for run_id in ids:
-        run = app.get_run("default", run_id)
-        for s in app.all_sessions(run):
+        run = app.studio.runs.get_run("default", run_id)
+        for s in app.studio.runs.all_sessions(run):
             agents[s.agent_id] += 1
             prs += s.pull_requests
             completed += s.live_status == "session_completed"
@@ -66,7 +67,7 @@ def test_squads_grow_by_handoff_deliver_and_misbehave() -> None:
 def test_final_results_look_like_an_agent_cli_result() -> None:
     app, ids = simulate(120, runs=3)
     results = [
-        s.result for run_id in ids for s in app.all_sessions(app.get_run("default", run_id)) if s.result
+        s.result for run_id in ids for s in app.studio.runs.all_sessions(app.studio.runs.get_run("default", run_id)) if s.result
     ]
     assert results
     for result in results:

@@ -8,88 +8,112 @@ assignment is one save (all sessions or none) and one run-level control record.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from domain.shared.event_store import EventStore
 from domain.shared.ids import new_id
+from domain.studio.commands.effects import record_verb, switch_process
+from domain.studio.commands.runs import RunCommands
 from domain.studio.control import ControlIntent
 from domain.studio.policies.assignment import Assignment, Seat, plan
-from domain.studio.process import ProcessAssignment, resolve_switch
-
-if TYPE_CHECKING:
-    from domain.application import SquadOps
+from domain.studio.process import ModelProxyAliases, ProcessAssignment, resolve_switch
 
 VERB = "switch_agent_process"
 SOURCE = "assign_processes"
 
 
-def assign_processes(
-    app: SquadOps,
-    *,
-    tenant: str,
-    run_id: str,
-    assignments: Sequence[Assignment],
-    actor: str,
-    reason: str = "",
-) -> list[dict[str, Any]]:
-    """Applies the assignments; answers one entry per resolved agent (switched or unchanged)."""
+class AssignmentCommands:
+    """Agent process assignments for a run's existing sessions."""
 
-    def command() -> list[dict[str, Any]]:
-        control_id = new_id("ctl")
-        run = app.get_run(tenant, run_id)
-        run._require_open()
-        sessions = {s.agent_id: s for s in app.all_sessions(run)}
-        seats = [Seat(agent_id=a, role_key=s.role_key, live=not s.ended) for a, s in sessions.items()]
-        chosen = plan(assignments, seats)
-        at = app.now()
-        run.record_control(
-            control_id=control_id,
-            verb=SOURCE,
-            actor=actor,
-            reason=reason,
-            causation_id=control_id,
-            params={"assignments": [a.as_dict() for a in assignments]},
-        )
-        changed: list[Any] = [run]
-        results = []
-        for agent_id in sorted(chosen):
-            assignment, session = chosen[agent_id], sessions[agent_id]
-            intent = ControlIntent(
-                verb=VERB,
-                provider=assignment.provider,
-                model=assignment.model,
-                effort=assignment.effort,
-                speed=assignment.speed,
-                reason=reason or f"assign-processes {assignment.target}",
-            )
-            target = resolve_switch(
-                ProcessAssignment(**session.process),
-                app.aliases,
-                provider=assignment.provider,
-                model=assignment.model,
-                effort=assignment.effort,
-                speed=assignment.speed,
-            )
-            entry = {"agent_id": agent_id, "session_id": session.session_id, "previous": dict(session.process)}
-            if target.as_dict() == session.process:
-                results.append({**entry, "status": "unchanged", "process": dict(session.process)})
-                continue
-            session_control = new_id("ctl")
-            app._record_verb(session, VERB, session_control, actor, intent, at, causation_id=control_id)
-            app._switch_process(
-                run, session, intent, session_control, actor, at, assignment=assignment.as_dict(), source=SOURCE
-            )
-            changed.append(session)
-            results.append(
-                {
-                    **entry,
-                    "status": "switched",
-                    "process": dict(session.process),
-                    "agent_process_switch_status": session.process_switch_status,
-                    "worktree": session.workspace_name,
-                }
-            )
-        app.save(*changed)
-        return results
+    def __init__(
+        self,
+        store: EventStore,
+        runs: RunCommands,
+        *,
+        aliases: ModelProxyAliases,
+        clock: Callable[[], str],
+    ) -> None:
+        self.store = store
+        self.runs = runs
+        self.aliases = aliases
+        self.clock = clock
 
-    return app.retrying(command)
+    def assign_processes(
+        self,
+        *,
+        tenant: str,
+        run_id: str,
+        assignments: Sequence[Assignment],
+        actor: str,
+        reason: str = "",
+    ) -> list[dict[str, Any]]:
+        """Applies the assignments; answers one entry per resolved agent (switched or unchanged)."""
+
+        def command() -> list[dict[str, Any]]:
+            control_id = new_id("ctl")
+            run = self.runs.get_run(tenant, run_id)
+            run._require_open()
+            sessions = {s.agent_id: s for s in self.runs.all_sessions(run)}
+            seats = [Seat(agent_id=a, role_key=s.role_key, live=not s.ended) for a, s in sessions.items()]
+            chosen = plan(assignments, seats)
+            at = self.clock()
+            run.record_control(
+                control_id=control_id,
+                verb=SOURCE,
+                actor=actor,
+                reason=reason,
+                causation_id=control_id,
+                params={"assignments": [a.as_dict() for a in assignments]},
+            )
+            changed: list[Any] = [run]
+            results = []
+            for agent_id in sorted(chosen):
+                assignment, session = chosen[agent_id], sessions[agent_id]
+                intent = ControlIntent(
+                    verb=VERB,
+                    provider=assignment.provider,
+                    model=assignment.model,
+                    effort=assignment.effort,
+                    speed=assignment.speed,
+                    reason=reason or f"assign-processes {assignment.target}",
+                )
+                target = resolve_switch(
+                    ProcessAssignment(**session.process),
+                    self.aliases,
+                    provider=assignment.provider,
+                    model=assignment.model,
+                    effort=assignment.effort,
+                    speed=assignment.speed,
+                )
+                entry = {"agent_id": agent_id, "session_id": session.session_id, "previous": dict(session.process)}
+                if target.as_dict() == session.process:
+                    results.append({**entry, "status": "unchanged", "process": dict(session.process)})
+                    continue
+                session_control = new_id("ctl")
+                record_verb(session, VERB, session_control, actor, intent, at, causation_id=control_id)
+                switch_process(
+                    run,
+                    session,
+                    intent,
+                    session_control,
+                    actor,
+                    at,
+                    self.aliases,
+                    assignment=assignment.as_dict(),
+                    source=SOURCE,
+                )
+                changed.append(session)
+                results.append(
+                    {
+                        **entry,
+                        "status": "switched",
+                        "process": dict(session.process),
+                        "agent_process_switch_status": session.process_switch_status,
+                        "worktree": session.workspace_name,
+                    }
+                )
+            self.store.save(*changed)
+            return results
+
+        return self.store.retrying(command)

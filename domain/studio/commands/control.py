@@ -3,30 +3,33 @@
 Every verb is recorded as an event with its actor, reason and causation id (the control
 id; effects a run verb causes on sessions name the run's control as their cause), and its
 effect is the events the action table of the spec gives. One save per verb.
+
+The verbs' effects are dispatched through ``RUN_EFFECTS`` and ``SESSION_EFFECTS`` at the
+end of this module: one handler per verb of ``domain.studio.control``'s verb sets.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from domain.shared.errors import Conflict, Invalid
-from domain.shared.ids import lease_key, new_id
-from domain.studio.commands.recovery import recreate_once
-from domain.studio.commands.runs import derived_id
+from domain.shared.event_store import EventStore
+from domain.shared.ids import derived_id, lease_key, new_id
+from domain.shared.loading import Loader, one_copy, unique
+from domain.studio.commands.effects import record_verb, switch_process
+from domain.studio.commands.leases import LeaseCommands, recreate_once
+from domain.studio.commands.runs import RunCommands
+from domain.studio.commands.sessions import SessionOpener
 from domain.studio.control import ControlIntent, check_intent
 from domain.studio.lease import WorkspaceLease
 from domain.studio.policies.fresh_workspace import fresh_workspace_cause
 from domain.studio.policies.walls import clears, wall_for
-from domain.studio.process import ProcessAssignment, resolve_switch
+from domain.studio.process import ModelProxyAliases
 from domain.studio.run import Run
 from domain.studio.session import BLOCKED, PAUSED, AgentSession
-
-if TYPE_CHECKING:
-    from domain.application import SquadOps
-
-Loader = Callable[[str], Any]
+from domain.studio.templates import TemplateCatalog
 
 
 @dataclass(frozen=True)
@@ -38,21 +41,53 @@ class ControlOutcome:
     status: str = "accepted"
 
 
+@dataclass(frozen=True)
+class Applied:
+    """One verb being applied: what was asked, by whom, when, and the command's loader."""
+
+    intent: ControlIntent
+    control_id: str
+    actor: str
+    at: str
+    load: Loader
+
+    @property
+    def verb(self) -> str:
+        return self.intent.verb
+
+
 class ControlCommands:
+    """Operator verbs: records each and applies its effect through the verb tables."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        runs: RunCommands,
+        leases: LeaseCommands,
+        opener: SessionOpener,
+        *,
+        templates: TemplateCatalog,
+        aliases: ModelProxyAliases,
+        clock: Callable[[], str],
+    ) -> None:
+        self.store = store
+        self.runs = runs
+        self.leases = leases
+        self.opener = opener
+        self.templates = templates
+        self.aliases = aliases
+        self.clock = clock
+
     # -- entry points -------------------------------------------------------------------------
 
-    def control_run(
-        self: SquadOps, *, tenant: str, run_id: str, intent: ControlIntent, actor: str
-    ) -> ControlOutcome:
+    def control_run(self, *, tenant: str, run_id: str, intent: ControlIntent, actor: str) -> ControlOutcome:
         check_intent(intent, level="run")
         control_id = new_id("ctl")
 
         def command() -> ControlOutcome:
-            run = self.get_run(tenant, run_id)
+            run = self.runs.get_run(tenant, run_id)
             run._require_open()
-            at = self.now()
-            load = self._one_copy_loader()
-            changed: list[Any] = [run]
+            applied = Applied(intent, control_id, actor, self.clock(), one_copy(self.store.get_or_none))
             run.record_control(
                 control_id=control_id,
                 verb=intent.verb,
@@ -61,23 +96,14 @@ class ControlCommands:
                 causation_id=control_id,
                 params=intent.params(),
             )
-            if intent.verb == "cleanup_run":
-                changed.extend(
-                    self.end_run(run, actor=actor, reason=intent.reason, control_id=control_id, at=at)
-                )
-            elif intent.verb == "replay_blockers":
-                changed.extend(self._replay_blockers(run, control_id, actor, intent.reason, at, load))
-            elif intent.verb == "retry_prompt":
-                changed.extend(self._retry_run(run, intent, control_id, actor, at, load))
-            elif intent.verb == "verify_wave":
-                changed.extend(self._verify_wave(run, control_id, actor, at))
-            self.save(*unique(changed))
+            changed = RUN_EFFECTS[intent.verb](self, run, applied)
+            self.store.save(*unique([run, *changed]))
             return ControlOutcome(control_id, run.run_id, "", intent.verb)
 
-        return self.retrying(command)
+        return self.store.retrying(command)
 
     def control_session(
-        self: SquadOps,
+        self,
         *,
         tenant: str,
         run_id: str,
@@ -90,165 +116,127 @@ class ControlCommands:
         control_id = new_id("ctl")
 
         def command() -> ControlOutcome:
-            run = self.get_run(tenant, run_id)
+            run = self.runs.get_run(tenant, run_id)
             run._require_open()
-            session = self.get_session(run, session_id) if session_id else self.agent_session(run, agent_id)
+            session = (
+                self.runs.get_session(run, session_id) if session_id else self.runs.agent_session(run, agent_id)
+            )
             session._require_live()
-            at = self.now()
-            self._record_verb(session, intent.verb, control_id, actor, intent, at)
-            changed = self._session_verb(run, session, intent, control_id, actor, at, self._one_copy_loader())
-            self.save(*unique([run, session, *changed]))
+            applied = Applied(intent, control_id, actor, self.clock(), one_copy(self.store.get_or_none))
+            record_verb(session, intent.verb, control_id, actor, intent, applied.at)
+            changed = self.session_effect(run, session, applied)
+            self.store.save(*unique([run, session, *changed]))
             return ControlOutcome(control_id, run.run_id, session.session_id, intent.verb)
 
-        return self.retrying(command)
+        return self.store.retrying(command)
 
-    def _one_copy_loader(self: SquadOps) -> Loader:
-        """Loads each aggregate once per command, so two effects on one lease share a copy."""
-        loaded: dict[str, Any] = {}
-
-        def load(aggregate_id: str) -> Any:
-            if aggregate_id not in loaded:
-                loaded[aggregate_id] = self.get_or_none(aggregate_id)
-            return loaded[aggregate_id]
-
-        return load
+    def session_effect(self, run: Run, session: AgentSession, applied: Applied) -> list[Any]:
+        """The effect of a session verb (the action table); answers the other aggregates changed."""
+        return SESSION_EFFECTS[applied.verb](self, run, session, applied)
 
     # -- session verbs --------------------------------------------------------------------------
 
-    def _record_verb(
-        self: SquadOps,
-        session: AgentSession,
-        verb: str,
-        control_id: str,
-        actor: str,
-        intent: ControlIntent,
-        at: str,
-        causation_id: str = "",
-    ) -> None:
-        session.record_control(
-            control_id=control_id,
-            verb=verb,
-            actor=actor,
-            reason=intent.reason,
-            causation_id=causation_id or control_id,
-            params=intent.params(),
-            at=at,
-        )
-
-    def _session_verb(
-        self: SquadOps,
-        run: Run,
-        session: AgentSession,
-        intent: ControlIntent,
-        control_id: str,
-        actor: str,
-        at: str,
-        load: Loader | None = None,
-    ) -> list[Any]:
-        """The effect of a session verb (the action table); answers the other aggregates changed."""
-        load = load or self._one_copy_loader()
-        verb = intent.verb
-        blocked_here = session.live_status == BLOCKED and clears(verb, session.blocker_code)
-        if verb == "pause_session":
-            session.pause(actor=actor, control_id=control_id, at=at)
-        elif verb == "queue_request":
-            session.queue_request(
-                message=intent.message, wake_target=intent.wake_target, actor=actor, control_id=control_id, at=at
-            )
-        elif verb == "stop_session":
-            session.stop(actor=actor, reason=intent.reason or "stopped by operator", at=at, control_id=control_id)
-            lease = self.give_back_slot(run, session, "session_stopped", at, load)
-            return [lease] if lease is not None else []
-        elif verb == "intervene":
-            session.deliver_message(
-                channel="controller", message=intent.message, thread_id="", actor=actor, control_id=control_id, at=at
-            )
-            if blocked_here:
-                session.unblock(resolution="controller intervention", actor=actor, at=at, resume_status="working")
-        elif verb == "retry_prompt":
-            if blocked_here:
-                session.restart_process(reason="retry_prompt", actor=actor, control_id=control_id, at=at)
-            else:
-                session.queue_request(
-                    message=intent.message or "retry the current prompt",
-                    wake_target="",
-                    actor=actor,
-                    control_id=control_id,
-                    at=at,
-                )
-        elif verb == "comment_agent":
-            session.deliver_message(
-                channel="mailbox", message=intent.message, thread_id="", actor=actor, control_id=control_id, at=at
-            )
-        elif verb == "reply_thread":
-            session.deliver_message(
-                channel="thread",
-                message=intent.message,
-                thread_id=intent.thread_id,
-                actor=actor,
-                control_id=control_id,
-                at=at,
-            )
-        elif verb in ("nudge_agent", "yolo_loop_break"):
-            if blocked_here:
-                session.unblock(resolution=verb, actor=actor, at=at)
-            elif verb == "nudge_agent" and session.live_status != BLOCKED:
-                # Wakes a stalled agent: a request aimed at itself (a paused one resumes).
-                session.queue_request(
-                    message=intent.message or "nudge",
-                    wake_target=session.agent_id,
-                    actor=actor,
-                    control_id=control_id,
-                    at=at,
-                )
-        elif verb == "restart_workspace":
-            return self._restart_workspace(run, session, intent, control_id, actor, at, load)
-        elif verb in ("create_task_card", "create_followup_task", "resolve_task_card"):
-            self._task_card(session, intent, control_id, actor, at)
-        elif verb == "switch_agent_process":
-            return [self._switch_process(run, session, intent, control_id, actor, at)]
-        elif verb == "handoff_agent":
-            return self._operator_handoff(run, session, intent, actor, at)
+    def _pause(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
+        session.pause(actor=a.actor, control_id=a.control_id, at=a.at)
         return []
 
-    def _restart_workspace(
-        self: SquadOps,
-        run: Run,
-        session: AgentSession,
-        intent: ControlIntent,
-        control_id: str,
-        actor: str,
-        at: str,
-        load: Loader,
-    ) -> list[Any]:
+    def _queue_request(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
+        session.queue_request(
+            message=a.intent.message,
+            wake_target=a.intent.wake_target,
+            actor=a.actor,
+            control_id=a.control_id,
+            at=a.at,
+        )
+        return []
+
+    def _stop(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
+        session.stop(actor=a.actor, reason=a.intent.reason or "stopped by operator", at=a.at, control_id=a.control_id)
+        lease = self.leases.give_back_slot(run, session, "session_stopped", a.at, a.load)
+        return [lease] if lease is not None else []
+
+    def _intervene(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
+        blocked_here = session.live_status == BLOCKED and clears(a.verb, session.blocker_code)
+        session.deliver_message(
+            channel="controller", message=a.intent.message, thread_id="", actor=a.actor, control_id=a.control_id, at=a.at
+        )
+        if blocked_here:
+            session.unblock(resolution="controller intervention", actor=a.actor, at=a.at, resume_status="working")
+        return []
+
+    def _retry_prompt(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
+        if session.live_status == BLOCKED and clears(a.verb, session.blocker_code):
+            session.restart_process(reason="retry_prompt", actor=a.actor, control_id=a.control_id, at=a.at)
+        else:
+            session.queue_request(
+                message=a.intent.message or "retry the current prompt",
+                wake_target="",
+                actor=a.actor,
+                control_id=a.control_id,
+                at=a.at,
+            )
+        return []
+
+    def _comment(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
+        session.deliver_message(
+            channel="mailbox", message=a.intent.message, thread_id="", actor=a.actor, control_id=a.control_id, at=a.at
+        )
+        return []
+
+    def _reply_thread(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
+        session.deliver_message(
+            channel="thread",
+            message=a.intent.message,
+            thread_id=a.intent.thread_id,
+            actor=a.actor,
+            control_id=a.control_id,
+            at=a.at,
+        )
+        return []
+
+    def _unblock_or_nudge(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
+        """``nudge_agent`` and ``yolo_loop_break`` clear their walls; a nudge also wakes."""
+        if session.live_status == BLOCKED and clears(a.verb, session.blocker_code):
+            session.unblock(resolution=a.verb, actor=a.actor, at=a.at)
+        elif a.verb == "nudge_agent" and session.live_status != BLOCKED:
+            # Wakes a stalled agent: a request aimed at itself (a paused one resumes).
+            session.queue_request(
+                message=a.intent.message or "nudge",
+                wake_target=session.agent_id,
+                actor=a.actor,
+                control_id=a.control_id,
+                at=a.at,
+            )
+        return []
+
+    def _restart_workspace(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
         """Restarts the session's workspace: a missing sandbox is recreated once through the
         shared registry; a fresh workspace only for the fresh-workspace policy's causes."""
         cause = fresh_workspace_cause(session.blocker_code, session.blocker_evidence)
-        reason = intent.reason or session.blocker_code or "operator restart"
+        reason = a.intent.reason or session.blocker_code or "operator restart"
         workspace_name = session.workspace_for_recovery()
         changed: list[Any] = []
         recreated = False
         if workspace_name and cause:
-            lease = self.give_back_slot(run, session, "fresh_workspace", at, load)
+            lease = self.leases.give_back_slot(run, session, "fresh_workspace", a.at, a.load)
             changed += [lease] if lease is not None else []
         elif workspace_name:
-            lease = load(lease_key(run.tenant, run.project_slug, workspace_name))
+            lease = a.load(lease_key(run.tenant, run.project_slug, workspace_name))
             if isinstance(lease, WorkspaceLease):
-                recreated = recreate_once(run, lease, session.blocker_code or reason, at)
+                recreated = recreate_once(run, lease, session.blocker_code or reason, a.at)
                 changed.append(lease)
         session.restart_workspace(
             reason=reason,
-            actor=actor,
-            control_id=control_id,
-            at=at,
+            actor=a.actor,
+            control_id=a.control_id,
+            at=a.at,
             recreated=recreated,
             fresh_workspace=bool(cause),
         )
-        return [a for a in changed if a.pending_events]
+        return [lease for lease in changed if lease.pending_events]
 
-    def _task_card(
-        self: SquadOps, session: AgentSession, intent: ControlIntent, control_id: str, actor: str, at: str
-    ) -> None:
+    def _task_card(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
+        intent = a.intent
         if intent.verb == "resolve_task_card":
             card, parent, action = intent.task_card_id, "", "resolved"
         elif intent.verb == "create_followup_task":
@@ -262,72 +250,25 @@ class ControlCommands:
             task_card_id=card,
             title=intent.title,
             parent_task_card_id=parent,
-            actor=actor,
-            control_id=control_id,
-            at=at,
+            actor=a.actor,
+            control_id=a.control_id,
+            at=a.at,
         )
+        return []
 
-    def _switch_process(
-        self: SquadOps,
-        run: Run,
-        session: AgentSession,
-        intent: ControlIntent,
-        control_id: str,
-        actor: str,
-        at: str,
-        assignment: dict[str, str] | None = None,
-        source: str = "operator",
-    ) -> Run:
-        """A takeover handoff is recorded first; the replacement starts at the next turn."""
-        current = ProcessAssignment(**session.process)
-        new = resolve_switch(
-            current,
-            self.aliases,
-            provider=intent.provider,
-            model=intent.model,
-            effort=intent.effort,
-            speed=intent.speed,
-        )
-        handoff_id = derived_id("hof", run.run_id, run.handoff_count, session.agent_id, control_id)
-        run.record_handoff(
-            handoff_id=handoff_id,
-            from_agent_id=session.agent_id,
-            to_agent_id=session.agent_id,
-            to_session_id=session.session_id,
-            kind="process_takeover",
-            reason=intent.reason or f"switch to {new.provider}/{new.model}",
-            actor=actor,
-        )
-        session.switch_process(
-            process=new.as_dict(),
-            takeover_handoff_id=handoff_id,
-            actor=actor,
-            control_id=control_id,
-            reason=intent.reason,
-            at=at,
-            assignment=assignment
-            or {
-                "target": session.agent_id,
-                "provider": intent.provider,
-                "model": intent.model,
-                "effort": intent.effort,
-                "speed": intent.speed,
-            },
-            source=source,
-        )
-        return run
+    def _switch_process(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
+        return [switch_process(run, session, a.intent, a.control_id, a.actor, a.at, self.aliases)]
 
-    def _operator_handoff(
-        self: SquadOps, run: Run, session: AgentSession, intent: ControlIntent, actor: str, at: str
-    ) -> list[Any]:
+    def _operator_handoff(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
         """Routes work to another agent, creating its session when it has none."""
+        intent, actor, at = a.intent, a.actor, a.at
         template = self.templates.get(run.template_id)
         target_id = intent.target_agent_id
         changed: list[Any] = [run]
         if target_id == session.agent_id:
             raise Invalid("An agent cannot hand off to itself.", code="handoff_to_self")
         if target_id in run.sessions:
-            target = self.agent_session(run, target_id)
+            target = self.runs.agent_session(run, target_id)
             if target.ended:
                 raise Conflict(
                     f"Agent {target_id} has ended ({target.live_status}); no work can be routed to it.",
@@ -346,7 +287,7 @@ class ControlCommands:
                     f"Template {run.template_id} has no agent {target_id!r} to hand off to.",
                     code="unknown_target_agent",
                 )
-            target = self.open_session(
+            target = self.opener.open_session(
                 run,
                 template,
                 spec,
@@ -377,41 +318,38 @@ class ControlCommands:
 
     # -- run verbs ------------------------------------------------------------------------------
 
-    def _replay_blockers(
-        self: SquadOps, run: Run, control_id: str, actor: str, reason: str, at: str, load: Loader
-    ) -> list[Any]:
+    def _cleanup_run(self, run: Run, a: Applied) -> list[Any]:
+        return self.runs.end_run(run, actor=a.actor, reason=a.intent.reason, control_id=a.control_id, at=a.at)
+
+    def _replay_blockers(self, run: Run, a: Applied) -> list[Any]:
         """Dispatches each blocked session's recommended verb (the control-line rule)."""
         replayed: list[Any] = []
-        for session in self.live_sessions(run):
+        for session in self.runs.live_sessions(run):
             if session.live_status != BLOCKED:
                 continue
             verb = wall_for(session.blocker_code).recommended_action
-            intent = ControlIntent(verb=verb, reason=reason or "replay_blockers", message="replay blockers")
-            self._record_verb(session, verb, new_id("ctl"), actor, intent, at, causation_id=control_id)
+            intent = ControlIntent(verb=verb, reason=a.intent.reason or "replay_blockers", message="replay blockers")
+            record_verb(session, verb, new_id("ctl"), a.actor, intent, a.at, causation_id=a.control_id)
             replayed.append(session)
-            replayed.extend(self._session_verb(run, session, intent, control_id, actor, at, load))
+            replayed.extend(self.session_effect(run, session, Applied(intent, a.control_id, a.actor, a.at, a.load)))
         return replayed
 
-    def _retry_run(
-        self: SquadOps, run: Run, intent: ControlIntent, control_id: str, actor: str, at: str, load: Loader
-    ) -> list[Any]:
+    def _retry_run(self, run: Run, a: Applied) -> list[Any]:
         """``retry_prompt`` on every live session it applies to: a stale process blocked on its
         first tool restarts, an agent at work gets the prompt again; paused agents and other
         walls are left alone (their own verbs clear them)."""
         retried: list[Any] = []
-        for session in self.live_sessions(run):
+        for session in self.runs.live_sessions(run):
             if session.live_status == PAUSED:
                 continue
             if session.live_status == BLOCKED and not clears("retry_prompt", session.blocker_code):
                 continue
-            self._record_verb(session, "retry_prompt", new_id("ctl"), actor, intent, at, causation_id=control_id)
+            record_verb(session, "retry_prompt", new_id("ctl"), a.actor, a.intent, a.at, causation_id=a.control_id)
             retried.append(session)
-            retried.extend(self._session_verb(run, session, intent, control_id, actor, at, load))
+            retried.extend(self.session_effect(run, session, a))
         return retried
 
-    def _verify_wave(
-        self: SquadOps, run: Run, control_id: str, actor: str, at: str
-    ) -> list[AgentSession]:
+    def _verify_wave(self, run: Run, a: Applied) -> list[Any]:
         """Starts the proof gate: a tester session per actor suit for this wave."""
         template = self.templates.get(run.template_id)
         spec = template.spec("tester") if template else None
@@ -426,7 +364,7 @@ class ControlCommands:
                 agent_id = f"{agent_id}-w{wave}"
                 if agent_id in run.sessions:
                     continue
-            tester = self.open_session(
+            tester = self.opener.open_session(
                 run,
                 template,
                 spec,
@@ -441,12 +379,36 @@ class ControlCommands:
                 to_session_id=tester.session_id,
                 kind="proof_gate",
                 reason=f"verify wave {wave}: prove as {suit['suit_id']}",
-                actor=actor,
+                actor=a.actor,
             )
             opened.append(tester)
         return opened
 
 
-def unique(aggregates: list[Any]) -> list[Any]:
-    """Each aggregate once, in first-seen order (one save per verb)."""
-    return list({id(a): a for a in aggregates}.values())
+RunEffect = Callable[[ControlCommands, Run, Applied], list[Any]]
+SessionEffect = Callable[[ControlCommands, Run, AgentSession, Applied], list[Any]]
+
+# The verb tables: each verb of RUN_VERBS and SESSION_VERBS and the handler of its effect.
+RUN_EFFECTS: dict[str, RunEffect] = {
+    "cleanup_run": ControlCommands._cleanup_run,
+    "replay_blockers": ControlCommands._replay_blockers,
+    "retry_prompt": ControlCommands._retry_run,
+    "verify_wave": ControlCommands._verify_wave,
+}
+SESSION_EFFECTS: dict[str, SessionEffect] = {
+    "pause_session": ControlCommands._pause,
+    "queue_request": ControlCommands._queue_request,
+    "stop_session": ControlCommands._stop,
+    "intervene": ControlCommands._intervene,
+    "retry_prompt": ControlCommands._retry_prompt,
+    "comment_agent": ControlCommands._comment,
+    "reply_thread": ControlCommands._reply_thread,
+    "nudge_agent": ControlCommands._unblock_or_nudge,
+    "yolo_loop_break": ControlCommands._unblock_or_nudge,
+    "restart_workspace": ControlCommands._restart_workspace,
+    "create_task_card": ControlCommands._task_card,
+    "create_followup_task": ControlCommands._task_card,
+    "resolve_task_card": ControlCommands._task_card,
+    "switch_agent_process": ControlCommands._switch_process,
+    "handoff_agent": ControlCommands._operator_handoff,
+}

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from domain.shared.clock import shift
-from domain.shared.ids import lease_key
-from domain.studio.commands.runs import derived_id
+from domain.shared.event_store import EventStore
+from domain.shared.ids import derived_id, lease_key
+from domain.shared.loading import Loader
 from domain.studio.lease import (
     DEFAULT_MAX_SLOTS,
     RESUME_ESTIMATE_SECONDS,
@@ -17,11 +17,6 @@ from domain.studio.lease import (
 )
 from domain.studio.run import Run
 from domain.studio.session import AgentSession
-
-if TYPE_CHECKING:
-    from domain.application import SquadOps
-
-Loader = Callable[[str], Any]
 
 
 def handoff_target(run: Run, agent_id: str) -> str:
@@ -35,11 +30,30 @@ def handoff_target(run: Run, agent_id: str) -> str:
     return f"{binding['vcs_repo_slug']}@{binding.get('default_branch') or 'main'}"
 
 
+def recreate_once(run: Any, lease: WorkspaceLease, reason: str, at: str) -> bool:
+    """Recreates a missing workspace through the shared registry; answers whether it did."""
+    return lease.recreate(
+        reason=reason,
+        provider_workspace_id=derived_id(
+            "sbx", run.tenant, run.project_slug, lease.workspace_name, lease.recreations + 1
+        ),
+        at=at,
+    )
+
+
 class LeaseCommands:
-    def lease(self: SquadOps, run: Run, workspace_name: str, at: str, load: Loader | None = None) -> WorkspaceLease:
+    """A project's shared workspace leases: provisioned on first use, slots taken and given back.
+
+    Nothing here saves: the caller saves the lease with the command's other aggregates.
+    """
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+
+    def lease(self, run: Run, workspace_name: str, at: str, load: Loader | None = None) -> WorkspaceLease:
         """The project's workspace lease, provisioned on first use."""
         key = lease_key(run.tenant, run.project_slug, workspace_name)
-        found = (load or self.get_or_none)(key)
+        found = (load or self.store.get_or_none)(key)
         if found is not None:
             return found
         return WorkspaceLease(
@@ -56,7 +70,7 @@ class LeaseCommands:
             at=at,
         )
 
-    def take_slot(self: SquadOps, run: Run, session: AgentSession, lease: WorkspaceLease, at: str) -> None:
+    def take_slot(self, run: Run, session: AgentSession, lease: WorkspaceLease, at: str) -> None:
         lease.acquire_slot(
             run_id=run.run_id,
             session_id=session.session_id,
@@ -68,12 +82,12 @@ class LeaseCommands:
         )
 
     def give_back_slot(
-        self: SquadOps, run: Run, session: AgentSession, reason: str, at: str, load: Loader | None = None
+        self, run: Run, session: AgentSession, reason: str, at: str, load: Loader | None = None
     ) -> WorkspaceLease | None:
         """Releases the session's slot; answers the lease when it changed."""
         if not session.workspace_name:
             return None
-        lease = (load or self.get_or_none)(lease_key(run.tenant, run.project_slug, session.workspace_name))
+        lease = (load or self.store.get_or_none)(lease_key(run.tenant, run.project_slug, session.workspace_name))
         if lease is None or session.session_id not in lease.slots:
             return None
         lease.release_slot(

@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from domain.shared import ports
-from domain.studio.commands.runs import derived_id
-from domain.studio.lease import WorkspaceLease
 from domain.studio.policies import (
     first_tool_recovery,
     fresh_workspace,
@@ -26,17 +24,6 @@ from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED
 
 SANDBOX_START_RECOVERY = "sandbox_start_recovery"
 MAX_SELF_HEALS = 2
-
-
-def recreate_once(run: Any, lease: WorkspaceLease, reason: str, at: str) -> bool:
-    """Recreates a missing workspace through the shared registry; answers whether it did."""
-    return lease.recreate(
-        reason=reason,
-        provider_workspace_id=derived_id(
-            "sbx", run.tenant, run.project_slug, lease.workspace_name, lease.recreations + 1
-        ),
-        at=at,
-    )
 
 
 def _live(sessions: Sequence[Any]) -> list[Any]:

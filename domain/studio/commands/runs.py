@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
+from domain.projects.commands import ProjectCommands
 from domain.projects.project import source_ref
 from domain.shared.errors import (
     Invalid,
@@ -15,20 +17,13 @@ from domain.shared.errors import (
     session_not_found,
     template_not_found,
 )
+from domain.shared.event_store import EventStore
 from domain.shared.ids import is_valid_id, new_id, run_key, session_key
-from domain.studio.process import default_assignment
-from domain.studio.roster import roster_agent
+from domain.studio.commands.leases import LeaseCommands
+from domain.studio.commands.sessions import SessionOpener
 from domain.studio.run import Run
 from domain.studio.session import AgentSession
-from domain.studio.templates import AgentSpec, Template
-
-if TYPE_CHECKING:
-    from domain.application import SquadOps
-
-
-def derived_id(prefix: str, *parts: object) -> str:
-    digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).hexdigest()
-    return f"{prefix}-{digest[:16]}"
+from domain.studio.templates import TemplateCatalog
 
 
 def run_seed(run_id: str) -> int:
@@ -36,39 +31,58 @@ def run_seed(run_id: str) -> int:
 
 
 class RunCommands:
+    """Runs and their sessions: loading, launch, execute, preview, cleanup and replay."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        projects: ProjectCommands,
+        leases: LeaseCommands,
+        opener: SessionOpener,
+        *,
+        templates: TemplateCatalog,
+        clock: Callable[[], str],
+    ) -> None:
+        self.store = store
+        self.projects = projects
+        self.leases = leases
+        self.opener = opener
+        self.templates = templates
+        self.clock = clock
+
     # -- loading ---------------------------------------------------------------------------
 
-    def get_run(self: SquadOps, tenant: str, run_id: str) -> Run:
-        run = self.get_or_none(run_key(tenant, run_id)) if is_valid_id(run_id) else None
+    def get_run(self, tenant: str, run_id: str) -> Run:
+        run = self.store.get_or_none(run_key(tenant, run_id)) if is_valid_id(run_id) else None
         if run is None:
             raise run_not_found(run_id)
         return run
 
-    def get_session(self: SquadOps, run: Run, session_id: str) -> AgentSession:
+    def get_session(self, run: Run, session_id: str) -> AgentSession:
         for agent_id, sid in run.sessions.items():
             if sid == session_id:
-                return self.repository.get(session_key(run.tenant, run.run_id, sid, agent_id))
+                return self.store.repository.get(session_key(run.tenant, run.run_id, sid, agent_id))
         raise session_not_found(session_id)
 
-    def agent_session(self: SquadOps, run: Run, agent_id: str) -> AgentSession:
+    def agent_session(self, run: Run, agent_id: str) -> AgentSession:
         session_id = run.sessions.get(agent_id)
         if session_id is None:
             raise session_not_found(agent_id)
-        return self.repository.get(session_key(run.tenant, run.run_id, session_id, agent_id))
+        return self.store.repository.get(session_key(run.tenant, run.run_id, session_id, agent_id))
 
-    def live_sessions(self: SquadOps, run: Run) -> list[AgentSession]:
+    def live_sessions(self, run: Run) -> list[AgentSession]:
         return [s for s in self.all_sessions(run) if not s.ended]
 
-    def all_sessions(self: SquadOps, run: Run) -> list[AgentSession]:
+    def all_sessions(self, run: Run) -> list[AgentSession]:
         return [
-            self.repository.get(session_key(run.tenant, run.run_id, sid, agent_id))
+            self.store.repository.get(session_key(run.tenant, run.run_id, sid, agent_id))
             for agent_id, sid in run.sessions.items()
         ]
 
     # -- launch ----------------------------------------------------------------------------
 
     def launch_run(
-        self: SquadOps,
+        self,
         *,
         tenant: str,
         template_id: str,
@@ -83,7 +97,7 @@ class RunCommands:
         template = self.templates.get(template_id)
         if template is None:
             raise template_not_found(template_id)
-        project = self.get_project(tenant, project_slug)
+        project = self.projects.get_project(tenant, project_slug)
         if project is None:
             raise project_not_found(project_slug)
         specs = [template.spec(agent_id) for agent_id in template.default_agent_ids]
@@ -92,9 +106,7 @@ class RunCommands:
         run_id = new_id("run")
         request = project.request
         roster = [
-            msgspec.structs.asdict(
-                roster_agent(run_id, spec.agent_id, spec.role_key, self.agent_domain)
-            )
+            msgspec.structs.asdict(self.opener.identity(run_id, spec.agent_id, spec.role_key))
             for spec in specs
             if spec is not None
         ]
@@ -120,79 +132,33 @@ class RunCommands:
             project_facts=project.run_facts(),
         )
         sessions = [
-            self.open_session(run, template, spec, joined_via={"kind": "launch", "from_agent_id": ""})
+            self.opener.open_session(run, template, spec, joined_via={"kind": "launch", "from_agent_id": ""})
             for spec in specs
             if spec is not None
         ]
-        self.save(run, *sessions)
+        self.store.save(run, *sessions)
         return run, sessions
-
-    def open_session(
-        self: SquadOps,
-        run: Run,
-        template: Template,
-        spec: AgentSpec,
-        *,
-        joined_via: dict[str, str],
-        agent_id: str = "",
-        suit: dict[str, str] | None = None,
-    ) -> AgentSession:
-        """A new session for ``spec`` in ``run`` (not saved; the caller saves it)."""
-        agent_id = agent_id or spec.agent_id
-        identity = roster_agent(run.run_id, agent_id, spec.role_key, self.agent_domain)
-        session_id = derived_id("ses", run.run_id, agent_id)
-        assignment = default_assignment(spec.role_key, self.aliases, spec.provider)
-        title = spec.title if not suit else f"{spec.title}: {suit.get('title', '')}"
-        run.open_session(agent_id, session_id, spec.role_key, joined_via.get("kind", ""))
-        return AgentSession(
-            tenant=run.tenant,
-            run_id=run.run_id,
-            session_id=session_id,
-            agent_id=agent_id,
-            role_key=spec.role_key,
-            alias=spec.alias,
-            title=title,
-            agent_nickname=identity.agent_nickname,
-            template_id=template.template_id,
-            agent_process_kind=spec.agent_process_kind or template.agent_process_kind,
-            agent_tier=spec.agent_tier,
-            agent_pack=spec.agent_pack,
-            execution_profile=spec.execution_profile,
-            workload_groups=list(spec.workload_groups),
-            subject_key=identity.subject_key,
-            user_principal_name=identity.user_principal_name,
-            process=assignment.as_dict(),
-            mission_brief=spec.mission_brief,
-            next_goal=spec.next_goal,
-            scenario_phase=spec.scenario_phase,
-            handoff_target=spec.handoff_target,
-            joined_via=joined_via,
-            suit=dict(suit or {}),
-            spec_skill_ids=list(spec.skill_ids),
-            spec_mcp_server_ids=list(spec.mcp_server_ids),
-            pr_required=spec.pr_submission_allowed and "delivery" in spec.workload_groups,
-        )
 
     # -- execute ---------------------------------------------------------------------------
 
     def request_execution(
-        self: SquadOps, *, tenant: str, run_id: str, requested_by: str
+        self, *, tenant: str, run_id: str, requested_by: str
     ) -> tuple[Run, str, bool]:
         """Puts the run in the execution queue; answers (run, requested_at, follow_up)."""
 
         def command() -> tuple[Run, str, bool]:
             run = self.get_run(tenant, run_id)
-            requested_at = self.now()
+            requested_at = self.clock()
             follow_up = run.request_execution(requested_at, requested_by)
-            self.save(run)
+            self.store.save(run)
             return run, requested_at, follow_up
 
-        return self.retrying(command)
+        return self.store.retrying(command)
 
     # -- preview ---------------------------------------------------------------------------
 
     def share_preview(
-        self: SquadOps, *, tenant: str, run_id: str, fields: dict[str, Any]
+        self, *, tenant: str, run_id: str, fields: dict[str, Any]
     ) -> tuple[dict[str, Any], str]:
         """Upserts the run's single shared live preview; answers (preview, updated_at)."""
 
@@ -200,17 +166,17 @@ class RunCommands:
             run = self.get_run(tenant, run_id)
             preview = dict(getattr(run, "preview", {}) or {})
             preview.update({k: v for k, v in fields.items() if v is not None})
-            updated_at = self.now()
+            updated_at = self.clock()
             run.share_preview(preview, updated_at)
-            self.save(run)
+            self.store.save(run)
             return preview, updated_at
 
-        return self.retrying(command)
+        return self.store.retrying(command)
 
     # -- cleanup / replay ---------------------------------------------------------------------
 
     def cleanup_run(
-        self: SquadOps,
+        self,
         *,
         tenant: str,
         run_id: str,
@@ -223,15 +189,15 @@ class RunCommands:
         def command() -> tuple[Run, int]:
             run = self.get_run(tenant, run_id)
             run._require_open()
-            at = self.now()
+            at = self.clock()
             changed = self.end_run(run, actor=actor, reason=reason, control_id=control_id, at=at)
-            self.save(run, *changed)
+            self.store.save(run, *changed)
             return run, sum(1 for a in changed if isinstance(a, AgentSession))
 
-        return self.retrying(command)
+        return self.store.retrying(command)
 
     def end_run(
-        self: SquadOps, run: Run, *, actor: str, reason: str, control_id: str, at: str
+        self, run: Run, *, actor: str, reason: str, control_id: str, at: str
     ) -> list[Any]:
         """Stops every live session, gives back their slots and ends the run (not saved)."""
         changed: list[Any] = []
@@ -239,14 +205,14 @@ class RunCommands:
         for session in self.live_sessions(run):
             session.stop(actor=actor, reason=reason or "run cleaned up", at=at, control_id=control_id)
             changed.append(session)
-            lease = self.give_back_slot(run, session, "run_cleaned_up", at, lambda k: leases.get(k) or self.get_or_none(k))
+            lease = self.leases.give_back_slot(run, session, "run_cleaned_up", at, lambda k: leases.get(k) or self.store.get_or_none(k))
             if lease is not None:
                 leases[lease.id] = lease
         run.clean_up(at=at, actor=actor, reason=reason, control_id=control_id)
         return changed + list(leases.values())
 
     def replay_run(
-        self: SquadOps, *, tenant: str, run_id: str, launched_by: str
+        self, *, tenant: str, run_id: str, launched_by: str
     ) -> tuple[Run, list[AgentSession]]:
         """Launches a new run with the same inputs; the new run names its source."""
         source = self.get_run(tenant, run_id)

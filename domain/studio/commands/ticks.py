@@ -7,31 +7,29 @@ to one save per run only when a concurrent command touched one of them.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eventsourcing.persistence import RecordConflictError
 
 from domain.shared import ports
 from domain.shared.clock import shift
-from domain.shared.errors import DomainError, NotFound
+from domain.shared.errors import DomainError
+from domain.shared.event_store import EventStore
 from domain.shared.ids import run_key, session_key
-from domain.studio.commands.recovery import recreate_once
-from domain.studio.commands.runs import derived_id
+from domain.shared.loading import unique
+from domain.studio.commands.holdings import Holdings
+from domain.studio.commands.leases import LeaseCommands
+from domain.studio.commands.sessions import SessionOpener
+from domain.studio.commands.steps import StepEffects
 from domain.studio.lease import SUSPEND_AFTER_SECONDS, WorkspaceLease
 from domain.studio.policies.diagnosis import zero_output_first_tool_block
 from domain.studio.run import RUNNING, SCHEDULED, Run
-from domain.studio.session import BLOCKED, COMPLETED, STOPPED, TERMINAL, AgentSession
+from domain.studio.session import BLOCKED, COMPLETED, STOPPED, AgentSession
+from domain.studio.templates import TemplateCatalog
 
-if TYPE_CHECKING:
-    from domain.application import SquadOps
-
-ERROR_TRACKING_ROLES = frozenset({"role_tester", "role_compactor"})
-ERROR_TRACKING_SERVER = "errors"
-VCS_BASE_URL = "https://vcs.squadops.local"
 PROBE_SECONDS = 30
 
 
@@ -57,89 +55,30 @@ class TickOutcome:
         self.run_ids.extend(other.run_ids)
 
 
-def loadout(role_key: str, skill_ids: Sequence[str], mcp_server_ids: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Skills and tool servers resolved at session launch (never in the roster snapshot)."""
-    servers = list(dict.fromkeys(mcp_server_ids))
-    if role_key in ERROR_TRACKING_ROLES and ERROR_TRACKING_SERVER not in servers:
-        servers.append(ERROR_TRACKING_SERVER)
-    return list(dict.fromkeys(skill_ids)), servers
-
-
 def session_counts(sessions: Iterable[AgentSession]) -> Counter[str]:
     return Counter(s.live_status for s in sessions)
 
 
-class Holdings:
-    """The ticker's own copies of the aggregates it ticks, kept fresh from the log.
-
-    Loading every run and session from the repository on every tick costs a query and
-    a deep copy each. The ticker instead keeps its copies and, once per pass, reads the
-    notification log since its last position: an aggregate that someone else changed is
-    dropped and loaded again. A copy it missed can only make a save fail on the version
-    check, and a failed save drops every copy it touched.
-    """
-
-    def __init__(self) -> None:
-        self.aggregates: dict[str, Any] = {}
-        self.batch: dict[str, Any] = {}
-        self.position = 0
-        self.lock = threading.Lock()
-
-    def refresh(self, app: SquadOps) -> None:
-        top = app.max_position()
-        if not self.aggregates:
-            self.position = top
-            return
-        while self.position < top:
-            page = app.recorder.select_notifications(
-                start=self.position + 1, limit=5000, stop=top
-            )
-            if not page:
-                break
-            for note in page:
-                held = self.aggregates.get(note.originator_id)
-                if held is not None and held.version < note.originator_version:
-                    del self.aggregates[note.originator_id]
-            self.position = page[-1].id
-
-    def skip_own(self, recordings: Sequence[Any]) -> None:
-        """Our own save right after what we have read: nothing in it to look at."""
-        ids = sorted(r.notification.id for r in recordings)
-        if ids and ids[0] == self.position + 1 and ids[-1] - ids[0] == len(ids) - 1:
-            self.position = ids[-1]
-
-    def get(self, app: SquadOps, aggregate_id: str) -> Any:
-        """The copy this pass works on (one object per aggregate within a pass)."""
-        in_batch = self.batch.get(aggregate_id)
-        if in_batch is not None:
-            return in_batch
-        held = self.aggregates.get(aggregate_id)
-        # Pending events on a held copy are leftovers of a failed save: load afresh.
-        if held is None or held.pending_events:
-            held = app.get_or_none(aggregate_id)
-            if held is None:
-                raise NotFound(f"No aggregate {aggregate_id}.", code="not_found")
-            self.aggregates[aggregate_id] = held
-        self.batch[aggregate_id] = held
-        return held
-
-    def add_new(self, aggregate: Any) -> None:
-        """A new aggregate created in this pass (not saved yet)."""
-        self.batch[aggregate.id] = aggregate
-
-    def adopt(self, aggregates: Iterable[Any]) -> None:
-        """Keeps the saved copies (sessions opened this tick included)."""
-        for aggregate in aggregates:
-            self.aggregates[aggregate.id] = aggregate
-
-    def drop(self, aggregates: Iterable[Any]) -> None:
-        for aggregate in aggregates:
-            self.aggregates.pop(aggregate.id, None)
-
-
 class TickCommands:
+    """Starts and ticks runs through an execution plane, on the ticker's held copies."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        leases: LeaseCommands,
+        opener: SessionOpener,
+        *,
+        templates: TemplateCatalog,
+        clock: Callable[[], str],
+    ) -> None:
+        self.store = store
+        self.templates = templates
+        self.clock = clock
+        self.holdings = Holdings(store)
+        self.steps = StepEffects(self.holdings, leases, opener)
+
     def tick_runs(
-        self: SquadOps,
+        self,
         plane: ports.ExecutionPlane,
         *,
         tick: Sequence[tuple[str, str]] = (),
@@ -157,7 +96,7 @@ class TickCommands:
             return TickOutcome()
         holdings = self.holdings
         with holdings.lock:
-            holdings.refresh(self)
+            holdings.refresh()
             holdings.batch = {}
             outcome = TickOutcome()
             changed: list[Any] = []
@@ -171,10 +110,10 @@ class TickCommands:
                 changed.extend(aggregates)
                 outcome.add(one)
             changed.extend(self._housekeep_leases(plane))
-            changed = list({id(a): a for a in changed}.values())
+            changed = unique(changed)
             try:
                 if changed:
-                    holdings.skip_own(self.save(*changed))
+                    holdings.skip_own(self.store.save(*changed))
                 self._release_ended(changed)
                 return outcome
             except RecordConflictError:
@@ -188,9 +127,9 @@ class TickCommands:
                 )
             return outcome
 
-    def _housekeep_leases(self: SquadOps, plane: ports.ExecutionPlane) -> list[Any]:
+    def _housekeep_leases(self, plane: ports.ExecutionPlane) -> list[Any]:
         """Suspends workspaces idle past their window; probes busy ones now and then."""
-        at = self.now()
+        at = self.clock()
         changed = []
         probe = getattr(plane, "probe_workspace", None)
         for lease in list(self.holdings.aggregates.values()):
@@ -210,20 +149,7 @@ class TickCommands:
                 changed.append(lease)
         return changed
 
-    def _held_or_none(self: SquadOps, aggregate_id: str) -> Any:
-        try:
-            return self.holdings.get(self, aggregate_id)
-        except NotFound:
-            return None
-
-    @property
-    def holdings(self: SquadOps) -> Holdings:
-        held = self.__dict__.get("_holdings")
-        if held is None:
-            held = self.__dict__["_holdings"] = Holdings()
-        return held
-
-    def _release_ended(self: SquadOps, changed: Sequence[Any]) -> None:
+    def _release_ended(self, changed: Sequence[Any]) -> None:
         """Keeps what was saved; a run that ended no longer ticks: forget its copies."""
         self.holdings.adopt(changed)
         ended = {(a.tenant, a.run_id) for a in changed if isinstance(a, Run) and a.ended}
@@ -235,7 +161,7 @@ class TickCommands:
             )
 
     def _tick_alone(
-        self: SquadOps,
+        self,
         plane: ports.ExecutionPlane,
         tenant: str,
         run_id: str,
@@ -250,7 +176,7 @@ class TickCommands:
                     plane, tenant, run_id, starting, policies, fresh_after
                 )
                 if aggregates:
-                    self.save(*aggregates)
+                    self.store.save(*aggregates)
             except Exception:
                 self.holdings.drop(self.holdings.batch.values())
                 raise
@@ -258,12 +184,12 @@ class TickCommands:
             return one
 
         try:
-            return self.retrying(command)
+            return self.store.retrying(command)
         except DomainError:
             return TickOutcome()
 
     def _tick_one(
-        self: SquadOps,
+        self,
         plane: ports.ExecutionPlane,
         tenant: str,
         run_id: str,
@@ -271,9 +197,9 @@ class TickCommands:
         policies: Sequence[Any],
         fresh_after: str = "",
     ) -> tuple[list[Any], TickOutcome]:
-        run = self.holdings.get(self, run_key(tenant, run_id))
+        run = self.holdings.get(run_key(tenant, run_id))
         outcome = TickOutcome()
-        at = self.now()
+        at = self.clock()
         if fresh_after and run.last_tick_at > fresh_after:
             return [], outcome
         if starting and run.status == SCHEDULED:
@@ -282,7 +208,7 @@ class TickCommands:
         if run.status != RUNNING:
             return ([run] if run.pending_events else []), outcome
         sessions = {
-            agent_id: self.holdings.get(self, session_key(tenant, run_id, session_id, agent_id))
+            agent_id: self.holdings.get(session_key(tenant, run_id, session_id, agent_id))
             for agent_id, session_id in run.sessions.items()
         }
         tick = run.tick + 1
@@ -299,7 +225,7 @@ class TickCommands:
                 complete = step
                 continue
             try:
-                self._apply_step(run, template, sessions, step, at, tick, touched, plane)
+                self.steps.apply(run, template, sessions, step, at, tick, touched, plane)
                 tallies[step.__struct_config__.tag] += 1
             except DomainError:
                 tallies["rejected"] += 1
@@ -336,179 +262,3 @@ class TickCommands:
         outcome.events = sum(len(a.pending_events) for a in changed)
         outcome.run_ids.append(run_id)
         return changed, outcome
-
-    def _apply_step(
-        self: SquadOps,
-        run: Run,
-        template: Any,
-        sessions: dict[str, AgentSession],
-        step: ports.Step,
-        at: str,
-        tick: int,
-        touched: dict[str, Any],
-        plane: Any = None,
-    ) -> None:
-        session = sessions.get(step.agent_id)
-        if session is None:
-            raise DomainError(f"No session for agent {step.agent_id}.", code="unknown_agent")
-        match step:
-            case ports.StartProcess():
-                skills, servers = loadout(
-                    session.role_key, session.spec_skill_ids, session.spec_mcp_server_ids
-                )
-                lease = self.lease(run, step.workspace_name, at, self._held_or_none)
-                self.holdings.add_new(lease)
-                self.take_slot(run, session, lease, at)
-                touched[lease.id] = lease
-                session.start_process(
-                    llm_session_id=step.llm_session_id,
-                    skill_ids=skills,
-                    mcp_server_ids=servers,
-                    workspace_name=step.workspace_name,
-                    at=at,
-                    tick=tick,
-                )
-            case ports.RestartProcess():
-                if session.ended:
-                    raise DomainError("A finished session cannot restart.", code="session_ended")
-                probe = getattr(plane, "probe_workspace", None)
-                if step.probe_workspace and session.workspace_name and probe is not None:
-                    lease = self.lease(run, session.workspace_name, at, self._held_or_none)
-                    self.holdings.add_new(lease)
-                    lease.record_probe(live_status=probe(lease), at=at)
-                    touched[lease.id] = lease
-                if step.fresh_workspace:
-                    # The old workspace keeps no slot for a session that moves to a fresh one.
-                    lease = self.give_back_slot(run, session, "fresh_workspace", at, self._held_or_none)
-                    if lease is not None:
-                        touched[lease.id] = lease
-                session.restart_process(
-                    reason=step.reason,
-                    actor="policy",
-                    control_id="",
-                    at=at,
-                    fresh_workspace=step.fresh_workspace,
-                    tick=tick,
-                )
-            case ports.StartFailed():
-                if session.live_status != "ready":
-                    raise DomainError("Only a starting session can fail its start.", code="not_starting")
-                lease = self.lease(run, step.workspace_name, at, self._held_or_none)
-                self.holdings.add_new(lease)
-                old_provider_id = lease.provider_workspace_id
-                if lease.status != "missing":
-                    # The session row points at the old provider id: a slot binding that a
-                    # recreation keeps as stale and the next start revives.
-                    self.take_slot(run, session, lease, at)
-                    lease.mark_missing(reason=step.error, at=at)
-                    touched[lease.id] = lease
-                session.fail_start(
-                    workspace_name=step.workspace_name,
-                    provider_workspace_id=old_provider_id,
-                    error=step.error,
-                    message=step.message or f"The sandbox start failed: {step.error}.",
-                    at=at,
-                    tick=tick,
-                )
-            case ports.RecreateWorkspace():
-                workspace_name = session.workspace_for_recovery()
-                recreated = False
-                if workspace_name:
-                    lease = self.lease(run, workspace_name, at, self._held_or_none)
-                    self.holdings.add_new(lease)
-                    recreated = recreate_once(run, lease, step.reason, at)
-                    touched[lease.id] = lease
-                session.restart_workspace(
-                    reason=step.reason, actor="policy", control_id="", at=at, recreated=recreated, tick=tick
-                )
-            case ports.SelfHeal():
-                workspace_name = session.workspace_for_recovery()
-                session.self_heal(signal=step.signal, at=at, tick=tick)
-                if workspace_name:
-                    lease = self.lease(run, workspace_name, at, self._held_or_none)
-                    self.holdings.add_new(lease)
-                    lease.release_slot(
-                        session_id=session.session_id,
-                        reason="self_heal",
-                        at=at,
-                        suspend_after_at=shift(at, SUSPEND_AFTER_SECONDS),
-                    )
-                    recreate_once(run, lease, f"self_heal:{step.signal}", at)
-                    touched[lease.id] = lease
-            case ports.ControllerAction():
-                session.observe_controller_action(step.action, step.summary, at)
-            case ports.CallTool():
-                session.call_tool(
-                    tool_name=step.tool_name, route=step.route, summary=step.summary, at=at, tick=tick
-                )
-            case ports.Say():
-                session.say(step.text, at)
-            case ports.Block():
-                session.block(
-                    code=step.code, message=step.message, evidence=dict(step.evidence), at=at, tick=tick
-                )
-                # A runner losing its sandbox is that session's signal; only a failed start
-                # (StartFailed) says the shared workspace's provider binding is gone.
-            case ports.Handoff():
-                self._hand_off(run, template, sessions, session, step, at)
-            case ports.OpenPullRequest():
-                session.open_pull_request(
-                    pr_url=f"{VCS_BASE_URL}/{step.pr_owner}/{step.pr_repo}/pull/{step.pr_number}",
-                    pr_owner=step.pr_owner,
-                    pr_repo=step.pr_repo,
-                    pr_number=step.pr_number,
-                    repository_key=step.repository_key,
-                    at=at,
-                )
-            case ports.Finish():
-                if session.finish(result=dict(step.result), at=at, tick=tick):
-                    lease = self.give_back_slot(run, session, "session_completed", at, self._held_or_none)
-                    if lease is not None:
-                        touched[lease.id] = lease
-            case _:
-                raise DomainError(f"Unknown step {step!r}.", code="unknown_step")
-
-    def _hand_off(
-        self: SquadOps,
-        run: Run,
-        template: Any,
-        sessions: dict[str, AgentSession],
-        source: AgentSession,
-        step: ports.Handoff,
-        at: str,
-    ) -> None:
-        """Routes work to another agent, creating its session when it has none yet."""
-        if source.live_status in TERMINAL:
-            raise DomainError("A finished session cannot hand off.", code="session_ended")
-        target = sessions.get(step.target_agent_id)
-        if target is None:
-            spec = template.spec(step.spec_agent_id) if template else None
-            if spec is None:
-                raise DomainError(f"Template has no agent {step.spec_agent_id}.", code="unknown_agent")
-            target = self.open_session(
-                run,
-                template,
-                spec,
-                joined_via={"kind": step.kind, "from_agent_id": source.agent_id, "reason": step.reason},
-                agent_id=step.target_agent_id,
-                suit=dict(step.suit) or None,
-            )
-            sessions[target.agent_id] = target
-        thread_id = derived_id("thr", run.run_id, source.agent_id, target.agent_id)
-        handoff_id = derived_id("hof", run.run_id, run.handoff_count, source.agent_id, target.agent_id)
-        source.hand_off(
-            target_agent_id=target.agent_id,
-            target_session_id=target.session_id,
-            reason=step.reason,
-            thread_id=thread_id,
-            at=at,
-        )
-        run.record_handoff(
-            handoff_id=handoff_id,
-            from_agent_id=source.agent_id,
-            to_agent_id=target.agent_id,
-            to_session_id=target.session_id,
-            kind=step.kind,
-            reason=step.reason,
-            thread_id=thread_id,
-        )

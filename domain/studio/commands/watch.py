@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from domain.projects.project import (
     delivery_lanes,
@@ -11,12 +11,11 @@ from domain.projects.project import (
     source_ref,
     suit_tester_roles,
 )
+from domain.shared.event_store import EventStore
+from domain.studio.commands.runs import RunCommands
 from domain.studio.policies.blockers import PROJECT_ASSETS_LOOKUP_FAILED, lookup_failed_evidence
 from domain.studio.run import Run
 from domain.studio.session import BLOCKED, PAUSED
-
-if TYPE_CHECKING:
-    from domain.application import SquadOps
 
 
 def context_from_assets(assets: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,34 +58,42 @@ def context_from_session_state(run: Run) -> dict[str, Any]:
     }
 
 
-def record_lookup_failure(
-    app: SquadOps, *, tenant: str, run_id: str, reason: str, kind: str, at_tick: int = 0
-) -> list[str]:
-    """Blocks the agents that need project context with ``project_assets_lookup_failed``.
+class WatchCommands:
+    """What the operator projection watcher changes: agents blocked by a failed lookup."""
 
-    The intake (coordination) agents need the context; a run without a live one blocks
-    its other live agents. Paused or already blocked agents keep their state (a wall is
-    never overwritten by another). Answers the agents it blocked.
-    """
+    def __init__(self, store: EventStore, runs: RunCommands, *, clock: Callable[[], str]) -> None:
+        self.store = store
+        self.runs = runs
+        self.clock = clock
 
-    def command() -> list[str]:
-        run = app.get_run(tenant, run_id)
-        if run.ended:
-            return []
-        live = app.live_sessions(run)
-        needing = [s for s in live if s.has_group("coordination")] or live
-        chosen = [s for s in needing if s.live_status not in (BLOCKED, PAUSED)]
-        at = app.now()
-        for session in chosen:
-            session.block(
-                code=PROJECT_ASSETS_LOOKUP_FAILED,
-                message=f"The project assets lookup failed: {reason}",
-                evidence=lookup_failed_evidence(reason, kind=kind, source="project_assets_lookup"),
-                at=at,
-                tick=at_tick or run.tick,
-            )
-        if chosen:
-            app.save(*chosen)
-        return [s.agent_id for s in chosen]
+    def record_lookup_failure(
+        self, *, tenant: str, run_id: str, reason: str, kind: str, at_tick: int = 0
+    ) -> list[str]:
+        """Blocks the agents that need project context with ``project_assets_lookup_failed``.
 
-    return app.retrying(command)
+        The intake (coordination) agents need the context; a run without a live one blocks
+        its other live agents. Paused or already blocked agents keep their state (a wall is
+        never overwritten by another). Answers the agents it blocked.
+        """
+
+        def command() -> list[str]:
+            run = self.runs.get_run(tenant, run_id)
+            if run.ended:
+                return []
+            live = self.runs.live_sessions(run)
+            needing = [s for s in live if s.has_group("coordination")] or live
+            chosen = [s for s in needing if s.live_status not in (BLOCKED, PAUSED)]
+            at = self.clock()
+            for session in chosen:
+                session.block(
+                    code=PROJECT_ASSETS_LOOKUP_FAILED,
+                    message=f"The project assets lookup failed: {reason}",
+                    evidence=lookup_failed_evidence(reason, kind=kind, source="project_assets_lookup"),
+                    at=at,
+                    tick=at_tick or run.tick,
+                )
+            if chosen:
+                self.store.save(*chosen)
+            return [s.agent_id for s in chosen]
+
+        return self.store.retrying(command)

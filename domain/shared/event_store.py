@@ -1,8 +1,8 @@
-"""The squadops application service: one eventsourcing Application over one event store.
+"""The event store every area's commands save through: one eventsourcing Application.
 
-Commands live in mixins named for what they serve (projects, runs, ticks, control); this
-class holds what they share: the event store, the clock, the templates, optimistic
-concurrency retries and the in-process wake-up signal for projectors.
+It holds only what the areas share: saving (with the in-process wake-up of log followers),
+loading, log positions and optimistic concurrency retries. The commands themselves live
+in each area (``domain/<area>/commands``) and receive this store.
 """
 
 from __future__ import annotations
@@ -15,46 +15,21 @@ from eventsourcing.application import AggregateNotFoundError, Application, Proce
 from eventsourcing.domain import BaseAggregate
 from eventsourcing.persistence import IntegrityError, RecordConflictError, Recording
 
-from domain.projects.commands import ProjectCommands
-from domain.shared.base import Aggregate
-from domain.shared.clock import iso, utc_now_iso
 from domain.shared.errors import Conflict
-from domain.studio.commands.control import ControlCommands
-from domain.studio.commands.leases import LeaseCommands
-from domain.studio.commands.runs import RunCommands
-from domain.studio.commands.ticks import TickCommands
-from domain.studio.process import ModelProxyAliases
-from domain.studio.templates import TemplateCatalog, shipped_templates
 
 T = TypeVar("T")
-A = TypeVar("A", bound=Aggregate)
-
-__all__ = ["SquadOps", "iso", "utc_now_iso"]
 
 CONFLICT_ATTEMPTS = 8
 
 
-class SquadOps(
-    ProjectCommands, RunCommands, TickCommands, ControlCommands, LeaseCommands, Application[str]
-):
-    """The service layer: every state change goes through here as aggregate events."""
+class EventStore(Application[str]):
+    """Aggregates in and out of the event log; every state change is saved here."""
 
+    # The library names the tables and the settings' prefix after the application.
     name = "squadops"
 
-    def __init__(
-        self,
-        env: Mapping[str, str] | None = None,
-        *,
-        templates: TemplateCatalog | None = None,
-        agent_domain: str = "agents.squadops.local",
-        aliases: ModelProxyAliases | None = None,
-        clock: Callable[[], str] = utc_now_iso,
-    ) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
         super().__init__(env=env)
-        self.templates = templates or shipped_templates()
-        self.agent_domain = agent_domain
-        self.aliases = aliases or ModelProxyAliases()
-        self.clock = clock
         self._listeners: list[Callable[[int], None]] = []
         self._listeners_lock = threading.Lock()
         self._saved = threading.local()
@@ -103,9 +78,6 @@ class SquadOps(
             return self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             return None
-
-    def now(self) -> str:
-        return self.clock()
 
     def last_saved_position(self) -> int:
         """The log position of this thread's last save (read-your-writes)."""

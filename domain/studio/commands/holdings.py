@@ -1,0 +1,86 @@
+"""Aggregates the ticker holds between passes, and the log reading that keeps them fresh."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from domain.shared.errors import NotFound
+from domain.shared.event_store import EventStore
+
+
+class Holdings:
+    """The ticker's own copies of the aggregates it ticks, kept fresh from the log.
+
+    Loading every run and session from the repository on every tick costs a query and
+    a deep copy each. The ticker instead keeps its copies and, once per pass, reads the
+    notification log since its last position: an aggregate that someone else changed is
+    dropped and loaded again. A copy it missed can only make a save fail on the version
+    check, and a failed save drops every copy it touched.
+    """
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        self.aggregates: dict[str, Any] = {}
+        self.batch: dict[str, Any] = {}
+        self.position = 0
+        self.lock = threading.Lock()
+
+    def refresh(self) -> None:
+        top = self.store.max_position()
+        if not self.aggregates:
+            self.position = top
+            return
+        while self.position < top:
+            page = self.store.recorder.select_notifications(
+                start=self.position + 1, limit=5000, stop=top
+            )
+            if not page:
+                break
+            for note in page:
+                held = self.aggregates.get(note.originator_id)
+                if held is not None and held.version < note.originator_version:
+                    del self.aggregates[note.originator_id]
+            self.position = page[-1].id
+
+    def skip_own(self, recordings: Sequence[Any]) -> None:
+        """Our own save right after what we have read: nothing in it to look at."""
+        ids = sorted(r.notification.id for r in recordings)
+        if ids and ids[0] == self.position + 1 and ids[-1] - ids[0] == len(ids) - 1:
+            self.position = ids[-1]
+
+    def get(self, aggregate_id: str) -> Any:
+        """The copy this pass works on (one object per aggregate within a pass)."""
+        in_batch = self.batch.get(aggregate_id)
+        if in_batch is not None:
+            return in_batch
+        held = self.aggregates.get(aggregate_id)
+        # Pending events on a held copy are leftovers of a failed save: load afresh.
+        if held is None or held.pending_events:
+            held = self.store.get_or_none(aggregate_id)
+            if held is None:
+                raise NotFound(f"No aggregate {aggregate_id}.", code="not_found")
+            self.aggregates[aggregate_id] = held
+        self.batch[aggregate_id] = held
+        return held
+
+    def add_new(self, aggregate: Any) -> None:
+        """A new aggregate created in this pass (not saved yet)."""
+        self.batch[aggregate.id] = aggregate
+
+    def get_or_none(self, aggregate_id: str) -> Any:
+        """``get``, answering None for an aggregate that does not exist (a loader)."""
+        try:
+            return self.get(aggregate_id)
+        except NotFound:
+            return None
+
+    def adopt(self, aggregates: Iterable[Any]) -> None:
+        """Keeps the saved copies (sessions opened this tick included)."""
+        for aggregate in aggregates:
+            self.aggregates[aggregate.id] = aggregate
+
+    def drop(self, aggregates: Iterable[Any]) -> None:
+        for aggregate in aggregates:
+            self.aggregates.pop(aggregate.id, None)
