@@ -13,7 +13,7 @@ from api.control_plane_reads import ControlPlaneReads
 from api.errors import EXCEPTION_HANDLERS
 from api.health import healthz, openapi_json
 from api.live import live_channel
-from api.metrics import HttpMetrics, MetricsExporter, metrics_handler
+from api.metrics import metrics_handler, metrics_registry
 from api.middleware import request_context
 from api.project_factory import project_factory_router
 from api.reads import Reads
@@ -37,11 +37,9 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
         container.app.max_position,
         cache_seconds=settings.feed_cache_seconds,
     )
-    http_metrics = HttpMetrics()
-    exporter = MetricsExporter(
+    registry, http_metrics = metrics_registry(
         container.store,
         container.app.max_position,
-        http_metrics,
         lambda: {name: s.failures for name, s in container.runner.stats.statuses.items()},
     )
 
@@ -62,7 +60,7 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
             project_factory_router(settings.edge_jwt_key),
             live.router,
             control_plane_router(settings.edge_jwt_key),
-            metrics_handler(exporter),
+            metrics_handler(registry),
             *control_routers(settings.edge_jwt_key),
         ],
         exception_handlers=EXCEPTION_HANDLERS,
