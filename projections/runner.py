@@ -238,12 +238,35 @@ class ProjectionRunner:
         return contiguous(envs, envs[0].position - 1)
 
     def _remembered(self, name: str, position: int) -> DocCache:
-        """The projector's document memory, forgotten if its position moved under us."""
+        """The projector's document memory, lent to one fold.
+
+        The fold mutates the documents it hands out, so the memory stops being trusted the
+        moment it is lent: only a confirmed commit (``_confirm``) trusts it again, at the
+        committed position. A fold or commit that fails in any way, or a position moved by
+        another runner, leaves it untrusted, and the next pass starts from the store.
+        """
         cache = self._caches.setdefault(name, DocCache(self.cache_docs))
-        if self._cached_at.get(name) != position:
+        if self._cached_at.pop(name, None) != position:
             cache.clear()
-            self._cached_at[name] = position
         return cache
+
+    def _forget(self, name: str) -> None:
+        """Discards what an uncommitted fold changed in memory."""
+        self._cached_at.pop(name, None)
+        cache = self._caches.get(name)
+        if cache is not None:
+            cache.clear()
+
+    def _confirm(self, batch: _Batch, last: int) -> None:
+        """The batch is in the store: its documents are what the store holds at ``last``."""
+        self._caches[batch.name].keep(batch.docs.cache)
+        self._cached_at[batch.name] = last
+        status = self.stats.statuses[batch.name]
+        status.position = last
+        status.events_applied += batch.applied
+        status.failures = 0
+        status.last_error = ""
+        status.retry_at = 0.0
 
     def _may_fill(self, gap: int) -> bool:
         probe = getattr(self.source, "insert_in_flight", None)
@@ -269,7 +292,7 @@ class ProjectionRunner:
                     projector.apply(env, docs)
                     applied += 1
         except Exception as exc:
-            self._caches[projector.name].clear()  # documents mutated by a failed fold
+            self._forget(projector.name)  # documents mutated by a failed fold
             status.failures += 1
             status.last_error = f"{type(exc).__name__}: {exc} (event {env.position} {env.kind})"
             status.retry_at = self.clock() + min(30.0, 0.5 * 2 ** min(status.failures, 6))
@@ -284,30 +307,31 @@ class ProjectionRunner:
         return _Batch(projector.name, position, docs, applied)
 
     def _commit(self, batches: list[_Batch], last: int) -> int:
-        """Commits every projector's batch in one transaction (each alone if that fails)."""
+        """Commits every projector's batch in one transaction (each alone if that fails).
+
+        Whatever happens (a refused position, a dropped connection, an answer lost after
+        the database committed), a batch not confirmed here leaves nothing in memory: the
+        retry folds the page again over documents read back from the store.
+        """
         if not batches:
             return 0
-        changes = [Change(b.name, b.position, last, *b.docs.changes()) for b in batches]
-        if self.store.commit_many(changes):
-            committed = batches
-        else:
-            committed = []
-            for batch, change in zip(batches, changes, strict=True):
-                if self.store.commit(*change):
-                    committed.append(batch)
-                else:  # another runner moved this projector on; re-read next pass
-                    self._caches[batch.name].clear()
-                    self._cached_at.pop(batch.name, None)
-        for batch in committed:
-            self._caches[batch.name].keep(batch.docs.cache)
-            self._cached_at[batch.name] = last
-            status = self.stats.statuses[batch.name]
-            status.position = last
-            status.events_applied += batch.applied
-            status.failures = 0
-            status.last_error = ""
-            status.retry_at = 0.0
-        return sum(max(b.applied, 1) for b in committed)
+        confirmed: list[_Batch] = []
+        try:
+            changes = [Change(b.name, b.position, last, *b.docs.changes()) for b in batches]
+            if self.store.commit_many(changes):
+                confirmed = list(batches)
+            else:  # another runner moved a projector on: commit the others alone
+                for batch, change in zip(batches, changes, strict=True):
+                    if self.store.commit(*change):
+                        confirmed.append(batch)
+        finally:
+            done = {b.name for b in confirmed}
+            for batch in batches:
+                if batch.name in done:
+                    self._confirm(batch, last)
+                else:
+                    self._forget(batch.name)
+        return sum(max(b.applied, 1) for b in confirmed)
 
     # -- waiting (read-your-writes, tests) ----------------------------------------------------
 
