@@ -10,8 +10,11 @@ insert never fills it). It wakes at once after an append in this process, on Pos
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +23,7 @@ import structlog
 
 from projections.docs import BatchDocs, DocCache, Projector
 from projections.envelope import Envelope, envelope
+from projections.heartbeat import Heartbeats
 from projections.store import Change, DocStore
 
 log = structlog.get_logger("squadops.projections")
@@ -114,6 +118,8 @@ class ProjectionRunner:
         gap_timeout: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         cache_docs: int = 50_000,
+        heartbeats: Heartbeats | None = None,
+        heartbeat_seconds: float = 1.0,
     ) -> None:
         self.source = source
         self.store = store
@@ -133,6 +139,10 @@ class ProjectionRunner:
         self.cache_docs = cache_docs
         self._caches: dict[str, DocCache] = {}
         self._cached_at: dict[str, int] = {}
+        self.heartbeats = heartbeats
+        self.heartbeat_seconds = heartbeat_seconds
+        self.runner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._beat_at = float("-inf")
         for projector in self.projectors:
             store.ensure(projector.name)
 
@@ -155,12 +165,23 @@ class ProjectionRunner:
             self._thread.join(timeout=10)
         if self._listener is not None:
             self._listener.join(timeout=5)
+        if self.heartbeats is not None:
+            try:  # read models stop moving now: say so at once, not when the beat goes stale
+                self.heartbeats.forget(self.runner_id)
+            except Exception as exc:
+                log.warning("projection_heartbeat_failed", error=repr(exc))
+
+    @property
+    def running(self) -> bool:
+        """Whether this runner's loop runs in this process now."""
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
 
     def wake(self, _position: int | None = None) -> None:
         self._wake.set()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            self._beat()
             try:
                 applied = self.run_once()
             except Exception as exc:  # the database went away: keep trying, never die
@@ -168,8 +189,19 @@ class ProjectionRunner:
                 applied = 0
                 self._stop.wait(min(self.poll_seconds, 1.0))
             if applied == 0:
-                self._wake.wait(self.poll_seconds)
+                self._wake.wait(min(self.poll_seconds, self.heartbeat_seconds))
                 self._wake.clear()
+
+    def _beat(self) -> None:
+        """Records in the database, about every ``heartbeat_seconds``, that this runner lives."""
+        if self.heartbeats is None or self.clock() - self._beat_at < self.heartbeat_seconds:
+            return
+        try:
+            position = min(self.positions().values(), default=0)
+            self.heartbeats.beat(self.runner_id, [p.name for p in self.projectors], position)
+            self._beat_at = self.clock()
+        except Exception as exc:  # no database, no heartbeat: health will say so
+            log.warning("projection_heartbeat_failed", error=repr(exc))
 
     def _listen(self, url: str, channel: str) -> None:
         """PostgreSQL LISTEN: another process appended; wake at once."""
