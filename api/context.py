@@ -34,6 +34,7 @@ from domain.application import SquadOps
 class Caller:
     principal: Principal
     tenant: str
+    min_position: int = 0  # read models already include it (X-Squadops-Min-Position)
 
     @property
     def subject_key(self) -> str:
@@ -57,8 +58,8 @@ def caller_provider(jwt_key: str, *, admin: bool) -> Any:
         min_position: MinPositionHeader = None,
     ) -> Caller:
         principal = admit(resolve_principal(email, groups, assertion, jwt_key), admin=admin)
-        caller = Caller(principal, provide_tenant(tenant_id, tenant_header))
-        await read_positions(state).reach(parse_min_position(min_position))
+        caller = Caller(principal, provide_tenant(tenant_id, tenant_header), parse_min_position(min_position))
+        await read_positions(state).reach(caller.min_position)
         return caller
 
     return provide_caller

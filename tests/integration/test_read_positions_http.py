@@ -170,3 +170,24 @@ def test_a_projector_stuck_on_an_event_is_behind(database_url: str) -> None:
             assert runs["lag"] >= 1 and runs["lag_seconds"] > 0.3
     finally:
         container.close()
+
+
+def test_a_feed_read_at_a_position_is_never_an_older_cached_composition(database_url: str) -> None:
+    container = fast(database_url, feed_cache_seconds=60.0)  # every reader would share one composition
+    try:
+        with TestClient(create_app(container, workers=("projector",))) as http:
+            http.headers.update(ADMIN)
+            run_id, _ = launched(http)
+            url, params = "/control-plane/studio/observability-feed", {"project_slug": "acme", "run_id": run_id}
+            before = http.get(url, params=params).json()
+            verb = http.post(
+                f"{BASE}/runs/{run_id}/control",
+                json={"verb": "comment_agent", "target_agent_id": "planner", "message": "look at issue 7"},
+            )
+            assert verb.status_code == 202, verb.text
+            position = int(verb.headers[POSITION])
+            after = http.get(url, params=params, headers={MIN_POSITION: str(position)}).json()
+            newest = max(int(e["event_id"]) for e in after["live_events"])
+            assert newest == position > max(int(e["event_id"]) for e in before["live_events"])
+    finally:
+        container.close()
