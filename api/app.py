@@ -11,10 +11,11 @@ from api.control import control_routers
 from api.control_plane import control_plane_router
 from api.control_plane_reads import ControlPlaneReads
 from api.errors import EXCEPTION_HANDLERS
-from api.health import healthz, openapi_json
+from api.health import healthz, openapi_json, readyz
 from api.live import live_channel
 from api.metrics import metrics_handler, metrics_registry
 from api.middleware import request_context
+from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory import project_factory_router
 from api.reads import Reads
 from api.studio import studio_router
@@ -27,9 +28,15 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
     settings = container.settings
     reads = Reads(
         container.store,
-        container.await_reads,
+        container.settle,
         container.ticker.wake,
         container.app.max_position,
+    )
+    read_positions = ReadPositions(
+        container.store.positions,
+        container.app.max_position,
+        [p.name for p in container.runner.projectors],
+        wait_seconds=settings.min_position_wait_seconds,
     )
     control_plane = ControlPlaneReads(
         container.store,
@@ -55,6 +62,7 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
     return Litestar(
         route_handlers=[
             healthz,
+            readyz,
             openapi_json,
             studio_router(settings.edge_jwt_key),
             project_factory_router(settings.edge_jwt_key),
@@ -63,12 +71,14 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
             metrics_handler(registry),
             *control_routers(settings.edge_jwt_key),
         ],
-        exception_handlers=EXCEPTION_HANDLERS,
+        exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
         # The service's parts, read by handlers from state (see api/context.py).
         state=State(
             {
                 "squadops": container.app,
                 "reads": reads,
+                "read_positions": read_positions,
+                "health": container.health,
                 "control_plane": control_plane,
                 "hub": live.hub,
                 "heartbeat": settings.live_heartbeat_seconds,

@@ -25,6 +25,7 @@ from api.auth import (
     provide_tenant,
     resolve_principal,
 )
+from api.positions import MinPositionHeader, ReadPositions, parse_min_position
 from api.reads import Reads
 from domain.application import SquadOps
 
@@ -33,6 +34,7 @@ from domain.application import SquadOps
 class Caller:
     principal: Principal
     tenant: str
+    min_position: int = 0  # read models already include it (X-Squadops-Min-Position)
 
     @property
     def subject_key(self) -> str:
@@ -43,23 +45,28 @@ CallerDep = NamedDependency[Caller]
 
 
 def caller_provider(jwt_key: str, *, admin: bool) -> Any:
-    """The ``caller`` dependency: who calls (401/403 first), then for which tenant (422)."""
+    """The ``caller`` dependency: who calls (401/403 first), then for which tenant (422),
+    then, given ``X-Squadops-Min-Position``, read models at that position (C19)."""
 
-    def provide_caller(
+    async def provide_caller(
+        state: State,
         email: EmailHeader = None,
         groups: GroupsHeader = None,
         assertion: AssertionHeader = None,
         tenant_id: TenantQuery = None,
         tenant_header: TenantHeader = None,
+        min_position: MinPositionHeader = None,
     ) -> Caller:
         principal = admit(resolve_principal(email, groups, assertion, jwt_key), admin=admin)
-        return Caller(principal, provide_tenant(tenant_id, tenant_header))
+        caller = Caller(principal, provide_tenant(tenant_id, tenant_header), parse_min_position(min_position))
+        await read_positions(state).reach(caller.min_position)
+        return caller
 
     return provide_caller
 
 
 def caller_dependency(jwt_key: str, *, admin: bool) -> dict[str, Provide]:
-    return {"caller": Provide(caller_provider(jwt_key, admin=admin), sync_to_thread=False)}
+    return {"caller": Provide(caller_provider(jwt_key, admin=admin))}
 
 
 def part(state: State, name: str) -> Any:
@@ -75,3 +82,8 @@ def services(state: State) -> SquadOps:
 def read_models(state: State) -> Reads:
     """The read-model queries."""
     return part(state, "reads")
+
+
+def read_positions(state: State) -> ReadPositions:
+    """Where the read models stand, and the bounded wait for a position."""
+    return part(state, "read_positions")

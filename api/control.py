@@ -13,14 +13,15 @@ from __future__ import annotations
 from typing import Annotated
 
 import structlog
-from litestar import Router, post
+from litestar import Response, Router, post
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
 from api.auth import Principal
-from api.context import CallerDep, caller_dependency, read_models, services
+from api.context import Caller, CallerDep, caller_dependency, read_models, services
 from api.control_dto import AdminControlRequest, ControlAccepted, ControlRequest
 from api.errors import ApiError, RequestInvalid
+from api.positions import command_mark, positioned
 from api.reads import Reads
 from domain.application import SquadOps
 from domain.control import (
@@ -77,9 +78,7 @@ def authorize(principal: Principal, reads: Reads, tenant: str, project_slug: str
         )
 
 
-def accepted(outcome: ControlOutcome, reads: Reads, command: str) -> ControlAccepted:
-    reads.settle()
-    reads.wake_ticker()
+def accepted(outcome: ControlOutcome, command: str) -> ControlAccepted:
     structlog.contextvars.bind_contextvars(run_id=outcome.run_id, control_id=outcome.control_id)
     log.info(command, verb=outcome.verb, session_id=outcome.session_id)
     return ControlAccepted(
@@ -95,7 +94,7 @@ def run_control(
     app: SquadOps, reads: Reads, tenant: str, principal: Principal, run_id: str, intent: ControlIntent
 ) -> ControlAccepted:
     outcome = app.control_run(tenant=tenant, run_id=run_id, intent=intent, actor=principal.subject_key)
-    return accepted(outcome, reads, "run_control")
+    return accepted(outcome, "run_control")
 
 
 def session_control(
@@ -117,19 +116,29 @@ def session_control(
         intent=intent,
         actor=principal.subject_key,
     )
-    return accepted(outcome, reads, "session_control")
+    return accepted(outcome, "session_control")
+
+
+def answer(state: State, mark: int, body: ControlAccepted) -> Response[ControlAccepted]:
+    """202 with the verb's log position; the ticker woken to act on it."""
+    response = positioned(state, mark, body, 202)
+    read_models(state).wake_ticker()
+    return response
 
 
 # -- control plane ----------------------------------------------------------------------------
 
 
 @post("/runs/{run_id:str}/control", status_code=202, sync_to_thread=True, summary="Run-level control verb")
-def control_run(run_id: RunId, data: JSONBody[ControlRequest], state: State, caller: CallerDep) -> ControlAccepted:
+def control_run(
+    run_id: RunId, data: JSONBody[ControlRequest], state: State, caller: CallerDep
+) -> Response[ControlAccepted]:
     app, reads, tenant, principal = services(state), read_models(state), caller.tenant, caller.principal
+    mark = command_mark(app)
     intent = checked(data.intent(), "run")
     run = app.get_run(tenant, run_id)
     authorize(principal, reads, tenant, run.project_slug)
-    return run_control(app, reads, tenant, principal, run_id, intent)
+    return answer(state, mark, run_control(app, reads, tenant, principal, run_id, intent))
 
 
 @post(
@@ -144,12 +153,13 @@ def control_session(
     data: JSONBody[ControlRequest],
     state: State,
     caller: CallerDep,
-) -> ControlAccepted:
+) -> Response[ControlAccepted]:
     app, reads, tenant, principal = services(state), read_models(state), caller.tenant, caller.principal
+    mark = command_mark(app)
     intent = checked(data.intent(), "session")
     run = app.get_run(tenant, run_id)
     authorize(principal, reads, tenant, run.project_slug)
-    return session_control(app, reads, tenant, principal, run_id, intent, session_id=session_id)
+    return answer(state, mark, session_control(app, reads, tenant, principal, run_id, intent, session_id=session_id))
 
 
 # -- admin path -------------------------------------------------------------------------------
@@ -161,9 +171,17 @@ def admin_control(
     data: JSONBody[AdminControlRequest],
     state: State,
     caller: CallerDep,
-) -> ControlAccepted:
+) -> Response[ControlAccepted]:
     """A run verb, or a session verb aimed by ``target_agent_id`` (``agent_id`` for handoffs)."""
-    app, reads, tenant, principal = services(state), read_models(state), caller.tenant, caller.principal
+    app = services(state)
+    mark = command_mark(app)
+    return answer(state, mark, admin_verb(app, read_models(state), caller, run_id, data))
+
+
+def admin_verb(
+    app: SquadOps, reads: Reads, caller: Caller, run_id: str, data: AdminControlRequest
+) -> ControlAccepted:
+    tenant, principal = caller.tenant, caller.principal
     intent = data.intent()
     verb, agent_id = intent.verb, data.agent_id or ""
     if verb == "handoff_agent":
