@@ -12,10 +12,11 @@ from api.control_plane.controller import control_plane_router
 from api.control_plane.reads import ControlPlaneReads
 from api.control_plane.verbs import control_routers
 from api.errors import EXCEPTION_HANDLERS
-from api.health.controller import healthz, openapi_json
-from api.health.metrics import HttpMetrics, MetricsExporter, metrics_handler
+from api.health.controller import healthz, openapi_json, readyz
+from api.health.metrics import metrics_handler, metrics_registry
 from api.live.controller import live_channel
 from api.middleware import request_context
+from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory.controller import project_factory_router
 from api.studio.controller import studio_router
 from api.studio.reads import Reads
@@ -28,9 +29,15 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
     settings = container.settings
     reads = Reads(
         container.store,
-        container.await_reads,
+        container.settle,
         container.ticker.wake,
         container.event_store.max_position,
+    )
+    read_positions = ReadPositions(
+        container.store.positions,
+        container.event_store.max_position,
+        [p.name for p in container.runner.projectors],
+        wait_seconds=settings.min_position_wait_seconds,
     )
     control_plane = ControlPlaneReads(
         container.store,
@@ -38,11 +45,9 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
         container.event_store.max_position,
         cache_seconds=settings.feed_cache_seconds,
     )
-    http_metrics = HttpMetrics()
-    exporter = MetricsExporter(
+    registry, http_metrics = metrics_registry(
         container.store,
         container.event_store.max_position,
-        http_metrics,
         lambda: {name: s.failures for name, s in container.runner.stats.statuses.items()},
     )
 
@@ -60,21 +65,25 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
     return Litestar(
         route_handlers=[
             healthz,
+            readyz,
             openapi_json,
             studio_router(settings.edge_jwt_key),
             project_factory_router(settings.edge_jwt_key),
             live.router,
             control_plane_router(settings.edge_jwt_key),
-            metrics_handler(exporter),
+            metrics_handler(registry),
             *control_routers(settings.edge_jwt_key),
         ],
-        exception_handlers=EXCEPTION_HANDLERS,
+        exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
         # The service's parts, read by handlers from state (see api/context.py).
         state=State(
             {
+                "event_store": container.event_store,
                 "studio": container.studio,
                 "projects": container.projects,
                 "reads": reads,
+                "read_positions": read_positions,
+                "health": container.health,
                 "control_plane": control_plane,
                 "hub": live.hub,
                 "heartbeat": settings.live_heartbeat_seconds,

@@ -26,6 +26,7 @@ from api.auth import (
     provide_tenant,
     resolve_principal,
 )
+from api.positions import MinPositionHeader, ReadPositions, parse_min_position
 from api.studio.reads import Reads
 from domain.projects.commands import ProjectCommands
 from domain.shared.event_store import EventStore
@@ -37,6 +38,7 @@ class ServiceParts(Protocol):
 
     settings: Any
     event_store: EventStore
+    health: Any
     studio: StudioCommands
     projects: ProjectCommands
     store: Any
@@ -45,7 +47,7 @@ class ServiceParts(Protocol):
     fanout: Any
     live_broker: Callable[[], Any]
 
-    def await_reads(self, position: int | None = None, timeout: float = 2.0) -> bool: ...
+    def settle(self, position: int | None = None) -> bool: ...
 
     def start(self, workers: tuple[str, ...] = ...) -> None: ...
 
@@ -56,6 +58,7 @@ class ServiceParts(Protocol):
 class Caller:
     principal: Principal
     tenant: str
+    min_position: int = 0  # read models already include it (X-Squadops-Min-Position)
 
     @property
     def subject_key(self) -> str:
@@ -66,23 +69,28 @@ CallerDep = NamedDependency[Caller]
 
 
 def caller_provider(jwt_key: str, *, admin: bool) -> Any:
-    """The ``caller`` dependency: who calls (401/403 first), then for which tenant (422)."""
+    """The ``caller`` dependency: who calls (401/403 first), then for which tenant (422),
+    then, given ``X-Squadops-Min-Position``, read models at that position (C19)."""
 
-    def provide_caller(
+    async def provide_caller(
+        state: State,
         email: EmailHeader = None,
         groups: GroupsHeader = None,
         assertion: AssertionHeader = None,
         tenant_id: TenantQuery = None,
         tenant_header: TenantHeader = None,
+        min_position: MinPositionHeader = None,
     ) -> Caller:
         principal = admit(resolve_principal(email, groups, assertion, jwt_key), admin=admin)
-        return Caller(principal, provide_tenant(tenant_id, tenant_header))
+        caller = Caller(principal, provide_tenant(tenant_id, tenant_header), parse_min_position(min_position))
+        await read_positions(state).reach(caller.min_position)
+        return caller
 
     return provide_caller
 
 
 def caller_dependency(jwt_key: str, *, admin: bool) -> dict[str, Provide]:
-    return {"caller": Provide(caller_provider(jwt_key, admin=admin), sync_to_thread=False)}
+    return {"caller": Provide(caller_provider(jwt_key, admin=admin))}
 
 
 def part(state: State, name: str) -> Any:
@@ -103,3 +111,13 @@ def project_commands(state: State) -> ProjectCommands:
 def read_models(state: State) -> Reads:
     """The read-model queries."""
     return part(state, "reads")
+
+
+def read_positions(state: State) -> ReadPositions:
+    """Where the read models stand, and the bounded wait for a position."""
+    return part(state, "read_positions")
+
+
+def event_store(state: State) -> EventStore:
+    """The event store (log positions of commands)."""
+    return part(state, "event_store")

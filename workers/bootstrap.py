@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ from domain.studio.commands.recovery import recovery_policies
 from domain.studio.process import ModelProxyAliases
 from domain.studio.templates import TemplateCatalog, shipped_templates
 from projections.engine.docs import Projector
+from projections.engine.health import HealthProbe
+from projections.engine.heartbeat import heartbeats_for
 from projections.engine.runner import NotificationSource, ProjectionRunner
 from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
 from projections.projects.projects import ProjectsProjector
@@ -140,8 +143,10 @@ class Container(Services):
     plane: Any
     fanout: LiveFanout
     live_broker: Callable[[], Broker]
+    health: HealthProbe | None = None
     started: list[str] = field(default_factory=list)
     watcher: Watcher | None = None
+    _alive_until: float = field(default=0.0, init=False, repr=False)
 
     def start(self, workers: tuple[str, ...] = WORKERS) -> None:
         """Starts the named workers in this process (the embedded default runs all)."""
@@ -166,6 +171,34 @@ class Container(Services):
         if target <= 0:
             return True
         return self.runner.wait_for(target, timeout, [p.name for p in self.runner.projectors])
+
+    def projector_alive(self) -> bool:
+        """Whether read models are being kept current, here or by another process."""
+        if self.runner.running:
+            return True
+        if self.health is None:
+            return False
+        now = time.monotonic()
+        if now < self._alive_until:  # asked once a second at most, not once per command
+            return True
+        try:
+            alive = self.health.alive()
+        except Exception as exc:  # no database: nothing will project either
+            log.warning("projector_liveness_unknown", error=repr(exc))
+            return False
+        if alive:
+            self._alive_until = now + 1.0
+        return alive
+
+    def settle(self, position: int) -> bool:
+        """A command's courtesy: waits (bounded) until read models include ``position``.
+
+        Only while a projector is alive; with none, waiting cannot help and the command
+        answers at once. Either way it answers its position (``X-Squadops-Position``).
+        """
+        if not self.projector_alive():
+            return False
+        return self.await_reads(position, self.settings.min_position_wait_seconds)
 
     def stop(self) -> None:
         if "watcher" in self.started and self.watcher is not None:
@@ -196,6 +229,7 @@ def build(settings: Settings) -> Container:
         store: DocStore = PostgresDocStore(settings.database_url)
     else:
         store = SqliteDocStore(Path(settings.sqlite_path))
+    heartbeats = heartbeats_for(store)
     runner = ProjectionRunner(
         NotificationSource(event_store.recorder),
         store,
@@ -203,6 +237,16 @@ def build(settings: Settings) -> Container:
         page_size=settings.projection_page_size,
         poll_seconds=settings.projection_poll_seconds,
         gap_timeout=settings.projection_gap_timeout_seconds,
+        heartbeats=heartbeats,
+        heartbeat_seconds=settings.projector_heartbeat_seconds,
+    )
+    health = HealthProbe(
+        store,
+        NotificationSource(event_store.recorder),
+        heartbeats,
+        [p.name for p in runner.projectors],
+        stale_seconds=settings.projector_stale_seconds,
+        max_lag_seconds=settings.health_max_lag_seconds,
     )
     event_store.add_listener(runner.wake)
     plane = SimulatorPlane()
@@ -239,5 +283,5 @@ def build(settings: Settings) -> Container:
     return Container(
         event_store=event_store, projects=services.projects, studio=services.studio, clock=services.clock,
         settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
-        fanout=fanout, live_broker=live_broker, watcher=watcher,
+        fanout=fanout, live_broker=live_broker, watcher=watcher, health=health,
     )

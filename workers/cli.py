@@ -183,34 +183,13 @@ def cmd_runs(settings: Settings, args: argparse.Namespace) -> int:
     return 2
 
 
-STATUS_MARK = {
-    "ready": ".",
-    "waiting_first_tool": "?",
-    "working": ">",
-    "blocked": "!",
-    "paused": "=",
-    "session_completed": "+",
-    "stopped": "x",
-}
-
-
-def render(state: dict[str, Any]) -> str:
-    lines = [f"run {state['run_id']}  status {state['status']}"]
-    for s in state["sessions"]:
-        mark = STATUS_MARK.get(s["live_status"], " ")
-        blocker = f"  [{s['blocker_code']}]" if s["blocker_code"] else ""
-        lines.append(
-            f"  {mark} {s['agent_id']:<18} {s['agent_nickname']:<18} {s['live_status']:<18} "
-            f"tools {s['tool_call_count']:>3}  {s['current_step']}{blocker}"
-        )
-    return "\n".join(lines)
-
-
 def watch(http: httpx.Client, run_id: str, interval: float) -> int:
-    """Prints the run's progress whenever it changes (live channel), until the run ends."""
+    """Shows the run as a table, redrawn whenever it changes (live channel), until the run ends."""
     from workers.live_watch import watch_live
+    from workers.watch_view import WatchView
 
-    return watch_live(http, run_id, render, retry_seconds=interval)
+    with WatchView() as view:
+        return watch_live(http, run_id, view.show, retry_seconds=interval)
 
 
 # -- entry point ----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """``squadops runs watch``: a run's session state, kept current from its live channel.
 
-One session-state fetch gives the first picture; live events (SSE) update it. An event
+One session-state fetch gives the first picture; live events (SSE) update it, and each
+state goes to a view (``workers.watch_view`` draws it as a table). An event
 whose effect the live item cannot express (an agent joins, a pause, an unblock) fetches
 the state once more. The stream resumes with ``Last-Event-ID`` after a dropped connection.
 """
@@ -96,13 +97,12 @@ def apply_event(state: dict[str, Any], item: dict[str, Any]) -> bool:
 def watch_live(
     http: httpx.Client,
     run_id: str,
-    render: Callable[[dict[str, Any]], str],
+    show: Callable[[dict[str, Any]], object],
     *,
     tenant: str = "default",
     retry_seconds: float = 1.0,
-    out: Callable[[str], None] = lambda text: print(text, "", sep="\n", flush=True),
 ) -> int:
-    """Prints the run whenever it changes, until it completes or is cleaned up."""
+    """Hands the run's state to ``show`` whenever it may have changed, until the run ends."""
     state_path = f"/v1/admin/studio/runs/{run_id}/session-state"
 
     def fetch() -> dict[str, Any]:
@@ -112,18 +112,15 @@ def watch_live(
         return answer.json()
 
     state: dict[str, Any] | None = None
-    shown = ""
     last_id = ""
 
-    def show() -> bool:
-        nonlocal shown, state
+    def redraw() -> bool:
+        """Shows the state (the run's last picture once it ended); answers whether it ended."""
+        nonlocal state
         assert state is not None
         if state["status"] in ENDED:
             state = final(state)
-        text = render(state)
-        if text != shown:
-            out(text)
-            shown = text
+        show(state)
         return state["status"] in ENDED
 
     def final(ended: dict[str, Any]) -> dict[str, Any]:
@@ -150,13 +147,13 @@ def watch_live(
                     for item in parser.feed(chunk):
                         if item == SUBSCRIBED and (state is None or not last_id):
                             state = fetch()  # subscribed first, so nothing after it is missed
-                            if show():
+                            if redraw():
                                 return 0
                         elif isinstance(item, SseEvent) and state is not None:
                             last_id = item.id or last_id
                             if not apply_event(state, msgspec.json.decode(item.data)):
                                 state = fetch()
-                            if show():
+                            if redraw():
                                 return 0
         except httpx.TransportError:
             time.sleep(retry_seconds)  # resume after the last event seen

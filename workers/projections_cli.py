@@ -3,8 +3,8 @@
 - ``list``: every read model the runner keeps, its table and what it subscribes to;
 - ``status``: the event log's position and each tracked projector's position and lag;
 - ``rebuild``: replays the log from position 0 into shadow tables and swaps them in
-  (blue/green; readers never see a half-built model), with a progress bar and the rate
-  it reached, in ``SQUADOPS_REBUILD_WORKERS`` processes. Only read models are rebuilt:
+  (blue/green; readers never see a half-built model), with a progress bar (rich) and the
+  rate it reached, in ``SQUADOPS_REBUILD_WORKERS`` processes. Only read models are rebuilt:
   the live fan-out keeps its own position.
 """
 
@@ -36,11 +36,11 @@ def subscribes(projector: Any) -> str:
 
 
 def run(settings: Settings, args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    from projections.engine.rebuild import render_bar
     from projections.engine.runner import NotificationSource
     from projections.engine.store import table_name
     from workers.bootstrap import build, read_projectors
     from workers.rebuild import rebuild_parallel
+    from workers.rebuild_progress import RebuildProgress
 
     out, err = out or sys.stdout, err or sys.stderr
     projectors = read_projectors()
@@ -69,23 +69,9 @@ def run(settings: Settings, args: argparse.Namespace, out: TextIO | None = None,
                 note = "" if name in names else "  (not a read model)"
                 print(f"{name:<18} {position:>10} {max(head - position, 0):>10}{note}", file=out)
             return 0
-        chosen = [p for p in projectors if args.all or p.name == args.name]
-        tty = err.isatty()
-        shown = [-1]
-
-        def progress(position: int, target: int, events: int, seconds: float) -> None:
-            tenth = 10 if target <= 0 else int(position * 10 / target)
-            if tty:
-                print("\r" + render_bar(position, target, events, seconds), end="", file=err, flush=True)
-            elif tenth != shown[0]:
-                shown[0] = tenth
-                print(render_bar(position, target, events, seconds), file=err, flush=True)
-
-        report = rebuild_parallel(
-            settings, [p.name for p in chosen], workers=settings.rebuild_workers, progress=progress
-        )
-        if tty:
-            print(file=err)
+        chosen = [p.name for p in projectors if args.all or p.name == args.name]
+        with RebuildProgress(err, "rebuild") as progress:
+            report = rebuild_parallel(settings, chosen, workers=settings.rebuild_workers, progress=progress)
         print(
             f"rebuilt {', '.join(report.names)}: {report.events:,} events in {report.seconds:.2f} s "
             f"({report.rate:,.0f} events/s), at position {report.position}",

@@ -78,10 +78,7 @@ def rebuild_parallel(
     started = time.perf_counter()
     parts = groups(names, workers)
     if len(parts) == 1:
-        local: queue.Queue[tuple[int, tuple[Any, ...]]] = queue.Queue()
-        report = rebuild_group(settings, parts[0], 0, local)
-        _drain(local, {}, progress, started)
-        return report
+        return rebuild_group(settings, parts[0], 0, _Direct(progress, started))
     context = multiprocessing.get_context("spawn")
     with context.Manager() as manager, ProcessPoolExecutor(len(parts), mp_context=context) as pool:
         shared = manager.Queue()
@@ -97,6 +94,18 @@ def rebuild_parallel(
         time.perf_counter() - started,
         min(r.position for r in reports),
     )
+
+
+class _Direct:
+    """One group in this process: its figures go to ``progress`` as they come, not at the end."""
+
+    def __init__(self, progress: Progress | None, started: float) -> None:
+        self.progress, self.started = progress, started
+
+    def put(self, item: tuple[int, tuple[Any, ...]]) -> None:
+        if self.progress is not None:
+            position, target = item[1][:2]
+            self.progress(position, target, position, time.perf_counter() - self.started)
 
 
 def _drain(

@@ -34,6 +34,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     projection_poll_seconds: float = 0.5
     projection_page_size: int = 2000
     projection_gap_timeout_seconds: float = 5.0
+    # C19: reads given X-Squadops-Min-Position, and commands waiting for their own writes.
+    min_position_wait_seconds: float = 2.0
+    projector_heartbeat_seconds: float = 1.0
+    projector_stale_seconds: float = 10.0
+    health_max_lag_seconds: float = 5.0
     rebuild_page_size: int = 10_000
     rebuild_workers: int = 2
     feed_cache_seconds: float = 0.02
@@ -138,6 +143,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         raise SettingsError(
             "SQUADOPS_CONTROLLER_TIMEOUT_SECONDS must be positive and below "
             "SQUADOPS_WATCH_INTERVAL_SECONDS (the monitor polling cadence)"
+        )
+    if settings.projector_stale_seconds <= settings.projector_heartbeat_seconds:
+        raise SettingsError(
+            "SQUADOPS_PROJECTOR_STALE_SECONDS must exceed SQUADOPS_PROJECTOR_HEARTBEAT_SECONDS "
+            "(a runner beats several times before it counts as gone)"
         )
     if settings.database_url and not (
         settings.is_postgres or settings.database_url.startswith("sqlite:")

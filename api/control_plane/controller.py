@@ -55,7 +55,8 @@ async def observability_feed(
     control_plane: ControlPlaneReads = part(state, "control_plane")
     principal, tenant = caller.principal, caller.tenant
     if as_of_event is None and as_of is None:
-        body = control_plane.cached_feed(principal, tenant, project_slug, run_id, limit)
+        # A reader waiting for a position must not get a composition older than it.
+        body = None if caller.min_position else control_plane.cached_feed(principal, tenant, project_slug, run_id, limit)
         if body is None:  # the store is blocking I/O: a worker thread reads it
             body = await anyio.to_thread.run_sync(control_plane.feed, principal, tenant, project_slug, run_id, limit)
         return Response(body, media_type=JSON)

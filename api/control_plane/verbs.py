@@ -13,14 +13,22 @@ from __future__ import annotations
 from typing import Annotated
 
 import structlog
-from litestar import Router, post
+from litestar import Response, Router, post
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
 from api.auth import Principal
-from api.context import CallerDep, caller_dependency, read_models, studio_commands
+from api.context import (
+    Caller,
+    CallerDep,
+    caller_dependency,
+    event_store,
+    read_models,
+    studio_commands,
+)
 from api.control_plane.verbs_dto import AdminControlRequest, ControlAccepted, ControlRequest
 from api.errors import RequestInvalid
+from api.positions import command_mark, positioned
 from api.studio.reads import Reads
 from domain.shared.access import ProjectGrants, require_control
 from domain.shared.ids import ID_PATTERN
@@ -65,9 +73,7 @@ def authorize(principal: Principal, reads: Reads, tenant: str, project_slug: str
     require_control(principal, ProjectGrants.from_participants(project_slug, doc.get("participants", [])))
 
 
-def accepted(outcome: ControlOutcome, reads: Reads, command: str) -> ControlAccepted:
-    reads.settle()
-    reads.wake_ticker()
+def accepted(outcome: ControlOutcome, command: str) -> ControlAccepted:
     structlog.contextvars.bind_contextvars(run_id=outcome.run_id, control_id=outcome.control_id)
     log.info(command, verb=outcome.verb, session_id=outcome.session_id)
     return ControlAccepted(
@@ -83,7 +89,7 @@ def run_control(
     studio: StudioCommands, reads: Reads, tenant: str, principal: Principal, run_id: str, intent: ControlIntent
 ) -> ControlAccepted:
     outcome = studio.control.control_run(tenant=tenant, run_id=run_id, intent=intent, actor=principal.subject_key)
-    return accepted(outcome, reads, "run_control")
+    return accepted(outcome, "run_control")
 
 
 def session_control(
@@ -105,19 +111,29 @@ def session_control(
         intent=intent,
         actor=principal.subject_key,
     )
-    return accepted(outcome, reads, "session_control")
+    return accepted(outcome, "session_control")
+
+
+def answer(state: State, mark: int, body: ControlAccepted) -> Response[ControlAccepted]:
+    """202 with the verb's log position; the ticker woken to act on it."""
+    response = positioned(state, mark, body, 202)
+    read_models(state).wake_ticker()
+    return response
 
 
 # -- control plane ----------------------------------------------------------------------------
 
 
 @post("/runs/{run_id:str}/control", status_code=202, sync_to_thread=True, summary="Run-level control verb")
-def control_run(run_id: RunId, data: JSONBody[ControlRequest], state: State, caller: CallerDep) -> ControlAccepted:
+def control_run(
+    run_id: RunId, data: JSONBody[ControlRequest], state: State, caller: CallerDep
+) -> Response[ControlAccepted]:
     studio, reads, tenant, principal = studio_commands(state), read_models(state), caller.tenant, caller.principal
+    mark = command_mark(event_store(state))
     intent = checked(data.intent(), "run")
     run = studio.runs.get_run(tenant, run_id)
     authorize(principal, reads, tenant, run.project_slug)
-    return run_control(studio, reads, tenant, principal, run_id, intent)
+    return answer(state, mark, run_control(studio, reads, tenant, principal, run_id, intent))
 
 
 @post(
@@ -132,12 +148,13 @@ def control_session(
     data: JSONBody[ControlRequest],
     state: State,
     caller: CallerDep,
-) -> ControlAccepted:
+) -> Response[ControlAccepted]:
     studio, reads, tenant, principal = studio_commands(state), read_models(state), caller.tenant, caller.principal
+    mark = command_mark(event_store(state))
     intent = checked(data.intent(), "session")
     run = studio.runs.get_run(tenant, run_id)
     authorize(principal, reads, tenant, run.project_slug)
-    return session_control(studio, reads, tenant, principal, run_id, intent, session_id=session_id)
+    return answer(state, mark, session_control(studio, reads, tenant, principal, run_id, intent, session_id=session_id))
 
 
 # -- admin path -------------------------------------------------------------------------------
@@ -149,9 +166,16 @@ def admin_control(
     data: JSONBody[AdminControlRequest],
     state: State,
     caller: CallerDep,
-) -> ControlAccepted:
+) -> Response[ControlAccepted]:
     """A run verb, or a session verb aimed by ``target_agent_id`` (``agent_id`` for handoffs)."""
-    studio, reads, tenant, principal = studio_commands(state), read_models(state), caller.tenant, caller.principal
+    mark = command_mark(event_store(state))
+    return answer(state, mark, admin_verb(studio_commands(state), read_models(state), caller, run_id, data))
+
+
+def admin_verb(
+    studio: StudioCommands, reads: Reads, caller: Caller, run_id: str, data: AdminControlRequest
+) -> ControlAccepted:
+    tenant, principal = caller.tenant, caller.principal
     intent = data.intent()
     verb, agent_id = intent.verb, data.agent_id or ""
     if verb == "handoff_agent":

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Router, post
+from litestar import Response, Router, post
 from litestar.datastructures import State
 from litestar.params import JSONBody
 
-from api.context import CallerDep, caller_dependency, project_commands, read_models
+from api.context import CallerDep, caller_dependency, event_store, project_commands
 from api.errors import RequestInvalid
+from api.positions import command_mark, positioned
 from domain.shared.errors import Invalid
 from projections.projects.projects import project_out
 
@@ -154,8 +155,11 @@ def request_meta(data: PortalProjectCreateIn) -> dict[str, Any]:
 
 
 @post("/projects", status_code=201, sync_to_thread=True, summary="Create a project")
-def create_project(data: JSONBody[PortalProjectCreateIn], state: State, caller: CallerDep) -> PortalProjectOut:
+def create_project(
+    data: JSONBody[PortalProjectCreateIn], state: State, caller: CallerDep
+) -> Response[PortalProjectOut]:
     projects, tenant = project_commands(state), caller.tenant
+    mark = command_mark(event_store(state))
     if data.tenant_id is not None and data.tenant_id != tenant:
         raise RequestInvalid(["body", "tenant_id"], "tenant_id differs from the request's tenant", "value_error", data.tenant_id)
     meta = request_meta(data)
@@ -167,9 +171,8 @@ def create_project(data: JSONBody[PortalProjectCreateIn], state: State, caller: 
         if exc.code == "template_not_found":
             raise RequestInvalid(["body", "template_id"], exc.message, "value_error", data.template_id) from None
         raise
-    read_models(state).settle()
     out = project_out(tenant, project.project_slug, project.request, project.created_by, project.created_at)
-    return msgspec.convert(out, PortalProjectOut)
+    return positioned(state, mark, msgspec.convert(out, PortalProjectOut), 201)
 
 
 def project_factory_router(jwt_key: str) -> Router:

@@ -6,11 +6,12 @@ from typing import Annotated, Any
 
 import msgspec
 import structlog
-from litestar import Router, get, post
+from litestar import Response, Router, get, post
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
-from api.context import CallerDep, caller_dependency, read_models, studio_commands
+from api.context import CallerDep, caller_dependency, event_store, read_models, studio_commands
+from api.positions import command_mark, positioned
 from api.studio.dto import (
     CleanupRequest,
     CleanupResponse,
@@ -49,7 +50,8 @@ def list_templates(state: State, caller: CallerDep) -> list[Template]:
 
 
 @post("/runs", status_code=201, sync_to_thread=True, summary="Launch a run")
-def launch_run(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -> LaunchResponse:
+def launch_run(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -> Response[LaunchResponse]:
+    mark = command_mark(event_store(state))
     run, _ = studio_commands(state).runs.launch_run(
         tenant=caller.tenant,
         template_id=data.template_id,
@@ -60,9 +62,8 @@ def launch_run(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -
         launched_by=caller.subject_key,
     )
     structlog.contextvars.bind_contextvars(run_id=run.run_id)
-    read_models(state).settle()
     log.info("run_launched", project_slug=run.project_slug, template_id=run.template_id)
-    return launch_answer(run)
+    return positioned(state, mark, launch_answer(run), 201)
 
 
 @get("/runs/{run_id:str}", sync_to_thread=True, summary="Run record")
@@ -71,14 +72,15 @@ def get_run(run_id: RunId, state: State, caller: CallerDep) -> RunRecord:
 
 
 @post("/runs/{run_id:str}/execute", status_code=202, sync_to_thread=True, summary="Schedule execution")
-def execute_run(run_id: RunId, state: State, caller: CallerDep) -> ExecuteResponse:
+def execute_run(run_id: RunId, state: State, caller: CallerDep) -> Response[ExecuteResponse]:
+    mark = command_mark(event_store(state))
     run, requested_at, follow_up = studio_commands(state).runs.request_execution(
         tenant=caller.tenant, run_id=run_id, requested_by=caller.subject_key
     )
-    reads = read_models(state)
-    reads.settle()
-    reads.wake_ticker()
-    return ExecuteResponse(run_id=run.run_id, status="scheduled", requested_at=requested_at, follow_up=follow_up)
+    answer = ExecuteResponse(run_id=run.run_id, status="scheduled", requested_at=requested_at, follow_up=follow_up)
+    response = positioned(state, mark, answer, 202)
+    read_models(state).wake_ticker()
+    return response
 
 
 @get("/runs/{run_id:str}/session-state", sync_to_thread=True, summary="Per-agent session state")
@@ -105,11 +107,12 @@ def handoff_trail(run_id: RunId, state: State, caller: CallerDep) -> HandoffTrai
 @post("/runs/{run_id:str}/preview", status_code=200, sync_to_thread=True, summary="Upsert the shared preview")
 def share_preview(
     run_id: RunId, data: JSONBody[PreviewRequest], state: State, caller: CallerDep
-) -> PreviewRecord:
+) -> Response[PreviewRecord]:
+    mark = command_mark(event_store(state))
     fields = msgspec.structs.asdict(data)
     preview, updated_at = studio_commands(state).runs.share_preview(tenant=caller.tenant, run_id=run_id, fields=fields)
-    read_models(state).settle()
-    return msgspec.convert({**preview, "run_id": run_id, "updated_at": updated_at}, PreviewRecord)
+    record = msgspec.convert({**preview, "run_id": run_id, "updated_at": updated_at}, PreviewRecord)
+    return positioned(state, mark, record, 200)
 
 
 @post("/runs/{run_id:str}/cleanup", status_code=200, sync_to_thread=True, summary="Clean up and end the run")
@@ -118,19 +121,19 @@ def cleanup_run(
     state: State,
     caller: CallerDep,
     data: JSONBody[CleanupRequest | None] = None,
-) -> CleanupResponse:
+) -> Response[CleanupResponse]:
+    mark = command_mark(event_store(state))
     run, stopped = studio_commands(state).runs.cleanup_run(
         tenant=caller.tenant, run_id=run_id, actor=caller.subject_key, reason=data.reason if data else ""
     )
-    read_models(state).settle()
-    return CleanupResponse(run_id=run.run_id, status=run.status, stopped_sessions=stopped)
+    return positioned(state, mark, CleanupResponse(run_id=run.run_id, status=run.status, stopped_sessions=stopped), 200)
 
 
 @post("/runs/{run_id:str}/replay", status_code=201, sync_to_thread=True, summary="Launch again from the same inputs")
-def replay_run(run_id: RunId, state: State, caller: CallerDep) -> LaunchResponse:
+def replay_run(run_id: RunId, state: State, caller: CallerDep) -> Response[LaunchResponse]:
+    mark = command_mark(event_store(state))
     run, _ = studio_commands(state).runs.replay_run(tenant=caller.tenant, run_id=run_id, launched_by=caller.subject_key)
-    read_models(state).settle()
-    return launch_answer(run)
+    return positioned(state, mark, launch_answer(run), 201)
 
 
 def studio_router(jwt_key: str) -> Router:

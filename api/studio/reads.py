@@ -32,7 +32,7 @@ class Reads:
     def __init__(
         self,
         store: DocStore,
-        settle: Callable[[], bool],
+        settle: Callable[[int], bool],
         wake_ticker: Callable[[], None] = lambda: None,
         log_position: Callable[[], int] = lambda: 0,
     ) -> None:
@@ -41,9 +41,9 @@ class Reads:
         self._wake_ticker = wake_ticker
         self.log_position = log_position
 
-    def settle(self) -> bool:
-        """Waits (bounded) until the read models include this request's own writes."""
-        return self._settle()
+    def settle(self, position: int) -> bool:
+        """Waits (bounded, only while a projector is alive) until read models reach ``position``."""
+        return self._settle(position)
 
     def wake_ticker(self) -> None:
         self._wake_ticker()

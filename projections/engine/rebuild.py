@@ -161,13 +161,3 @@ def swap(
     store.swap_in(projector.name, docs.rows(), position, catch_up)
     return caught[0]
 
-
-def render_bar(position: int, target: int, events: int, seconds: float, width: int = 30) -> str:
-    """``[#########.....]  45.0%  450,000/1,000,000 events  52,345 events/s``."""
-    share = 1.0 if target <= 0 else min(1.0, position / target)
-    filled = int(round(share * width))
-    rate = events / seconds if seconds > 0 else 0.0
-    return (
-        f"[{'#' * filled}{'.' * (width - filled)}] {share * 100:5.1f}%  "
-        f"{position:,}/{target:,} events  {rate:,.0f} events/s"
-    )

@@ -10,8 +10,11 @@ insert never fills it). It wakes at once after an append in this process, on Pos
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +23,7 @@ import structlog
 
 from projections.engine.docs import BatchDocs, DocCache, Projector
 from projections.engine.envelope import Envelope, envelope
+from projections.engine.heartbeat import Heartbeats
 from projections.engine.store import Change, DocStore
 
 log = structlog.get_logger("squadops.projections")
@@ -114,6 +118,8 @@ class ProjectionRunner:
         gap_timeout: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
         cache_docs: int = 50_000,
+        heartbeats: Heartbeats | None = None,
+        heartbeat_seconds: float = 1.0,
     ) -> None:
         self.source = source
         self.store = store
@@ -133,6 +139,10 @@ class ProjectionRunner:
         self.cache_docs = cache_docs
         self._caches: dict[str, DocCache] = {}
         self._cached_at: dict[str, int] = {}
+        self.heartbeats = heartbeats
+        self.heartbeat_seconds = heartbeat_seconds
+        self.runner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._beat_at = float("-inf")
         for projector in self.projectors:
             store.ensure(projector.name)
 
@@ -155,12 +165,23 @@ class ProjectionRunner:
             self._thread.join(timeout=10)
         if self._listener is not None:
             self._listener.join(timeout=5)
+        if self.heartbeats is not None:
+            try:  # read models stop moving now: say so at once, not when the beat goes stale
+                self.heartbeats.forget(self.runner_id)
+            except Exception as exc:
+                log.warning("projection_heartbeat_failed", error=repr(exc))
+
+    @property
+    def running(self) -> bool:
+        """Whether this runner's loop runs in this process now."""
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
 
     def wake(self, _position: int | None = None) -> None:
         self._wake.set()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            self._beat()
             try:
                 applied = self.run_once()
             except Exception as exc:  # the database went away: keep trying, never die
@@ -168,8 +189,19 @@ class ProjectionRunner:
                 applied = 0
                 self._stop.wait(min(self.poll_seconds, 1.0))
             if applied == 0:
-                self._wake.wait(self.poll_seconds)
+                self._wake.wait(min(self.poll_seconds, self.heartbeat_seconds))
                 self._wake.clear()
+
+    def _beat(self) -> None:
+        """Records in the database, about every ``heartbeat_seconds``, that this runner lives."""
+        if self.heartbeats is None or self.clock() - self._beat_at < self.heartbeat_seconds:
+            return
+        try:
+            position = min(self.positions().values(), default=0)
+            self.heartbeats.beat(self.runner_id, [p.name for p in self.projectors], position)
+            self._beat_at = self.clock()
+        except Exception as exc:  # no database, no heartbeat: health will say so
+            log.warning("projection_heartbeat_failed", error=repr(exc))
 
     def _listen(self, url: str, channel: str) -> None:
         """PostgreSQL LISTEN: another process appended; wake at once."""
@@ -238,12 +270,35 @@ class ProjectionRunner:
         return contiguous(envs, envs[0].position - 1)
 
     def _remembered(self, name: str, position: int) -> DocCache:
-        """The projector's document memory, forgotten if its position moved under us."""
+        """The projector's document memory, lent to one fold.
+
+        The fold mutates the documents it hands out, so the memory stops being trusted the
+        moment it is lent: only a confirmed commit (``_confirm``) trusts it again, at the
+        committed position. A fold or commit that fails in any way, or a position moved by
+        another runner, leaves it untrusted, and the next pass starts from the store.
+        """
         cache = self._caches.setdefault(name, DocCache(self.cache_docs))
-        if self._cached_at.get(name) != position:
+        if self._cached_at.pop(name, None) != position:
             cache.clear()
-            self._cached_at[name] = position
         return cache
+
+    def _forget(self, name: str) -> None:
+        """Discards what an uncommitted fold changed in memory."""
+        self._cached_at.pop(name, None)
+        cache = self._caches.get(name)
+        if cache is not None:
+            cache.clear()
+
+    def _confirm(self, batch: _Batch, last: int) -> None:
+        """The batch is in the store: its documents are what the store holds at ``last``."""
+        self._caches[batch.name].keep(batch.docs.cache)
+        self._cached_at[batch.name] = last
+        status = self.stats.statuses[batch.name]
+        status.position = last
+        status.events_applied += batch.applied
+        status.failures = 0
+        status.last_error = ""
+        status.retry_at = 0.0
 
     def _may_fill(self, gap: int) -> bool:
         probe = getattr(self.source, "insert_in_flight", None)
@@ -269,7 +324,7 @@ class ProjectionRunner:
                     projector.apply(env, docs)
                     applied += 1
         except Exception as exc:
-            self._caches[projector.name].clear()  # documents mutated by a failed fold
+            self._forget(projector.name)  # documents mutated by a failed fold
             status.failures += 1
             status.last_error = f"{type(exc).__name__}: {exc} (event {env.position} {env.kind})"
             status.retry_at = self.clock() + min(30.0, 0.5 * 2 ** min(status.failures, 6))
@@ -284,30 +339,31 @@ class ProjectionRunner:
         return _Batch(projector.name, position, docs, applied)
 
     def _commit(self, batches: list[_Batch], last: int) -> int:
-        """Commits every projector's batch in one transaction (each alone if that fails)."""
+        """Commits every projector's batch in one transaction (each alone if that fails).
+
+        Whatever happens (a refused position, a dropped connection, an answer lost after
+        the database committed), a batch not confirmed here leaves nothing in memory: the
+        retry folds the page again over documents read back from the store.
+        """
         if not batches:
             return 0
-        changes = [Change(b.name, b.position, last, *b.docs.changes()) for b in batches]
-        if self.store.commit_many(changes):
-            committed = batches
-        else:
-            committed = []
-            for batch, change in zip(batches, changes, strict=True):
-                if self.store.commit(*change):
-                    committed.append(batch)
-                else:  # another runner moved this projector on; re-read next pass
-                    self._caches[batch.name].clear()
-                    self._cached_at.pop(batch.name, None)
-        for batch in committed:
-            self._caches[batch.name].keep(batch.docs.cache)
-            self._cached_at[batch.name] = last
-            status = self.stats.statuses[batch.name]
-            status.position = last
-            status.events_applied += batch.applied
-            status.failures = 0
-            status.last_error = ""
-            status.retry_at = 0.0
-        return sum(max(b.applied, 1) for b in committed)
+        confirmed: list[_Batch] = []
+        try:
+            changes = [Change(b.name, b.position, last, *b.docs.changes()) for b in batches]
+            if self.store.commit_many(changes):
+                confirmed = list(batches)
+            else:  # another runner moved a projector on: commit the others alone
+                for batch, change in zip(batches, changes, strict=True):
+                    if self.store.commit(*change):
+                        confirmed.append(batch)
+        finally:
+            done = {b.name for b in confirmed}
+            for batch in batches:
+                if batch.name in done:
+                    self._confirm(batch, last)
+                else:
+                    self._forget(batch.name)
+        return sum(max(b.applied, 1) for b in confirmed)
 
     # -- waiting (read-your-writes, tests) ----------------------------------------------------
 

@@ -265,7 +265,8 @@ def test_metrics_expose_positions_lag_appends_and_latency(world: tuple[TestClien
         assert f'squadops_projection_lag_events{{projector="{name}"}} 0' in text
     route = 'route="/control-plane/studio/observability-feed",status="200"'
     assert f'squadops_http_request_duration_seconds_count{{method="GET",{route}}} 1' in text
-    assert f'squadops_http_request_duration_seconds_bucket{{method="GET",{route},le="+Inf"}} 1' in text
+    # prometheus-client writes labels in name order, so ``le`` comes first
+    assert f'squadops_http_request_duration_seconds_bucket{{le="+Inf",method="GET",{route}}} 1.0' in text
 
 
 def test_a_surface_whose_projector_raised_leaves_the_rest_of_the_feed(

@@ -11,12 +11,20 @@ from tests.conftest import ADMIN
 from tests.helpers import eventually
 from tests.live_helpers import STUDIO, create_project_and_launch, live_settings, served
 from workers import cli
+from workers.watch_view import rows
 
 pytestmark = pytest.mark.nats
 
 
+def table(picture: str) -> list[list[str]]:
+    """The agents' rows of one printed picture, as words (empty cells drop out)."""
+    lines = [line for line in picture.splitlines()[1:] if line.strip() and "─" not in line]
+    assert lines[0].split() == ["role", "nickname", "state", "tool", "calls", "blocker"]
+    return [line.split() for line in lines[1:]]
+
+
 def test_watch_prints_the_run_as_events_arrive_and_exits_when_it_is_cleaned_up(
-    sqlite_url: str, nats_url: str, monkeypatch: pytest.MonkeyPatch
+    sqlite_url: str, nats_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with served(live_settings(sqlite_url, nats_url)) as server, httpx.Client(
         base_url=server.url, headers=ADMIN, timeout=30
@@ -24,7 +32,12 @@ def test_watch_prints_the_run_as_events_arrive_and_exits_when_it_is_cleaned_up(
         run_id = create_project_and_launch(http)
         monkeypatch.setenv("SQUADOPS_BASE_URL", server.url)
         printed: list[str] = []
-        monkeypatch.setattr("builtins.print", lambda *parts, **_: printed.append(" ".join(map(str, parts))))
+
+        def pictures() -> list[str]:
+            """Every picture printed so far (stdout is not a terminal here: one after another)."""
+            printed.append(capsys.readouterr().out)
+            return [f"run {run_id}  status {p}" for p in "".join(printed).split(f"run {run_id}  status ")[1:]]
+
         state_reads: list[str] = []
         real_get = httpx.Client.get
 
@@ -38,17 +51,31 @@ def test_watch_prints_the_run_as_events_arrive_and_exits_when_it_is_cleaned_up(
         watcher = threading.Thread(target=lambda: exit_code.append(cli.main(["runs", "watch", run_id])))
         watcher.start()
 
-        eventually(lambda: any(f"run {run_id}  status ready" in p for p in printed), timeout=10)
+        eventually(lambda: pictures() and f"run {run_id}  status ready" in pictures()[0], timeout=10)
+        first = table(pictures()[0])
+        assert first and {row[2] for row in first} == {"ready"}  # every agent, before it starts
         assert http.post(f"{STUDIO}/runs/{run_id}/execute").status_code == 202
-        eventually(lambda: any("tools" in p and "status running" in p for p in printed), timeout=10)
+
+        def working() -> bool:
+            return any(
+                "status running" in p and any(row[2] in ("working", "waiting_first_tool") for row in table(p))
+                for p in pictures()
+            )
+
+        eventually(working, timeout=10)
         http.post(f"{STUDIO}/runs/{run_id}/cleanup", json={"reason": "watched enough"})
         watcher.join(timeout=15)
+        ended = real_get(http, f"{STUDIO}/runs/{run_id}/session-state").json()
 
     assert exit_code == [0]
-    pictures = [p for p in printed if p.startswith(f"run {run_id}")]
-    assert len(pictures) >= 3  # the first picture, then changes as events came
-    assert "status cleaned_up" in pictures[-1] or "status completed" in pictures[-1]
-    assert "stopped" in pictures[-1] or "session_completed" in pictures[-1]
+    shown = pictures()
+    assert len(shown) >= 3  # the first picture, then changes as events came
+    last = shown[-1]
+    assert last.startswith(f"run {run_id}  status {ended['status']}")
+    assert ended["status"] in ("cleaned_up", "completed")
+    # the last picture is the run's end state, agent by agent, grouped by role
+    assert table(last) == [[cell for cell in row if cell] for row in rows(ended)]
+    assert {row[2] for row in table(last)} <= {"stopped", "session_completed"}
     # Updated from events, not by polling: more pictures than session-state reads.
-    assert len(state_reads) < len(pictures)
-    assert len(set(pictures)) == len(pictures)
+    assert len(state_reads) < len(shown)
+    assert len(set(shown)) == len(shown)
