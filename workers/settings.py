@@ -147,7 +147,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         )
     for pool in ("event_store", "read_model"):
         low, high = getattr(settings, f"{pool}_pool_min"), getattr(settings, f"{pool}_pool_max")
-        if not 1 <= high or low > high:
+        if not high >= 1 or low > high:
             raise SettingsError(
                 f"SQUADOPS_{pool.upper()}_POOL_MAX must be at least 1 and at least "
                 f"SQUADOPS_{pool.upper()}_POOL_MIN, got min {low} and max {high}"
