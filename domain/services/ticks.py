@@ -3,11 +3,15 @@
 What one tick changes (the run's report, every session step, new sessions) is saved in
 one save; the ticker groups the ticks of many runs into one save as well, and falls back
 to one save per run only when a concurrent command touched one of them.
+
+A tick that changes nothing (no step took effect and the report would say what the last
+one says) appends nothing: a blocked or idle run costs no events. The policies and the
+plane still look at it every tick; the next tick that changes something is recorded
+with the tick number after the quiet ones and their count (``quiet_ticks``).
 """
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +26,7 @@ from domain.ids import run_key, session_key
 from domain.lease import SUSPEND_AFTER_SECONDS, WorkspaceLease
 from domain.policies.diagnosis import zero_output_first_tool_block
 from domain.run import RUNNING, SCHEDULED, Run
+from domain.services.holdings import Holdings
 from domain.services.recovery import recreate_once
 from domain.services.runs import derived_id
 from domain.session import BLOCKED, COMPLETED, STOPPED, TERMINAL, AgentSession
@@ -43,6 +48,7 @@ class TickOutcome:
     runs_started: int = 0
     runs_completed: int = 0
     events: int = 0
+    quiet: int = 0  # ticks that changed nothing, so appended nothing
     conflicts: int = 0
     rejected_steps: int = 0
     run_ids: list[str] = field(default_factory=list)
@@ -52,6 +58,7 @@ class TickOutcome:
         self.runs_started += other.runs_started
         self.runs_completed += other.runs_completed
         self.events += other.events
+        self.quiet += other.quiet
         self.conflicts += other.conflicts
         self.rejected_steps += other.rejected_steps
         self.run_ids.extend(other.run_ids)
@@ -67,74 +74,6 @@ def loadout(role_key: str, skill_ids: Sequence[str], mcp_server_ids: Sequence[st
 
 def session_counts(sessions: Iterable[AgentSession]) -> Counter[str]:
     return Counter(s.live_status for s in sessions)
-
-
-class Holdings:
-    """The ticker's own copies of the aggregates it ticks, kept fresh from the log.
-
-    Loading every run and session from the repository on every tick costs a query and
-    a deep copy each. The ticker instead keeps its copies and, once per pass, reads the
-    notification log since its last position: an aggregate that someone else changed is
-    dropped and loaded again. A copy it missed can only make a save fail on the version
-    check, and a failed save drops every copy it touched.
-    """
-
-    def __init__(self) -> None:
-        self.aggregates: dict[str, Any] = {}
-        self.batch: dict[str, Any] = {}
-        self.position = 0
-        self.lock = threading.Lock()
-
-    def refresh(self, app: SquadOps) -> None:
-        top = app.max_position()
-        if not self.aggregates:
-            self.position = top
-            return
-        while self.position < top:
-            page = app.recorder.select_notifications(
-                start=self.position + 1, limit=5000, stop=top
-            )
-            if not page:
-                break
-            for note in page:
-                held = self.aggregates.get(note.originator_id)
-                if held is not None and held.version < note.originator_version:
-                    del self.aggregates[note.originator_id]
-            self.position = page[-1].id
-
-    def skip_own(self, recordings: Sequence[Any]) -> None:
-        """Our own save right after what we have read: nothing in it to look at."""
-        ids = sorted(r.notification.id for r in recordings)
-        if ids and ids[0] == self.position + 1 and ids[-1] - ids[0] == len(ids) - 1:
-            self.position = ids[-1]
-
-    def get(self, app: SquadOps, aggregate_id: str) -> Any:
-        """The copy this pass works on (one object per aggregate within a pass)."""
-        in_batch = self.batch.get(aggregate_id)
-        if in_batch is not None:
-            return in_batch
-        held = self.aggregates.get(aggregate_id)
-        # Pending events on a held copy are leftovers of a failed save: load afresh.
-        if held is None or held.pending_events:
-            held = app.get_or_none(aggregate_id)
-            if held is None:
-                raise NotFound(f"No aggregate {aggregate_id}.", code="not_found")
-            self.aggregates[aggregate_id] = held
-        self.batch[aggregate_id] = held
-        return held
-
-    def add_new(self, aggregate: Any) -> None:
-        """A new aggregate created in this pass (not saved yet)."""
-        self.batch[aggregate.id] = aggregate
-
-    def adopt(self, aggregates: Iterable[Any]) -> None:
-        """Keeps the saved copies (sessions opened this tick included)."""
-        for aggregate in aggregates:
-            self.aggregates[aggregate.id] = aggregate
-
-    def drop(self, aggregates: Iterable[Any]) -> None:
-        for aggregate in aggregates:
-            self.aggregates.pop(aggregate.id, None)
 
 
 class TickCommands:
@@ -226,7 +165,9 @@ class TickCommands:
     def _release_ended(self: SquadOps, changed: Sequence[Any]) -> None:
         """Keeps what was saved; a run that ended no longer ticks: forget its copies."""
         self.holdings.adopt(changed)
-        ended = {(a.tenant, a.run_id) for a in changed if isinstance(a, Run) and a.ended}
+        runs = [a for a in changed if isinstance(a, Run)]
+        self.holdings.forget_quiet(a.id for a in runs)  # a recorded tick ends the stretch
+        ended = {(a.tenant, a.run_id) for a in runs if a.ended}
         if ended:
             self.holdings.drop(
                 a
@@ -274,18 +215,21 @@ class TickCommands:
         run = self.holdings.get(self, run_key(tenant, run_id))
         outcome = TickOutcome()
         at = self.now()
-        if fresh_after and run.last_tick_at > fresh_after:
+        quiet = self.holdings.quiet_since(run)
+        if fresh_after and max(run.last_tick_at, quiet.last_at if quiet else "") > fresh_after:
             return [], outcome
         if starting and run.status == SCHEDULED:
             run.start_execution(at)
             outcome.runs_started = 1
         if run.status != RUNNING:
+            self.holdings.forget_quiet([run.id])
             return ([run] if run.pending_events else []), outcome
         sessions = {
             agent_id: self.holdings.get(self, session_key(tenant, run_id, session_id, agent_id))
             for agent_id, session_id in run.sessions.items()
         }
-        tick = run.tick + 1
+        quiet_ticks = quiet.count if quiet is not None else 0
+        tick = run.tick + quiet_ticks + 1
         template = self.templates.get(run.template_id)
         steps: list[ports.Step] = []
         for policy in policies:
@@ -325,13 +269,20 @@ class TickCommands:
             "plane": plane.name,
             "diagnosis": zero_output_first_tool_block(sessions.values()),
         }
+        changed: list[Any] = [s for s in sessions.values() if s.pending_events]
+        changed += [lease for lease in touched.values() if lease.pending_events]
+        outcome.runs_ticked = 1
+        if not changed and not run.pending_events and not completing and run.reports_same(report):
+            self.holdings.note_quiet(run, at)
+            outcome.quiet = 1
+            outcome.rejected_steps = tallies["rejected"]
+            return [], outcome
+        report["quiet_ticks"] = quiet_ticks
         run.record_tick(tick, at, report)
         if completing and complete is not None:
             run.complete(at, {**complete.summary, "ticks": tick})
             outcome.runs_completed = 1
-        changed: list[Any] = [run] + [s for s in sessions.values() if s.pending_events]
-        changed += [lease for lease in touched.values() if lease.pending_events]
-        outcome.runs_ticked = 1
+        changed.insert(0, run)
         outcome.rejected_steps = tallies["rejected"]
         outcome.events = sum(len(a.pending_events) for a in changed)
         outcome.run_ids.append(run_id)
