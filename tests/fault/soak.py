@@ -1,0 +1,225 @@
+"""The soak: the production topology under load through the faults, then the end checks.
+
+``run_soak`` starts everything, always stops everything (processes, servers, temporary
+directories) and answers a ``SoakReport`` whose ``render()`` prints every count.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from projections.runner import NotificationSource
+from tests.fault import checks
+from tests.fault.faults import FaultPlan, Faults
+from tests.fault.live import LiveSubscriber
+from tests.fault.load import Load, Recorder
+from tests.fault.servers import Servers
+from tests.fault.topology import Timeline, Topology
+from workers.bootstrap import read_projectors
+from workers.fanout import TRACKING_NAME
+from workers.rebuild import open_parts
+from workers.settings import Settings
+
+
+@dataclass(frozen=True)
+class SoakConfig:
+    seconds: float = 0.0  # 0: one fault cycle (the in-suite variant)
+    runs: int = 50
+    tick_seconds: float = 0.5
+    sse_runs: int = 3
+    warmup_seconds: float = 2.0
+    drain_timeout: float = 90.0
+    keep_logs: str = ""  # a directory to copy the processes' logs to (they go with the temp dir)
+
+    @property
+    def max_runs(self) -> int:
+        """Finished runs are replaced to keep ``runs`` ticking, up to this many launches."""
+        return self.runs + 10 + int(self.seconds / 3)
+
+
+@dataclass
+class SoakReport:
+    config: SoakConfig
+    seconds: float = 0.0
+    cycles: int = 0
+    checks: list[checks.Check] = field(default_factory=list)
+    sections: list[tuple[str, list[str]]] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and bool(self.checks) and all(c.ok for c in self.checks)
+
+    def failed(self) -> list[str]:
+        names = [c.name for c in self.checks if not c.ok]
+        return ([f"harness: {self.error}"] if self.error else []) + names
+
+    def render(self) -> str:
+        out = [
+            "=" * 100,
+            f"soak: {self.seconds:.0f}s, {self.cycles} fault cycle(s), {self.config.runs} runs ticking every "
+            f"{self.config.tick_seconds}s, 2 API processes, 2 projectors, 2 tickers, 2 fan-outs, 1 watcher",
+        ]
+        for title, lines in self.sections:
+            out.append(f"-- {title}")
+            out.extend(f"  {line}" for line in lines)
+        out.append("-- end checks")
+        out.extend(c.render() for c in self.checks)
+        if self.error:
+            out.append(f"[FAIL] harness: {self.error}")
+        out.append(f"RESULT: {'PASS' if self.ok else 'FAIL: ' + '; '.join(self.failed())}")
+        out.append("=" * 100)
+        return "\n".join(out)
+
+
+def wait_caught_up(settings: Settings, timeout: float) -> tuple[bool, int, dict[str, int]]:
+    """Until every read model and the fan-out reached the log's head (bounded)."""
+    app, store = open_parts(settings)
+    names = [p.name for p in read_projectors()] + [TRACKING_NAME]
+    try:
+        source = NotificationSource(app.recorder)
+        deadline = time.monotonic() + timeout
+        while True:
+            head = source.max_position()
+            positions = store.positions()
+            behind = {n: positions.get(n, 0) for n in names if positions.get(n, 0) < head}
+            if not behind or time.monotonic() > deadline:
+                return not behind, head, behind
+            time.sleep(0.5)
+    finally:
+        store.close()
+        app.close()
+
+
+def answers_section(recorder: Recorder) -> list[str]:
+    lines = []
+    by_label: dict[str, Counter[int]] = {}
+    for (label, status), n in recorder.statuses.items():
+        by_label.setdefault(label, Counter())[status] += n
+    for label in sorted(by_label):
+        counts = "  ".join(f"{status}: {n}" for status, n in sorted(by_label[label].items()))
+        lines.append(f"{label:<22} {counts}")
+    phases: dict[str, Counter[int]] = {}
+    for (phase, status), n in recorder.by_phase.items():
+        phases.setdefault(phase, Counter())[status] += n
+    lines.append("by phase:")
+    for phase, counts in phases.items():
+        lines.append(f"  {phase:<28} " + "  ".join(f"{s}: {n}" for s, n in sorted(counts.items())))
+    if recorder.transport_errors:
+        lines.append("no answer (connection refused/reset while a process or server was down, timeouts):")
+        lines.extend(f"  {n:>5} x {what}" for what, n in sorted(recorder.transport_errors.items()))
+    lines.append(
+        f"404 for a resource known to exist (informational, C19: never a false 404): "
+        f"{sum(recorder.false_not_found.values())} {dict(recorder.false_not_found)}"
+    )
+    return lines
+
+
+def run_soak(config: SoakConfig) -> SoakReport:
+    report = SoakReport(config)
+    timeline = Timeline()
+    recorder = Recorder()
+    servers = Servers()
+    topology: Topology | None = None
+    load: Load | None = None
+    live: LiveSubscriber | None = None
+    faults: Faults | None = None
+    started = time.monotonic()
+    try:
+        servers.start()
+        timeline.note(f"PostgreSQL on 127.0.0.1:{servers.postgres.port}, NATS on {servers.nats.url}")
+        settings = Settings(database_url=servers.database_url, nats_url=servers.nats.url)
+        topology = Topology(servers, tick_seconds=config.tick_seconds, timeline=timeline)
+        topology.start()
+        load = Load(topology.api_urls, recorder, runs=config.runs, max_runs=config.max_runs)
+        load.setup()
+        timeline.note(f"{len(load.runs.ids())} runs launched and executed")
+        live = LiveSubscriber(topology.api_urls, recorder, load.runs.ids()[: config.sse_runs])
+        live.start()
+        load.start()
+        time.sleep(config.warmup_seconds)
+        faults = Faults(topology, servers, recorder, timeline)
+        report.cycles = faults.run_cycles(FaultPlan(seconds=config.seconds))
+
+        faults.phase("drain")
+        stuck = load.finish(30) + ([] if live.finish(20) else ["sse"])
+        topology.stop_kinds(("ticker", "watcher"))
+        caught_up, head, behind = wait_caught_up(settings, config.drain_timeout)
+        timeline.note(f"log head {head}; " + ("every projector and the fan-out caught up" if caught_up else f"behind: {behind}"))
+        topology.stop_kinds(("api", "projector", "fanout"))
+        report.seconds = time.monotonic() - started
+
+        facts = checks.read_log(settings)
+        report.checks = [
+            checks.check_read_models(settings),
+            checks.check_stream(settings, facts.live),
+            checks.check_commands(recorder.commands, facts.commands),
+            checks.check_no_server_errors(recorder),
+            checks.check_sse(live.subscriptions, facts.live, settings.live_subject_prefix),
+        ]
+        if not caught_up:
+            report.checks.append(checks.Check(
+                "projectors and fan-out caught up after the load stopped", False,
+                [f"still behind the head {head} after {config.drain_timeout:.0f}s: {behind}"],
+            ))
+        harness = [f"client threads that did not stop: {stuck}"] if stuck else []
+        report.sections.append(("answers", answers_section(recorder) + harness))
+    except Exception as exc:
+        report.error = f"{exc!r:.1000}"
+    finally:
+        if load is not None:
+            load.finish(10)
+        if live is not None:
+            live.finish(10)
+        if topology is not None:
+            report.sections.insert(0, ("processes", _process_lines(topology, faults)))
+            topology.close()
+            report.sections.append(("exceptions in the processes' logs", _exceptions(topology)))
+            if not report.ok:
+                report.sections.append(("log tails of the processes", _tails(topology)))
+            if config.keep_logs:
+                shutil.copytree(topology.logs_dir(), config.keep_logs, dirs_exist_ok=True)
+        report.sections.insert(0, ("timeline", [line.strip() for line in timeline.lines()]))
+        servers.close()
+        report.seconds = report.seconds or time.monotonic() - started
+    return report
+
+
+def _process_lines(topology: Topology, faults: Faults | None) -> list[str]:
+    lines = [f"{p.name:<12} started {p.starts} time(s)" for p in topology.all()]
+    lines.append(f"exited by themselves (restarted by the supervisor): {len(topology.exits)}")
+    for exit_ in topology.exits:
+        last = exit_.log_tail.strip().splitlines()[-1:] or [""]
+        lines.append(f"  {exit_.name} code {exit_.code}: {last[0][:300]}")
+    if faults is not None:
+        lines.append("PostgreSQL connections of the service: " + ", ".join(f"{m}: {n}" for m, n in faults.connections))
+        lines.extend(f"fault problem: {p}" for p in faults.problems)
+    return lines
+
+
+EXCEPTION = re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception|Shutdown|Detected|Violation|Timeout))\b: ")
+
+
+def _exceptions(topology: Topology) -> list[str]:
+    """Exception classes in each process's log (tracebacks of failed requests and passes)."""
+    lines = []
+    for process in topology.all():
+        path = process.log_path
+        if path is None or not path.exists():
+            continue
+        found = Counter(EXCEPTION.findall(path.read_text(errors="replace")))
+        if found:
+            lines.append(f"{process.name:<12} " + ", ".join(f"{name} x{n}" for name, n in found.most_common(8)))
+    return lines
+
+
+def _tails(topology: Topology) -> list[str]:
+    lines = []
+    for name, tail in topology.log_tails().items():
+        lines.append(f"[{name}]")
+        lines.extend(f"  {line[:400]}" for line in tail.strip().splitlines()[-8:])
+    return lines
