@@ -141,12 +141,18 @@ class ServiceProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(10)
 
+    def terminate(self) -> None:
+        """SIGTERM, not waited for (``stop`` waits)."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.terminate()
+
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM, then kill -9 after ``timeout``; answers the exit code."""
         if self.process is None:
             return None
         if self.process.poll() is None:
-            self.process.terminate()
+            self.terminate()
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -13,6 +13,7 @@ import asyncio
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -34,10 +35,24 @@ class Subscription:
 class LiveSubscriber:
     """SSE subscriptions in a thread of their own (one event loop), stopped by ``finish``."""
 
-    def __init__(self, api_urls: list[str], recorder: Recorder, run_ids: list[str]) -> None:
+    def __init__(
+        self,
+        api_urls: list[str],
+        recorder: Recorder,
+        run_ids: list[str],
+        *,
+        pick: Callable[[], str | None] | None = None,
+        add_every: float = 60.0,
+        max_subscriptions: int = 10,
+    ) -> None:
+        """Follows ``run_ids``; every ``add_every`` seconds one more run from ``pick``
+        (runs end: a long soak keeps following live ones), up to ``max_subscriptions``."""
         self.api_urls = api_urls
         self.recorder = recorder
         self.subscriptions = [Subscription(r) for r in run_ids]
+        self.pick = pick
+        self.add_every = add_every
+        self.max_subscriptions = max_subscriptions
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sse", daemon=True)
 
@@ -57,8 +72,19 @@ class LiveSubscriber:
         timeout = httpx.Timeout(10.0, connect=3.0)  # heartbeats come every second
         async with httpx.AsyncClient(headers=ADMIN, timeout=timeout) as client:
             tasks = [asyncio.create_task(self._follow(client, s, n)) for n, s in enumerate(self.subscriptions)]
+            added = time.monotonic()
             while not self._stop.is_set():
                 await asyncio.sleep(0.2)
+                if self.pick is None or len(self.subscriptions) >= self.max_subscriptions:
+                    continue
+                if time.monotonic() - added < self.add_every:
+                    continue
+                added = time.monotonic()
+                run_id = self.pick()
+                if run_id and all(s.run_id != run_id for s in self.subscriptions):
+                    sub = Subscription(run_id)
+                    self.subscriptions.append(sub)
+                    tasks.append(asyncio.create_task(self._follow(client, sub, len(self.subscriptions))))
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

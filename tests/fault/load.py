@@ -25,6 +25,7 @@ from tests.helpers import DEMO_LIKE
 STUDIO = "/v1/admin/studio"
 PLANE = "/control-plane/studio"
 TERMINAL = ("completed", "cleaned_up")
+SLOW_SECONDS = 2.0  # C19: an unreachable database is answered 503 within 2 s
 SESSION_VERBS: tuple[dict[str, str], ...] = (
     {"verb": "comment_agent", "message": "soak: status please"},
     {"verb": "nudge_agent"},
@@ -65,6 +66,8 @@ class Recorder:
     server_errors: list[ServerError] = field(default_factory=list)
     false_not_found: Counter[str] = field(default_factory=Counter)
     commands: list[Command] = field(default_factory=list)
+    slowest: dict[str, float] = field(default_factory=dict)  # phase -> slowest answer (seconds)
+    slow: Counter[str] = field(default_factory=Counter)  # phase -> answers slower than SLOW_SECONDS
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def set_phase(self, phase: str) -> None:
@@ -75,18 +78,24 @@ class Recorder:
     ) -> httpx.Response | None:
         """One request; ``known``: the resource exists (a 404 is a false one)."""
         phase = self.phase
+        sent = time.monotonic()
         try:
             response = http.request(method, path, **kw)
         except httpx.HTTPError as exc:
             with self.lock:
                 self.transport_errors[f"{label}: {type(exc).__name__}"] += 1
             return None
-        self.answered(label, phase, response, str(http.base_url), known=known)
+        self.answered(label, phase, response, str(http.base_url), known=known, seconds=time.monotonic() - sent)
         return response
 
-    def answered(self, label: str, phase: str, response: httpx.Response, api: str, *, known: bool = False) -> None:
+    def answered(
+        self, label: str, phase: str, response: httpx.Response, api: str, *, known: bool = False, seconds: float = 0.0
+    ) -> None:
         status = response.status_code
         with self.lock:
+            self.slowest[phase] = max(self.slowest.get(phase, 0.0), seconds)
+            if seconds > SLOW_SECONDS:
+                self.slow[phase] += 1
             self.statuses[(label, status)] += 1
             self.by_phase[(phase, status)] += 1
             if status == 503:
@@ -189,7 +198,7 @@ class Load:
     # -- setup: the project and the first runs ------------------------------------------------
 
     def setup(self, deadline_seconds: float = 120.0) -> None:
-        """Creates the project, then launches and executes ``runs`` runs from 4 threads."""
+        """Creates the project, then launches and executes ``runs`` runs from 8 threads."""
         deadline = time.monotonic() + deadline_seconds
         with self.client(0) as http:
             for _ in range(20):
@@ -200,7 +209,7 @@ class Load:
                 time.sleep(1)
         if not self.slug:
             raise RuntimeError("the project could not be created")
-        threads = [threading.Thread(target=self._launcher, args=(n, deadline), name=f"launch-{n}") for n in range(4)]
+        threads = [threading.Thread(target=self._launcher, args=(n, deadline), name=f"launch-{n}") for n in range(8)]
         for thread in threads:
             thread.start()
         for thread in threads:

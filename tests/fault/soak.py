@@ -6,8 +6,12 @@ directories) and answers a ``SoakReport`` whose ``render()`` prints every count.
 
 from __future__ import annotations
 
+import os
+import random
 import re
+import resource
 import shutil
+import signal
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -106,9 +110,12 @@ def answers_section(recorder: Recorder) -> list[str]:
     phases: dict[str, Counter[int]] = {}
     for (phase, status), n in recorder.by_phase.items():
         phases.setdefault(phase, Counter())[status] += n
-    lines.append("by phase:")
+    lines.append("by phase the request was sent in (statuses; answers slower than 2 s, informational; slowest):")
     for phase, counts in phases.items():
-        lines.append(f"  {phase:<28} " + "  ".join(f"{s}: {n}" for s, n in sorted(counts.items())))
+        lines.append(
+            f"  {phase:<28} " + "  ".join(f"{s}: {n}" for s, n in sorted(counts.items()))
+            + f"  | slower than 2 s: {recorder.slow.get(phase, 0)}  slowest {recorder.slowest.get(phase, 0.0):.1f}s"
+        )
     if recorder.transport_errors:
         lines.append("no answer (connection refused/reset while a process or server was down, timeouts):")
         lines.extend(f"  {n:>5} x {what}" for what, n in sorted(recorder.transport_errors.items()))
@@ -129,6 +136,7 @@ def run_soak(config: SoakConfig) -> SoakReport:
     live: LiveSubscriber | None = None
     faults: Faults | None = None
     started = time.monotonic()
+    cpu_before = _cpu()
     try:
         servers.start()
         timeline.note(f"PostgreSQL on 127.0.0.1:{servers.postgres.port}, NATS on {servers.nats.url}")
@@ -138,7 +146,10 @@ def run_soak(config: SoakConfig) -> SoakReport:
         load = Load(topology.api_urls, recorder, runs=config.runs, max_runs=config.max_runs)
         load.setup()
         timeline.note(f"{len(load.runs.ids())} runs launched and executed")
-        live = LiveSubscriber(topology.api_urls, recorder, load.runs.ids()[: config.sse_runs])
+        runs, rng = load.runs, random.Random(8)
+        live = LiveSubscriber(
+            topology.api_urls, recorder, runs.ids()[: config.sse_runs], pick=lambda: runs.pick(rng)
+        )
         live.start()
         load.start()
         time.sleep(config.warmup_seconds)
@@ -186,22 +197,38 @@ def run_soak(config: SoakConfig) -> SoakReport:
         report.sections.insert(0, ("timeline", [line.strip() for line in timeline.lines()]))
         servers.close()
         report.seconds = report.seconds or time.monotonic() - started
+        own, children = (after - before for after, before in zip(_cpu(), cpu_before, strict=True))
+        report.sections.append(("machine", [
+            f"CPU seconds: harness (clients, checks) {own:.0f}, child processes (service, NATS, pg_ctl) "
+            f"{children:.0f}; PostgreSQL not counted; load average at the end {os.getloadavg()[0]:.1f} "
+            f"on {os.cpu_count()} cores",
+        ]))
     return report
+
+
+def _cpu() -> tuple[float, float]:
+    """CPU seconds of this process (the harness) and of its ended children (the service, NATS)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 def _process_lines(topology: Topology, faults: Faults | None) -> list[str]:
     lines = [f"{p.name:<12} started {p.starts} time(s)" for p in topology.all()]
     lines.append(f"exited by themselves (restarted by the supervisor): {len(topology.exits)}")
     for exit_ in topology.exits:
+        code = exit_.code
+        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
         last = exit_.log_tail.strip().splitlines()[-1:] or [""]
-        lines.append(f"  {exit_.name} code {exit_.code}: {last[0][:300]}")
+        lines.append(f"  {exit_.name} {how}: {last[0][:300]}")
+    cpu = "  ".join(f"{name} {seconds:.0f}s" for name, seconds in sorted(topology.cpu_seconds.items()))
+    lines.append(f"CPU seconds used by the service's processes: {sum(topology.cpu_seconds.values()):.0f} ({cpu})")
     if faults is not None:
         lines.append("PostgreSQL connections of the service: " + ", ".join(f"{m}: {n}" for m, n in faults.connections))
         lines.extend(f"fault problem: {p}" for p in faults.problems)
     return lines
 
 
-EXCEPTION = re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception|Shutdown|Detected|Violation|Timeout))\b: ")
+EXCEPTION = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*(?:Error|Exception|Shutdown|Detected|Violation|Timeout))\b: ")
 
 
 def _exceptions(topology: Topology) -> list[str]:
@@ -211,7 +238,8 @@ def _exceptions(topology: Topology) -> list[str]:
         path = process.log_path
         if path is None or not path.exists():
             continue
-        found = Counter(EXCEPTION.findall(path.read_text(errors="replace")))
+        text = path.read_text(errors="replace").replace("\\n", "\n")  # JSON logs escape tracebacks
+        found = Counter(EXCEPTION.findall(text))
         if found:
             lines.append(f"{process.name:<12} " + ", ".join(f"{name} x{n}" for name, n in found.most_common(8)))
     return lines

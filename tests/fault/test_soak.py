@@ -26,6 +26,7 @@ REPORT_FILE = os.environ.get("SQUADOPS_SOAK_REPORT", "")
 KEEP_LOGS = os.environ.get("SQUADOPS_SOAK_LOGS", "")
 
 
+@pytest.mark.soak
 @pytest.mark.timeout(int(SOAK_SECONDS * 1.5) + 300)
 def test_production_topology_through_faults_loses_nothing_and_never_answers_500() -> None:
     report = run_soak(SoakConfig(seconds=SOAK_SECONDS, keep_logs=KEEP_LOGS))

@@ -8,12 +8,16 @@ number of times.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from tests import infra
 from tests.fault.servers import Servers
@@ -69,12 +73,14 @@ class Topology:
             "SQUADOPS_WATCH_INTERVAL_SECONDS": "2",
             "SQUADOPS_CONTROLLER_TIMEOUT_SECONDS": "1",
             "SQUADOPS_LIVE_HEARTBEAT_SECONDS": "1",
+            "PYTHONFAULTHANDLER": "1",  # a crash in C code leaves its Python traceback in the log
         }
         self.processes: dict[str, list[ServiceProcess]] = {kind: [] for kind in KINDS}
         for kind, copies in COPIES.items():
             for n in range(1, copies + 1):
                 self.processes[kind].append(self._process(kind, f"{kind}-{n}"))
         self.exits: list[Exit] = []
+        self.cpu_seconds: Counter[str] = Counter()  # per process name, over all its lives
         self._held: set[str] = set()  # down on purpose: the supervisor leaves them alone
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -103,10 +109,13 @@ class Topology:
             yield from group
 
     def start(self, ready_timeout: float = 90.0) -> None:
-        """The first API creates the schema alone, then the rest start side by side."""
-        first = self.processes["api"][0]
-        first.start(ready_timeout=ready_timeout)
-        rest = [p for p in self.all() if p is not first]
+        """The schema is created first (as a deployment's first process would), then every
+        process starts side by side."""
+        from workers.bootstrap import build
+        from workers.settings import Settings
+
+        build(Settings(database_url=self.servers.database_url, nats_url=self.servers.nats.url, log_level="warning")).close()
+        rest = list(self.all())
         errors: list[BaseException] = []
 
         def start(process: ServiceProcess) -> None:
@@ -132,7 +141,16 @@ class Topology:
         if self._supervisor is not None:
             self._supervisor.join(10)
         for process in self.all():
+            self._account(process)
             process.close()
+
+    def _account(self, process: ServiceProcess) -> None:
+        """Adds the CPU time the process used so far (before it is stopped or killed)."""
+        if not process.alive() or process.pid is None:
+            return
+        with contextlib.suppress(psutil.Error):
+            times = psutil.Process(process.pid).cpu_times()
+            self.cpu_seconds[process.name] += times.user + times.system
 
     # -- faults ------------------------------------------------------------------------------
 
@@ -152,6 +170,7 @@ class Topology:
         process = self.processes[kind][index % len(self.processes[kind])]
         with self._gates[process.name], self.held(process.name):
             pid = process.pid
+            self._account(process)
             process.kill()
             self.timeline.note(f"kill -9 {process.name} (pid {pid})")
             wait(down_seconds)
@@ -159,16 +178,18 @@ class Topology:
             self.timeline.note(f"restarted {process.name} (pid {process.pid})")
 
     def stop_kinds(self, kinds: tuple[str, ...]) -> dict[str, int | None]:
-        """SIGTERM to every process of ``kinds`` (held down); answers their exit codes."""
-        codes: dict[str, int | None] = {}
-        for process in (p for kind in kinds for p in self.processes[kind]):
-            gate = self._gates[process.name]
-            got = gate.acquire(timeout=120)  # the supervisor may be starting it
-            try:
-                with self._lock:
-                    self._held.add(process.name)
-                codes[process.name] = process.stop()
-            finally:
+        """SIGTERM to every process of ``kinds`` at once (held down); answers their exit codes."""
+        chosen = [p for kind in kinds for p in self.processes[kind]]
+        gates = [(self._gates[p.name], self._gates[p.name].acquire(timeout=120)) for p in chosen]
+        try:
+            with self._lock:
+                self._held.update(p.name for p in chosen)
+            for process in chosen:
+                self._account(process)
+                process.terminate()
+            codes = {p.name: p.stop() for p in chosen}
+        finally:
+            for gate, got in gates:
                 if got:
                     gate.release()
         self.timeline.note(f"stopped {', '.join(f'{n} (exit {c})' for n, c in codes.items())}")
