@@ -45,16 +45,21 @@ class Faults:
         time.sleep(seconds)
 
     def run_cycles(self, plan: FaultPlan) -> int:
+        """At least one cycle; another only while one more (as long as the longest so far)
+        fits in the time left; the rest of the time is steady load."""
         deadline = time.monotonic() + plan.seconds
+        longest = 0.0
         cycles = 0
         for cycle in range(plan.max_cycles):
-            together = plan.together if cycle % 2 == 0 else not plan.together
-            self.one_cycle(plan, cycle, together)
+            began = time.monotonic()
+            self.one_cycle(plan, cycle, together=plan.together if cycle % 2 == 0 else not plan.together)
             cycles += 1
-            if time.monotonic() >= deadline:
+            longest = max(longest, time.monotonic() - began)
+            left = deadline - time.monotonic()
+            if left <= 0:
                 break
             self.phase(f"steady (cycle {cycle + 1})")
-            self.settle(min(max(0.0, deadline - time.monotonic()), 30.0))
+            self.settle(min(left, 30.0) if left > 30.0 + longest else left)
             if time.monotonic() >= deadline:
                 break
         return cycles

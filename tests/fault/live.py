@@ -44,6 +44,7 @@ class LiveSubscriber:
         pick: Callable[[], str | None] | None = None,
         add_every: float = 60.0,
         max_subscriptions: int = 10,
+        lifetime: float = 3600.0,
     ) -> None:
         """Follows ``run_ids``; every ``add_every`` seconds one more run from ``pick``
         (runs end: a long soak keeps following live ones), up to ``max_subscriptions``."""
@@ -53,6 +54,7 @@ class LiveSubscriber:
         self.pick = pick
         self.add_every = add_every
         self.max_subscriptions = max_subscriptions
+        self.deadline = time.monotonic() + lifetime  # the subscriptions end by then at the latest
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sse", daemon=True)
 
@@ -73,7 +75,7 @@ class LiveSubscriber:
         async with httpx.AsyncClient(headers=ADMIN, timeout=timeout) as client:
             tasks = [asyncio.create_task(self._follow(client, s, n)) for n, s in enumerate(self.subscriptions)]
             added = time.monotonic()
-            while not self._stop.is_set():
+            while not self._stop.is_set() and time.monotonic() < self.deadline:
                 await asyncio.sleep(0.2)
                 if self.pick is None or len(self.subscriptions) >= self.max_subscriptions:
                     continue
@@ -91,7 +93,7 @@ class LiveSubscriber:
 
     async def _follow(self, client: httpx.AsyncClient, sub: Subscription, n: int) -> None:
         for attempt in range(100_000):
-            if self._stop.is_set():
+            if self._stop.is_set() or time.monotonic() > self.deadline:
                 return
             url = self.api_urls[(n + attempt) % len(self.api_urls)]
             last = str(sub.received[-1]) if sub.received else "0"
@@ -118,12 +120,11 @@ class LiveSubscriber:
             self.recorder.answered("GET live (SSE)", phase, response, url, known=True)
             sub.connects += 1
             reader = SseReader()
-            started = time.monotonic()
             async for chunk in response.aiter_raw():
                 for event in reader.feed(chunk):
                     if event.id.isdigit():
                         sub.received.append(int(event.id))
                     else:  # not a live event (e.g. a shutdown notice): counted, not compared
                         sub.other_frames += 1
-                if self._stop.is_set() or time.monotonic() - started > 3600:
+                if self._stop.is_set() or time.monotonic() > self.deadline:
                     return

@@ -177,7 +177,9 @@ class Runs:
 class Load:
     """The client threads: started together, stopped together (bounded joins)."""
 
-    def __init__(self, api_urls: list[str], recorder: Recorder, *, runs: int, max_runs: int, seed: int = 8) -> None:
+    def __init__(
+        self, api_urls: list[str], recorder: Recorder, *, runs: int, max_runs: int, lifetime: float = 3600.0, seed: int = 8
+    ) -> None:
         self.api_urls = api_urls
         self.recorder = recorder
         self.target_runs = runs
@@ -186,6 +188,7 @@ class Load:
         self.slug = ""
         self.seed = seed
         self.stop = threading.Event()
+        self.deadline = time.monotonic() + lifetime  # every client loop ends by then at the latest
         self.launched = 0
         self.replays = 0
         self._lock = threading.Lock()
@@ -278,7 +281,7 @@ class Load:
         clients = [self.client(i) for i in range(len(self.api_urls))]
         try:
             for _ in range(1_000_000):
-                if self.stop.wait(0.1):
+                if self.stop.wait(0.1) or time.monotonic() > self.deadline:
                     return
                 run_id = self.runs.pick(rng, active=False)
                 if run_id is None:
@@ -310,7 +313,7 @@ class Load:
         clients = [self.client(i) for i in range(len(self.api_urls))]
         try:
             for _ in range(1_000_000):
-                if self.stop.wait(0.2):
+                if self.stop.wait(0.2) or time.monotonic() > self.deadline:
                     return
                 run_id = self.runs.pick(rng)
                 if run_id is not None:
@@ -360,7 +363,7 @@ class Load:
         """Keeps ``runs`` runs active: a finished run is replaced, up to ``max_runs`` launched."""
         with self.client(n) as http:
             for _ in range(100_000):
-                if self.stop.wait(1.0):
+                if self.stop.wait(1.0) or time.monotonic() > self.deadline:
                     return
                 with self._lock:
                     if len(self.runs.active()) >= self.target_runs or self.launched >= self.max_runs:

@@ -40,6 +40,11 @@ class SoakConfig:
     keep_logs: str = ""  # a directory to copy the processes' logs to (they go with the temp dir)
 
     @property
+    def lifetime(self) -> float:
+        """No client, subscriber or supervisor loop outlives this (seconds from the start)."""
+        return self.seconds * 2 + 900
+
+    @property
     def max_runs(self) -> int:
         """Finished runs are replaced to keep ``runs`` ticking, up to this many launches."""
         return self.runs + 10 + int(self.seconds / 3)
@@ -129,7 +134,7 @@ def answers_section(recorder: Recorder) -> list[str]:
 def run_soak(config: SoakConfig) -> SoakReport:
     report = SoakReport(config)
     timeline = Timeline()
-    recorder = Recorder()
+    recorder = Recorder(started=timeline.started)
     servers = Servers()
     topology: Topology | None = None
     load: Load | None = None
@@ -141,14 +146,15 @@ def run_soak(config: SoakConfig) -> SoakReport:
         servers.start()
         timeline.note(f"PostgreSQL on 127.0.0.1:{servers.postgres.port}, NATS on {servers.nats.url}")
         settings = Settings(database_url=servers.database_url, nats_url=servers.nats.url)
-        topology = Topology(servers, tick_seconds=config.tick_seconds, timeline=timeline)
+        topology = Topology(servers, tick_seconds=config.tick_seconds, timeline=timeline, lifetime=config.lifetime)
         topology.start()
-        load = Load(topology.api_urls, recorder, runs=config.runs, max_runs=config.max_runs)
+        load = Load(topology.api_urls, recorder, runs=config.runs, max_runs=config.max_runs, lifetime=config.lifetime)
         load.setup()
         timeline.note(f"{len(load.runs.ids())} runs launched and executed")
         runs, rng = load.runs, random.Random(8)
         live = LiveSubscriber(
-            topology.api_urls, recorder, runs.ids()[: config.sse_runs], pick=lambda: runs.pick(rng)
+            topology.api_urls, recorder, runs.ids()[: config.sse_runs], pick=lambda: runs.pick(rng),
+            lifetime=config.lifetime,
         )
         live.start()
         load.start()

@@ -58,9 +58,10 @@ class Timeline:
 
 
 class Topology:
-    def __init__(self, servers: Servers, *, tick_seconds: float, timeline: Timeline) -> None:
+    def __init__(self, servers: Servers, *, tick_seconds: float, timeline: Timeline, lifetime: float = 3600.0) -> None:
         self.servers = servers
         self.timeline = timeline
+        self.deadline = time.monotonic() + lifetime  # the supervisor gives up by then at the latest
         self.logs = servers.root / "logs"
         self.logs.mkdir(exist_ok=True)
         self.env = {
@@ -209,7 +210,7 @@ class Topology:
         restarts: dict[str, int] = {}
         retry_at: dict[str, float] = {}
         down: set[str] = set()
-        while not self._stop.wait(0.5):
+        while not self._stop.wait(0.5) and time.monotonic() < self.deadline:
             for process in list(self.all()):
                 name = process.name
                 gate = self._gates[name]
