@@ -253,7 +253,7 @@ def check_no_server_errors(recorder: Recorder) -> Check:
     return Check("no 500 was ever answered", not errors, lines)
 
 
-def check_sse(subscriptions: list[Subscription], expected: list[tuple[int, str]], prefix: str) -> Check:
+def check_sse(subscriptions: list[Subscription], expected: list[tuple[int, str]]) -> Check:
     by_run: dict[str, list[int]] = defaultdict(list)
     marker = ".run."
     for eid, subject in expected:

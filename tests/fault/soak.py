@@ -176,40 +176,57 @@ def run_soak(config: SoakConfig) -> SoakReport:
             checks.check_stream(settings, facts.live),
             checks.check_commands(recorder.commands, facts.commands),
             checks.check_no_server_errors(recorder),
-            checks.check_sse(live.subscriptions, facts.live, settings.live_subject_prefix),
+            checks.check_sse(live.subscriptions, facts.live),
         ]
         if not caught_up:
             report.checks.append(checks.Check(
                 "projectors and fan-out caught up after the load stopped", False,
                 [f"still behind the head {head} after {config.drain_timeout:.0f}s: {behind}"],
             ))
-        harness = [f"client threads that did not stop: {stuck}"] if stuck else []
-        report.sections.append(("answers", answers_section(recorder) + harness))
+        if stuck:
+            report.sections.append(("harness", [f"client threads that did not stop in time: {stuck}"]))
     except Exception as exc:
         report.error = f"{exc!r:.1000}"
     finally:
-        if load is not None:
-            load.finish(10)
-        if live is not None:
-            live.finish(10)
-        if topology is not None:
-            report.sections.insert(0, ("processes", _process_lines(topology, faults)))
-            topology.close()
-            report.sections.append(("exceptions in the processes' logs", _exceptions(topology)))
-            if not report.ok:
-                report.sections.append(("log tails of the processes", _tails(topology)))
-            if config.keep_logs:
-                shutil.copytree(topology.logs_dir(), config.keep_logs, dirs_exist_ok=True)
-        report.sections.insert(0, ("timeline", [line.strip() for line in timeline.lines()]))
-        servers.close()
-        report.seconds = report.seconds or time.monotonic() - started
-        own, children = (after - before for after, before in zip(_cpu(), cpu_before, strict=True))
-        report.sections.append(("machine", [
-            f"CPU seconds: harness (clients, checks) {own:.0f}, child processes (service, NATS, pg_ctl) "
-            f"{children:.0f}; PostgreSQL not counted; load average at the end {os.getloadavg()[0]:.1f} "
-            f"on {os.cpu_count()} cores",
-        ]))
+        try:
+            _wind_down(report, config, recorder, load, live, topology, faults)
+        finally:
+            report.sections.insert(0, ("timeline", [line.strip() for line in timeline.lines()]))
+            servers.close()
+            report.seconds = report.seconds or time.monotonic() - started
+            own, children = (after - before for after, before in zip(_cpu(), cpu_before, strict=True))
+            report.sections.append(("machine", [
+                f"CPU seconds: harness (clients, checks) {own:.0f}, child processes (service, NATS, pg_ctl) "
+                f"{children:.0f}; PostgreSQL not counted; load average at the end {os.getloadavg()[0]:.1f} "
+                f"on {os.cpu_count()} cores",
+            ]))
     return report
+
+
+def _wind_down(
+    report: SoakReport,
+    config: SoakConfig,
+    recorder: Recorder,
+    load: Load | None,
+    live: LiveSubscriber | None,
+    topology: Topology | None,
+    faults: Faults | None,
+) -> None:
+    """Stops the clients and every process (also after a failure); adds what they tell."""
+    if load is not None:
+        load.finish(10)
+    if live is not None:
+        live.finish(10)
+    report.sections.append(("answers", answers_section(recorder)))
+    if topology is None:
+        return
+    report.sections.insert(0, ("processes", _process_lines(topology, faults)))
+    topology.close()
+    report.sections.append(("exceptions in the processes' logs", _exceptions(topology)))
+    if not report.ok:
+        report.sections.append(("log tails of the processes", _tails(topology)))
+    if config.keep_logs:
+        shutil.copytree(topology.logs_dir(), config.keep_logs, dirs_exist_ok=True)
 
 
 def _cpu() -> tuple[float, float]:
@@ -255,5 +272,5 @@ def _tails(topology: Topology) -> list[str]:
     lines = []
     for name, tail in topology.log_tails().items():
         lines.append(f"[{name}]")
-        lines.extend(f"  {line[:400]}" for line in tail.strip().splitlines()[-8:])
+        lines.extend(f"  {line[:300]}" for line in tail.strip().splitlines()[-5:])
     return lines
