@@ -16,6 +16,8 @@ from tests.fault.load import Recorder
 from tests.fault.servers import Servers
 from tests.fault.topology import KINDS, Timeline, Topology
 
+FAULTS = ("kill", "postgres", "nats")
+
 
 @dataclass(frozen=True)
 class FaultPlan:
@@ -26,6 +28,7 @@ class FaultPlan:
     settle_seconds: float = 2.0  # load without a fault between two faults
     max_cycles: int = 1000
     together: bool = True  # the first cycle kills one of each kind at once; later ones alternate
+    faults: tuple[str, ...] = FAULTS  # a subset to tell which fault a failure comes from
 
 
 class Faults:
@@ -66,16 +69,22 @@ class Faults:
 
     def one_cycle(self, plan: FaultPlan, cycle: int, together: bool) -> None:
         self.sample_connections(f"cycle {cycle + 1} start")
-        if together:
-            self.kill_each_kind_at_once(plan, cycle)
-        else:
-            for kind in KINDS:
-                self.kill_one(kind, cycle, plan)
-        self.settle(plan.settle_seconds)
-        self.postgres_outage(plan)
-        self.settle(plan.settle_seconds)
-        self.nats_outage(plan)
-        self.settle(plan.settle_seconds)
+        if "kill" in plan.faults:
+            if together:
+                self.kill_each_kind_at_once(plan, cycle)
+            else:
+                for kind in KINDS:
+                    self.kill_one(kind, cycle, plan)
+            self.settle(plan.settle_seconds)
+        if "postgres" in plan.faults:
+            self.postgres_outage(plan)
+            self.settle(plan.settle_seconds)
+        if "nats" in plan.faults:
+            self.nats_outage(plan)
+            self.settle(plan.settle_seconds)
+        if not plan.faults:
+            self.phase("no faults")
+            self.settle(20.0)
 
     # -- kill -9 ------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from projections.runner import NotificationSource
 from tests.fault import checks
-from tests.fault.faults import FaultPlan, Faults
+from tests.fault.faults import FAULTS, FaultPlan, Faults
 from tests.fault.live import LiveSubscriber
 from tests.fault.load import Load, Recorder
 from tests.fault.servers import Servers
@@ -38,6 +38,7 @@ class SoakConfig:
     warmup_seconds: float = 2.0
     drain_timeout: float = 90.0
     keep_logs: str = ""  # a directory to copy the processes' logs to (they go with the temp dir)
+    faults: tuple[str, ...] = FAULTS
 
     @property
     def lifetime(self) -> float:
@@ -70,7 +71,8 @@ class SoakReport:
     def render(self) -> str:
         out = [
             "=" * 100,
-            f"soak: {self.seconds:.0f}s, {self.cycles} fault cycle(s), {self.config.runs} runs ticking every "
+            f"soak: {self.seconds:.0f}s, {self.cycles} fault cycle(s) of {', '.join(self.config.faults) or 'no faults'}, "
+            f"{self.config.runs} runs ticking every "
             f"{self.config.tick_seconds}s, 2 API processes, 2 projectors, 2 tickers, 2 fan-outs, 1 watcher",
         ]
         for title, lines in self.sections:
@@ -160,7 +162,7 @@ def run_soak(config: SoakConfig) -> SoakReport:
         load.start()
         time.sleep(config.warmup_seconds)
         faults = Faults(topology, servers, recorder, timeline)
-        report.cycles = faults.run_cycles(FaultPlan(seconds=config.seconds))
+        report.cycles = faults.run_cycles(FaultPlan(seconds=config.seconds, faults=config.faults))
 
         faults.phase("drain")
         stuck = load.finish(30) + ([] if live.finish(20) else ["sse"])
