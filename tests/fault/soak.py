@@ -6,6 +6,7 @@ directories) and answers a ``SoakReport`` whose ``render()`` prints every count.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -224,7 +225,7 @@ def _wind_down(
         return
     report.sections.insert(0, ("processes", _process_lines(topology, faults)))
     topology.close()
-    report.sections.append(("exceptions in the processes' logs", _exceptions(topology)))
+    report.sections.append(("the processes' logs", _exceptions(topology)))
     if not report.ok:
         report.sections.append(("log tails of the processes", _tails(topology)))
     if config.keep_logs:
@@ -243,30 +244,63 @@ def _process_lines(topology: Topology, faults: Faults | None) -> list[str]:
     for exit_ in topology.exits:
         code = exit_.code
         how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-        last = exit_.log_tail.strip().splitlines()[-1:] or [""]
-        lines.append(f"  {exit_.name} {how}: {last[0][:300]}")
+        lines.append(f"  {exit_.name} {how}: {crash_summary(exit_.log_tail)}")
     cpu = "  ".join(f"{name} {seconds:.0f}s" for name, seconds in sorted(topology.cpu_seconds.items()))
     lines.append(f"CPU seconds used by the service's processes: {sum(topology.cpu_seconds.values()):.0f} ({cpu})")
     if faults is not None:
         lines.append("PostgreSQL connections of the service: " + ", ".join(f"{m}: {n}" for m, n in faults.connections))
-        lines.extend(f"fault problem: {p}" for p in faults.problems)
+        lines.extend(f"fault problem: {p[:120]} ... {crash_summary(p)}" for p in faults.problems)
     return lines
 
 
 EXCEPTION = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*(?:Error|Exception|Shutdown|Detected|Violation|Timeout))\b: ")
 
 
+FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\w+)')
+
+
+def crash_summary(text: str) -> str:
+    """The last exception in ``text`` and the service's own frame it was raised from."""
+    text = text.replace("\\n", "\n").replace('\\"', '"')  # JSON logs escape tracebacks
+    exceptions = [m.group(0).rstrip(": ") for m in EXCEPTION.finditer(text)]
+    frames = [m for m in FRAME.finditer(text) if "/site-packages/" not in m.group(1) and "/lib/python" not in m.group(1)]
+    where = ""
+    if frames:
+        path, line, function = frames[-1].groups()
+        where = f" in {function} ({'/'.join(path.split('/')[-2:])}:{line})"
+    if not exceptions:
+        last = text.strip().splitlines()[-1:] or [""]
+        return last[0][:300]
+    return f"{exceptions[-1]}{where}"
+
+
 def _exceptions(topology: Topology) -> list[str]:
-    """Exception classes in each process's log (tracebacks of failed requests and passes)."""
+    """Per process: exception classes in its log, what it logged (warnings and errors: the
+    level is ``warning``), and where each 500 (``unhandled_error``) came from."""
     lines = []
     for process in topology.all():
         path = process.log_path
         if path is None or not path.exists():
             continue
-        text = path.read_text(errors="replace").replace("\\n", "\n")  # JSON logs escape tracebacks
-        found = Counter(EXCEPTION.findall(text))
+        raw = path.read_text(errors="replace")
+        found = Counter(EXCEPTION.findall(raw.replace("\\n", "\n")))  # JSON logs escape tracebacks
         if found:
             lines.append(f"{process.name:<12} " + ", ".join(f"{name} x{n}" for name, n in found.most_common(8)))
+        events: Counter[str] = Counter()
+        causes: Counter[str] = Counter()
+        for line in raw.splitlines():
+            if not line.startswith("{"):
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            events[str(entry.get("event", ""))] += 1
+            if entry.get("event") == "unhandled_error":
+                causes[f"{entry.get('path', '')}: {crash_summary(str(entry.get('exception', '')))}"] += 1
+        if events:
+            lines.append(f"{'':<12} logged: " + ", ".join(f"{name} x{n}" for name, n in events.most_common(10)))
+        lines.extend(f"    500 from {cause} x{n}" for cause, n in causes.most_common(10))
     return lines
 
 
