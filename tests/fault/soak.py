@@ -285,7 +285,7 @@ def _exceptions(topology: Topology) -> list[str]:
         raw = path.read_text(errors="replace")
         found = Counter(EXCEPTION.findall(raw.replace("\\n", "\n")))  # JSON logs escape tracebacks
         if found:
-            lines.append(f"{process.name:<12} " + ", ".join(f"{name} x{n}" for name, n in found.most_common(8)))
+            lines.append(f"{process.name:<12} raised: " + ", ".join(f"{name} x{n}" for name, n in found.most_common(8)))
         events: Counter[str] = Counter()
         causes: Counter[str] = Counter()
         for line in raw.splitlines():
@@ -299,7 +299,7 @@ def _exceptions(topology: Topology) -> list[str]:
             if entry.get("event") == "unhandled_error":
                 causes[f"{entry.get('path', '')}: {crash_summary(str(entry.get('exception', '')))}"] += 1
         if events:
-            lines.append(f"{'':<12} logged: " + ", ".join(f"{name} x{n}" for name, n in events.most_common(10)))
+            lines.append(f"{process.name:<12} logged: " + ", ".join(f"{name} x{n}" for name, n in events.most_common(10)))
         lines.extend(f"    500 from {cause} x{n}" for cause, n in causes.most_common(10))
     return lines
 
