@@ -141,9 +141,18 @@ class Topology:
         self._stop.set()
         if self._supervisor is not None:
             self._supervisor.join(10)
-        for process in self.all():
-            self._account(process)
-            process.close()
+        # A gate held means a start under way (the supervisor's): wait for it, then stop it too.
+        gates = [(self._gates[p.name], self._gates[p.name].acquire(timeout=120)) for p in self.all()]
+        try:
+            for process in self.all():
+                self._account(process)
+                process.terminate()
+            for process in self.all():
+                process.close()
+        finally:
+            for gate, got in gates:
+                if got:
+                    gate.release()
 
     def _account(self, process: ServiceProcess) -> None:
         """Adds the CPU time the process used so far (before it is stopped or killed)."""
