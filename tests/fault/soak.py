@@ -240,7 +240,7 @@ def _cpu() -> tuple[float, float]:
 
 def _process_lines(topology: Topology, faults: Faults | None) -> list[str]:
     lines = [f"{p.name:<12} started {p.starts} time(s)" for p in topology.all()]
-    lines.append(f"exited by themselves (restarted by the supervisor): {len(topology.exits)}")
+    lines.append(f"exited by themselves or failed to start (started again): {len(topology.exits)}")
     for exit_ in topology.exits:
         code = exit_.code
         how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"

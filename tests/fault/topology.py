@@ -28,6 +28,7 @@ COPIES = {"api": 2, "projector": 2, "ticker": 2, "fanout": 2, "watcher": 1}
 KINDS = tuple(COPIES)
 WRITERS = ("ticker", "watcher")  # the workers that append events on their own
 MAX_SUPERVISED_RESTARTS = 5
+STARTUP_ATTEMPTS = 3
 
 
 @dataclass
@@ -120,10 +121,17 @@ class Topology:
         errors: list[BaseException] = []
 
         def start(process: ServiceProcess) -> None:
-            try:
-                process.start(ready_timeout=ready_timeout)
-            except BaseException as exc:  # raised below, once every thread ended
-                errors.append(exc)
+            # As a process manager would: a failed start (processes starting side by side
+            # race on the schema) is recorded and tried again, a bounded number of times.
+            for attempt in range(1, STARTUP_ATTEMPTS + 1):
+                try:
+                    process.start(ready_timeout=ready_timeout)
+                    return
+                except Exception as exc:
+                    self.exits.append(Exit(process.name, process.exit_code(), time.monotonic(), process.log_tail()))
+                    self.timeline.note(f"{process.name} failed to start (attempt {attempt}): {exc!r:.150}")
+                    if attempt == STARTUP_ATTEMPTS:
+                        errors.append(exc)  # raised below, once every thread ended
 
         threads = [threading.Thread(target=start, args=(p,), name=f"start-{p.name}") for p in rest]
         for thread in threads:
