@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test bench lint clean
+.PHONY: install run test soak bench lint clean
 
 install: $(STAMP)
 
@@ -20,6 +20,11 @@ run: install
 
 test: install
 	$(PY) -m pytest
+
+# The production-topology fault test, longer than its in-suite variant (seconds of faults and load).
+SOAK_SECONDS ?= 300
+soak: install
+	SQUADOPS_SOAK_SECONDS=$(SOAK_SECONDS) $(PY) -m pytest tests/fault -s
 
 bench: install
 	$(PY) -m bench

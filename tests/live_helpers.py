@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,6 +23,7 @@ from projections.studio.live_events import live_event
 from tests import infra
 from tests.conftest import ADMIN, settings_for
 from tests.helpers import DEMO_LIKE, drive_runs, eventually
+from tests.processes import ServiceProcess, service_env
 from workers.bootstrap import WORKERS, Container, build
 from workers.settings import Settings
 
@@ -265,38 +262,10 @@ def wait_published(container: Container, timeout: float = 30.0) -> None:
 @contextlib.contextmanager
 def served_process(settings: Settings, *, workers: str = "all", tick_seconds: float | None = None) -> Iterator[str]:
     """``squadops serve`` in a subprocess on a free loopback port, over ``settings``' stores."""
-    port = infra.free_port()
-    env = {
-        **os.environ,
-        "SQUADOPS_DATABASE_URL": settings.database_url,
-        "SQUADOPS_NATS_URL": settings.nats_url,
-        "SQUADOPS_LIVE_STREAM_NAME": settings.live_stream_name,
-        "SQUADOPS_LIVE_SUBJECT_PREFIX": settings.live_subject_prefix,
-        "SQUADOPS_LOG_LEVEL": "warning",
-    }
-    if tick_seconds is not None:
-        env["SQUADOPS_TICK_SECONDS"] = str(tick_seconds)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", workers],
-        env=env,
-        cwd=str(Path(__file__).resolve().parents[1]),
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    extra = {} if tick_seconds is None else {"SQUADOPS_TICK_SECONDS": str(tick_seconds)}
+    process = ServiceProcess.serve("serve", service_env(settings, **extra), infra.free_port(), workers=workers)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError("the service did not start")
-            time.sleep(0.1)
-        yield url
+        process.start(ready_timeout=30)
+        yield process.url
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        process.close()

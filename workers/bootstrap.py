@@ -63,8 +63,8 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
             POSTGRES_PORT=str(info.get("port", "5432")),
             POSTGRES_USER=str(info.get("user", "postgres")),
             POSTGRES_PASSWORD=str(info.get("password", "")),
-            POSTGRES_POOL_SIZE="10",
-            POSTGRES_MAX_OVERFLOW="20",
+            POSTGRES_POOL_SIZE=str(settings.event_store_pool_min),
+            POSTGRES_MAX_OVERFLOW=str(settings.event_store_pool_max - settings.event_store_pool_min),
             POSTGRES_LOCK_TIMEOUT="10",
             POSTGRES_ENABLE_DB_FUNCTIONS="n",
             APPLICATION_RECORDER_TOPIC="workers.eventstore.recorder:TypedArrayApplicationRecorder",
@@ -84,6 +84,17 @@ def broker_factory(settings: Settings) -> Callable[[], Broker]:
         return lambda: NatsBroker.from_settings(settings)
     shared = MemoryBroker(settings.live_memory_buffer_events)
     return lambda: shared
+
+
+# Workers that hold a PostgreSQL LISTEN connection of their own (outside the pools).
+LISTENERS = ("projector", "fanout")
+
+
+def connection_budget(settings: Settings, workers: tuple[str, ...] = WORKERS) -> int:
+    """The most PostgreSQL connections one process holds: its two pools at their maximum
+    (event store, read models) and one LISTEN connection per listening worker it runs."""
+    listeners = sum(1 for name in LISTENERS if name in workers)
+    return settings.event_store_pool_max + settings.read_model_pool_max + listeners
 
 
 def read_projectors() -> list[Projector]:
@@ -226,7 +237,9 @@ def build(settings: Settings) -> Container:
     )
     event_store = services.event_store
     if settings.is_postgres:
-        store: DocStore = PostgresDocStore(settings.database_url)
+        store: DocStore = PostgresDocStore(
+            settings.database_url, min_size=settings.read_model_pool_min, max_size=settings.read_model_pool_max
+        )
     else:
         store = SqliteDocStore(Path(settings.sqlite_path))
     heartbeats = heartbeats_for(store)

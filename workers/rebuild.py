@@ -44,7 +44,9 @@ def open_parts(settings: Settings) -> tuple[Any, DocStore]:
 
     event_store = EventStore(eventsourcing_env(settings))
     store: DocStore = (
-        PostgresDocStore(settings.database_url, max_size=4)
+        PostgresDocStore(
+            settings.database_url, min_size=settings.read_model_pool_min, max_size=settings.read_model_pool_max
+        )
         if settings.is_postgres
         else SqliteDocStore(Path(settings.sqlite_path))
     )

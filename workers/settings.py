@@ -57,6 +57,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     watch_interval_seconds: float = 30.0
     project_assets_path: str = ""
     auto_recovery: bool = True
+    # PostgreSQL connections of one process (see workers.bootstrap.connection_budget):
+    # each pool keeps its minimum open and grows on demand to its maximum.
+    event_store_pool_min: int = 1
+    event_store_pool_max: int = 3
+    read_model_pool_min: int = 1
+    read_model_pool_max: int = 3
     base_url: str = "http://127.0.0.1:8000"
     model_proxy_aliases: tuple[tuple[str, str], ...] = ()
 
@@ -149,6 +155,13 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "SQUADOPS_PROJECTOR_STALE_SECONDS must exceed SQUADOPS_PROJECTOR_HEARTBEAT_SECONDS "
             "(a runner beats several times before it counts as gone)"
         )
+    for pool in ("event_store", "read_model"):
+        low, high = getattr(settings, f"{pool}_pool_min"), getattr(settings, f"{pool}_pool_max")
+        if not high >= 1 or low > high:
+            raise SettingsError(
+                f"SQUADOPS_{pool.upper()}_POOL_MAX must be at least 1 and at least "
+                f"SQUADOPS_{pool.upper()}_POOL_MIN, got min {low} and max {high}"
+            )
     if settings.database_url and not (
         settings.is_postgres or settings.database_url.startswith("sqlite:")
     ):

@@ -3,6 +3,8 @@
 Each pass reads ``pendingRunExecution`` (the queue read model), lets the queue policy pick
 what to start and what to tick within capacity, and advances them all in one save.
 Several tickers may run at once: optimistic concurrency keeps them from double-ticking.
+A tick that changes nothing appends nothing (``domain.studio.commands.ticks``); the ticker's
+holdings remember it, so a quiet run is still ticked once per interval, not once per check.
 """
 
 from __future__ import annotations

@@ -160,6 +160,9 @@ class TickReport(msgspec.Struct, kw_only=True):
     blockers: list[dict[str, str]] = []
     plane: str = ""
     diagnosis: dict[str, Any] = {}
+    # Ticks before this one that changed nothing (and were not recorded): this report's
+    # state began at ``tick``; the previous report's held through ``tick - quiet_ticks - 1``.
+    quiet_ticks: int = 0
 
 
 class HandoffEntry(msgspec.Struct, kw_only=True):

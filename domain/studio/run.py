@@ -17,6 +17,8 @@ COMPLETED = "completed"
 CLEANED_UP = "cleaned_up"
 ENDED = frozenset({COMPLETED, CLEANED_UP})
 STATUSES = (READY, SCHEDULED, RUNNING, COMPLETED, CLEANED_UP)
+# What a tick report says about the run; the rest counts what that one tick did.
+REPORT_STATE = ("status", "session_count", "live_status_counts", "blockers", "plane", "diagnosis")
 
 
 class RunEnded(Conflict):
@@ -73,6 +75,7 @@ class Run(Aggregate):
         self.queue_requested_at = ""
         self.started_at = ""
         self.last_tick_at = ""
+        self.last_report: dict[str, Any] = {}
         self.handoff_count = 0
         self.verification_waves = 0
         self.preview: dict[str, Any] = {}
@@ -131,16 +134,28 @@ class Run(Aggregate):
         self.started_at = started_at
 
     def record_tick(self, tick: int, at: str, report: dict[str, Any]) -> None:
+        """Records a tick that changed something; ``report["quiet_ticks"]`` counts the
+        ticks before it that changed nothing (and were not recorded)."""
         if self.status != RUNNING:
             raise Conflict(f"Run {self.run_id} is {self.status}; only running runs tick.")
-        if tick != self.tick + 1:
-            raise Conflict(f"Tick {tick} out of order; run {self.run_id} is at {self.tick}.")
+        quiet = report.get("quiet_ticks", 0)
+        if not isinstance(quiet, int) or quiet < 0 or tick != self.tick + quiet + 1:
+            raise Conflict(
+                f"Tick {tick} out of order; run {self.run_id} is at {self.tick} "
+                f"with {quiet!r} quiet ticks since."
+            )
         self._tick_recorded(tick=tick, at=at, report=report)
+
+    def reports_same(self, report: dict[str, Any]) -> bool:
+        """Whether ``report`` says what the last recorded one says (its tallies aside)."""
+        last = self.last_report
+        return bool(last) and all(last.get(k) == report.get(k) for k in REPORT_STATE)
 
     @event("TickRecorded")
     def _tick_recorded(self, tick: int, at: str, report: dict[str, Any]) -> None:
         self.tick = tick
         self.last_tick_at = at
+        self.last_report = report
 
     # -- handoffs, preview -------------------------------------------------------------
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import msgspec
 
+from projections.engine.stored_json import load_json
+
 _decode = msgspec.json.Decoder(dict).decode
 
 
@@ -81,7 +83,7 @@ def kind_of(topic: str) -> str:
 
 
 def envelope(notification: Any) -> Envelope:
-    data = _decode(notification.state)
+    data = load_json(notification.state, _decode)
     return Envelope(
         position=notification.id,
         originator_id=notification.originator_id,

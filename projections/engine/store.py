@@ -358,13 +358,29 @@ class PostgresDocStore(DocStore):
         conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
 
     def ensure(self, name: str) -> None:
-        with self.pool.connection() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"squadops-rm-{name}",))
-            self._create(conn, table_name(name))
-            conn.execute(
-                f"INSERT INTO {TRACKING} (name, position) VALUES (%s, 0) ON CONFLICT (name) DO NOTHING",
-                (name,),
-            )
+        """Creates the read model's table and tracking row when missing.
+
+        A process starting beside running projectors must not lock what they write: the
+        check takes no lock, and the table's DDL (which locks the table) and the tracking
+        row's insert (which waits on a row a projector may hold) are separate transactions,
+        so neither waits on the other while holding a lock (no deadlock).
+        """
+        table = table_name(name)
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT to_regclass(%s) IS NOT NULL, EXISTS (SELECT 1 FROM {TRACKING} WHERE name = %s)",
+                (table, name),
+            ).fetchone()
+            has_table, tracked = bool(row[0]), bool(row[1])
+            if not has_table:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"squadops-rm-{name}",))
+                    self._create(conn, table)
+            if not tracked:
+                conn.execute(
+                    f"INSERT INTO {TRACKING} (name, position) VALUES (%s, 0) ON CONFLICT (name) DO NOTHING",
+                    (name,),
+                )
 
     def position(self, name: str) -> int:
         with self.pool.connection() as conn:

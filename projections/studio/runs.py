@@ -3,7 +3,8 @@
 Documents (table ``rm_runs``):
 - ``run/<tenant>/<run_id>``: the run record and its sessions (partition ``runs/<tenant>``,
   group = project slug, sort = created_at, status = the run's derived status);
-- ``report/<tenant>/<run_id>/<tick>``: one report per tick;
+- ``report/<tenant>/<run_id>/<tick>``: one report per recorded tick (a tick that changed
+  something; ``quiet_ticks`` counts the unrecorded ones before it);
 - ``handoff/<tenant>/<run_id>/<n>``: the handoff trail in order;
 - ``queue/<tenant>/<run_id>``: ``pendingRunExecution`` entries (partition ``queue``, sorted
   by the first unserved ``requested_at``), removed when the run ends.

@@ -76,7 +76,10 @@ def test_execute_runs_ticks_until_agents_join_by_handoff_and_sessions_complete(h
             "live_status", "current_step", "blocker_code", "tool_call_count",
         }
     reports = http.get(f"{BASE}/runs/{run_id}/reports").json()
-    assert [r["tick"] for r in reports] == list(range(1, len(reports) + 1))
+    # One report per tick that changed something; together they cover every tick.
+    assert reports[0]["tick"] == 1
+    for previous, report in zip(reports, reports[1:], strict=False):
+        assert report["tick"] == previous["tick"] + report["quiet_ticks"] + 1
     assert all(r["status"] for r in reports)
     trail = http.get(f"{BASE}/runs/{run_id}/handoff-trail").json()
     assert trail["handoff_count"] == len(trail["handoffs"]) >= 1

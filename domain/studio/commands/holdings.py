@@ -1,13 +1,29 @@
-"""Aggregates the ticker holds between passes, and the log reading that keeps them fresh."""
+"""What the ticker holds between passes: its copies of the aggregates it ticks, and the
+ticks that changed nothing since each run's last recorded tick."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from domain.shared.errors import NotFound
 from domain.shared.event_store import EventStore
+
+
+@dataclass(frozen=True)
+class QuietStretch:
+    """Ticks of one run that changed nothing, after its recorded tick ``after_tick``.
+
+    A quiet tick appends nothing, so only the ticker that ticked it knows of it; the
+    next tick that changes something carries the count (``quiet_ticks`` in its report)
+    and takes the tick number after them. A restarted ticker starts counting again.
+    """
+
+    after_tick: int
+    count: int
+    last_at: str
 
 
 class Holdings:
@@ -24,6 +40,7 @@ class Holdings:
         self.store = store
         self.aggregates: dict[str, Any] = {}
         self.batch: dict[str, Any] = {}
+        self.quiet: dict[str, QuietStretch] = {}
         self.position = 0
         self.lock = threading.Lock()
 
@@ -84,3 +101,23 @@ class Holdings:
     def drop(self, aggregates: Iterable[Any]) -> None:
         for aggregate in aggregates:
             self.aggregates.pop(aggregate.id, None)
+
+    # -- quiet ticks --------------------------------------------------------------------
+
+    def quiet_since(self, run: Any) -> QuietStretch | None:
+        """The quiet stretch after the run's last recorded tick, if this ticker saw one.
+
+        A stretch stays valid while the run's tick stays where it was (other commands on
+        the run do not end it); once a tick is recorded it is stale and ignored.
+        """
+        stretch = self.quiet.get(run.id)
+        return stretch if stretch is not None and stretch.after_tick == run.tick else None
+
+    def note_quiet(self, run: Any, at: str) -> None:
+        """One more tick of ``run`` that changed nothing."""
+        stretch = self.quiet_since(run)
+        self.quiet[run.id] = QuietStretch(run.tick, (stretch.count if stretch else 0) + 1, at)
+
+    def forget_quiet(self, run_ids: Iterable[str]) -> None:
+        for run_id in run_ids:
+            self.quiet.pop(run_id, None)

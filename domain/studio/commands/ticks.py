@@ -3,6 +3,11 @@
 What one tick changes (the run's report, every session step, new sessions) is saved in
 one save; the ticker groups the ticks of many runs into one save as well, and falls back
 to one save per run only when a concurrent command touched one of them.
+
+A tick that changes nothing (no step took effect and the report would say what the last
+one says) appends nothing: a blocked or idle run costs no events. The policies and the
+plane still look at it every tick; the next tick that changes something is recorded
+with the tick number after the quiet ones and their count (``quiet_ticks``).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class TickOutcome:
     runs_started: int = 0
     runs_completed: int = 0
     events: int = 0
+    quiet: int = 0  # ticks that changed nothing, so appended nothing
     conflicts: int = 0
     rejected_steps: int = 0
     run_ids: list[str] = field(default_factory=list)
@@ -50,6 +56,7 @@ class TickOutcome:
         self.runs_started += other.runs_started
         self.runs_completed += other.runs_completed
         self.events += other.events
+        self.quiet += other.quiet
         self.conflicts += other.conflicts
         self.rejected_steps += other.rejected_steps
         self.run_ids.extend(other.run_ids)
@@ -152,7 +159,9 @@ class TickCommands:
     def _release_ended(self, changed: Sequence[Any]) -> None:
         """Keeps what was saved; a run that ended no longer ticks: forget its copies."""
         self.holdings.adopt(changed)
-        ended = {(a.tenant, a.run_id) for a in changed if isinstance(a, Run) and a.ended}
+        runs = [a for a in changed if isinstance(a, Run)]
+        self.holdings.forget_quiet(a.id for a in runs)  # a recorded tick ends the stretch
+        ended = {(a.tenant, a.run_id) for a in runs if a.ended}
         if ended:
             self.holdings.drop(
                 a
@@ -200,18 +209,21 @@ class TickCommands:
         run = self.holdings.get(run_key(tenant, run_id))
         outcome = TickOutcome()
         at = self.clock()
-        if fresh_after and run.last_tick_at > fresh_after:
+        quiet = self.holdings.quiet_since(run)
+        if fresh_after and max(run.last_tick_at, quiet.last_at if quiet else "") > fresh_after:
             return [], outcome
         if starting and run.status == SCHEDULED:
             run.start_execution(at)
             outcome.runs_started = 1
         if run.status != RUNNING:
+            self.holdings.forget_quiet([run.id])
             return ([run] if run.pending_events else []), outcome
         sessions = {
             agent_id: self.holdings.get(session_key(tenant, run_id, session_id, agent_id))
             for agent_id, session_id in run.sessions.items()
         }
-        tick = run.tick + 1
+        quiet_ticks = quiet.count if quiet is not None else 0
+        tick = run.tick + quiet_ticks + 1
         template = self.templates.get(run.template_id)
         steps: list[ports.Step] = []
         for policy in policies:
@@ -251,13 +263,20 @@ class TickCommands:
             "plane": plane.name,
             "diagnosis": zero_output_first_tool_block(sessions.values()),
         }
+        changed: list[Any] = [s for s in sessions.values() if s.pending_events]
+        changed += [lease for lease in touched.values() if lease.pending_events]
+        outcome.runs_ticked = 1
+        if not changed and not run.pending_events and not completing and run.reports_same(report):
+            self.holdings.note_quiet(run, at)
+            outcome.quiet = 1
+            outcome.rejected_steps = tallies["rejected"]
+            return [], outcome
+        report["quiet_ticks"] = quiet_ticks
         run.record_tick(tick, at, report)
         if completing and complete is not None:
             run.complete(at, {**complete.summary, "ticks": tick})
             outcome.runs_completed = 1
-        changed: list[Any] = [run] + [s for s in sessions.values() if s.pending_events]
-        changed += [lease for lease in touched.values() if lease.pending_events]
-        outcome.runs_ticked = 1
+        changed.insert(0, run)
         outcome.rejected_steps = tallies["rejected"]
         outcome.events = sum(len(a.pending_events) for a in changed)
         outcome.run_ids.append(run_id)
