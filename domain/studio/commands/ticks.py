@@ -19,6 +19,7 @@ from domain.shared import ports
 from domain.shared.clock import shift
 from domain.shared.errors import DomainError, NotFound
 from domain.shared.ids import run_key, session_key
+from domain.studio.commands.agent_tools import deliver_comment
 from domain.studio.commands.recovery import recreate_once
 from domain.studio.commands.runs import derived_id
 from domain.studio.lease import SUSPEND_AFTER_SECONDS, WorkspaceLease
@@ -460,6 +461,10 @@ class TickCommands:
                     repository_key=step.repository_key,
                     at=at,
                 )
+            case ports.Comment():
+                deliver_comment(sessions, session, step, at)
+            case ports.RunnerOutput():
+                session.record_runner_output(stream=step.stream, level=step.level, text=step.text, at=at)
             case ports.Finish():
                 if session.finish(result=dict(step.result), at=at, tick=tick):
                     lease = self.give_back_slot(run, session, "session_completed", at, self._held_or_none)
