@@ -113,7 +113,7 @@ def _one(state: State, caller: agent_tokens.AgentIdentity, item: Any) -> dto.Res
     if not message.is_request:
         return None  # a notification (notifications/initialized, cancelled ...) or a response
     try:
-        return dto.Response(id=request_id, result=_dispatch(state, caller, message))
+        return dto.success(request_id, _dispatch(state, caller, message))
     except _RpcFailure as exc:
         return dto.failure(request_id, exc.code, exc.message)
 

@@ -43,10 +43,16 @@ class RpcError(msgspec.Struct, omit_defaults=True):
 
 
 class Response(msgspec.Struct, omit_defaults=True):
+    """Exactly one of ``result`` and ``error``; ``jsonrpc`` always (no default, never omitted)."""
+
+    jsonrpc: str
     id: RequestId | None
-    jsonrpc: str = JSONRPC
     result: Any = msgspec.UNSET
     error: RpcError | msgspec.UnsetType = msgspec.UNSET
+
+
+def success(request_id: RequestId | None, result: Any) -> Response:
+    return Response(jsonrpc=JSONRPC, id=request_id, result=result)
 
 
 class ToolCall(msgspec.Struct, kw_only=True):
@@ -68,4 +74,4 @@ class ToolResult(msgspec.Struct, omit_defaults=True, rename="camel"):
 
 
 def failure(request_id: RequestId | None, code: int, message: str) -> Response:
-    return Response(id=request_id, error=RpcError(code=code, message=message))
+    return Response(jsonrpc=JSONRPC, id=request_id, error=RpcError(code=code, message=message))

@@ -138,7 +138,7 @@ class StreamReader:
             for server in data.get("mcp_servers") or []:
                 name, status = str(server.get("name", "")), str(server.get("status", ""))
                 if name in self.watched_servers and status != "connected":
-                    signals.append(Notice("warn", f"MCP server {name} is {status or 'not connected'}."))
+                    signals.append(Notice("warn", f"MCP server {name} did not connect ({status or 'no status'})."))
             return signals
         if kind == "assistant":
             return self._assistant(data.get("message") or {})
