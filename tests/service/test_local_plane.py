@@ -1,0 +1,124 @@
+"""The local plane in the service layer: ticks driven by hand, real subprocesses and git.
+
+What cannot run becomes the session's wall (never a crash of the ticker), the existing
+recovery policies handle the plane's blockers, and at most ``local_max_processes`` agent
+processes run at once while the others wait their turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from domain.studio.commands.recovery import recovery_policies
+from domain.studio.control import ControlIntent
+from tests.conftest import settings_for
+from tests.helpers import eventually
+from tests.integration.local_support import PROJECT, STANDIN
+from workers.bootstrap import Container, build
+from workers.planes.local import LocalPlane
+
+TENANT = "default"
+
+
+@pytest.fixture
+def local(sqlite_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Container]:
+    changes: dict[str, Any] = {"execution_plane": "local", "data_dir": str(tmp_path / "data")}
+    changes.update(getattr(request, "param", {}))
+    container = build(settings_for(sqlite_url, **changes))
+    container.app.create_project(tenant=TENANT, request=PROJECT, created_by="op@example.com")
+    yield container
+    container.close()
+
+
+def start_run(container: Container) -> str:
+    app = container.app
+    run, _ = app.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="acme", launched_by="op")
+    app.request_execution(tenant=TENANT, run_id=run.run_id, requested_by="op")
+    app.tick_runs(container.plane, start=[(TENANT, run.run_id)])
+    return run.run_id
+
+
+def tick(container: Container, run_id: str) -> None:
+    plane = container.plane
+    container.app.tick_runs(plane, tick=[(TENANT, run_id)], policies=recovery_policies(credentials=plane))
+
+
+def session(container: Container, run_id: str, agent_id: str) -> Any:
+    app = container.app
+    return app.agent_session(app.get_run(TENANT, run_id), agent_id)
+
+
+def until(container: Container, run_id: str, probe: Any, timeout: float = 20.0) -> Any:
+    def step() -> Any:
+        tick(container, run_id)
+        return probe()
+
+    return eventually(step, timeout=timeout, interval=0.02)
+
+
+def events(container: Container, run_id: str, agent_id: str, name: str) -> list[Any]:
+    s = session(container, run_id, agent_id)
+    return [e for e in container.app.events.get(s.id) if type(e).__name__ == name]
+
+
+@pytest.mark.parametrize("local", [{"local_agent_command": "/nonexistent/agent-cli --json"}], indirect=True)
+def test_a_cli_that_cannot_run_is_the_sessions_wall(local: Container) -> None:
+    run_id = start_run(local)
+    planner = until(local, run_id, lambda: (s := session(local, run_id, "planner")).live_status == "blocked" and s)
+    assert planner.blocker_code == "agent_cli_missing"
+    assert "'/nonexistent/agent-cli' cannot be run" in planner.blocker_message
+    assert "SQUADOPS_LOCAL_AGENT_COMMAND" in planner.blocker_message
+
+    # Without an override, a provider with no known CLI is a wall too (a tester runs on antigravity).
+    plane = local.plane
+    assert isinstance(plane, LocalPlane)
+    plane.config = dataclasses.replace(plane.config, command="")
+    local.app.control_session(tenant=TENANT, run_id=run_id, agent_id="planner", actor="op",
+                              intent=ControlIntent(verb="handoff_agent", target_agent_id="tester-admin"))
+    tester = until(local, run_id, lambda: (s := session(local, run_id, "tester-admin")).live_status == "blocked" and s)
+    assert tester.blocker_code == "agent_cli_missing"
+    assert "No local agent CLI is known for provider 'antigravity'" in tester.blocker_message
+
+
+def test_a_worktree_that_cannot_be_made_goes_to_the_fresh_workspace_policy(local: Container) -> None:
+    lanes = Path(local.settings.data_dir) / "repos" / TENANT / "acme"
+    lanes.mkdir(parents=True)
+    (lanes / "assembly.git").write_text("not a repository")  # git cannot create the lane repository here
+    run_id = start_run(local)
+    until(local, run_id, lambda: len(events(local, run_id, "planner", "Blocked")) >= 2)
+    planner = session(local, run_id, "planner")
+    assert planner.blocker_code == "workspace_source_materialization_failed"
+    restarts = events(local, run_id, "planner", "ProcessRestarted")
+    assert [(r.reason, r.fresh_workspace) for r in restarts] == [("workspace_source_materialization_failed", True)]
+    assert planner.workspace_generation == 1  # the policy's one fresh workspace was used; the operator has it now
+
+
+@pytest.mark.parametrize("local", [{"local_max_processes": 1, "local_agent_command": ""}], indirect=True)
+def test_at_most_the_bound_runs_and_the_rest_wait_in_order(local: Container, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"curator": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}],'
+                    ' "planner": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}]}')
+    plane = local.plane
+    assert isinstance(plane, LocalPlane)
+    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan}")
+    run_id = start_run(local)
+    # The curator asked first (agents are visited in order): it runs, the planner waits.
+    until(local, run_id, lambda: session(local, run_id, "curator").live_status == "working")
+    for _ in range(5):
+        tick(local, run_id)
+    assert session(local, run_id, "planner").live_status == "ready"
+    assert plane.pool.live_count() == 1 and plane.pool.position(session(local, run_id, "planner").id) == 0
+    waiting = [e.text for e in events(local, run_id, "planner", "RunnerOutput")]
+    assert waiting == ["waiting for a process slot (0 ahead; at most 1 agent processes run at once)"]
+
+    local.app.control_session(tenant=TENANT, run_id=run_id, agent_id="curator", actor="op",
+                              intent=ControlIntent(verb="stop_session", reason="make room"))
+    until(local, run_id, lambda: session(local, run_id, "planner").live_status == "working")
+    assert plane.pool.live_count() == 1
+
