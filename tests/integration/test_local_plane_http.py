@@ -78,7 +78,7 @@ def tools(feed: dict[str, Any], agent_id: str) -> list[str]:
 
 
 def test_a_squad_of_real_processes_shows_exactly_what_the_clis_reported(database_url: str, tmp_path: Path) -> None:
-    with served(database_url, tmp_path / "data", PLAN, local_first_tool_seconds=1.0) as svc:
+    with served(database_url, tmp_path / "data", PLAN, local_first_tool_seconds=2.0) as svc:
         run_id = svc.launch()
         svc.wait_status(run_id, "planner", "session_completed")
         svc.wait_status(run_id, "backend", "session_completed")

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from domain.shared import ports
 from domain.studio.commands.recovery import recovery_policies
 from domain.studio.control import ControlIntent
 from tests.conftest import settings_for
@@ -122,3 +123,33 @@ def test_at_most_the_bound_runs_and_the_rest_wait_in_order(local: Container, tmp
     until(local, run_id, lambda: session(local, run_id, "planner").live_status == "working")
     assert plane.pool.live_count() == 1
 
+
+
+@pytest.mark.parametrize("local", [{"local_agent_command": ""}], indirect=True)
+def test_a_tick_whose_save_failed_is_planned_again_with_what_the_process_wrote(local: Container, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"curator": [{"format": "claude", "session": "cur-1", "steps": '
+                    '[["tool", "Grep", {"pattern": "TODO"}], ["text", "found two"], ["hang", 120]]}]}')
+    plane = local.plane
+    assert isinstance(plane, LocalPlane)
+    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan}")
+    run_id = start_run(local)
+    app = local.app
+    until(local, run_id, lambda: plane.process_of(session(local, run_id, "curator").id) is not None)
+    transcript = Path(local.settings.data_dir) / "agents" / TENANT / run_id / "curator" / "attempt-1.jsonl"
+    eventually(lambda: transcript.exists() and len(transcript.read_text().splitlines()) >= 4)
+
+    # Plan the next tick twice without saving it (what a save that hit a concurrent write does).
+    run = app.get_run(TENANT, run_id)
+    sessions = app.all_sessions(run)
+    first = [s for s in plane.plan_tick(run, sessions, run.tick + 1) if s.agent_id == "curator"]
+    assert [type(s).__name__ for s in first if not isinstance(s, ports.RunnerOutput)] == ["StartProcess", "CallTool", "Say"]
+    # No service answers on its MCP URL here: the CLI said so, and that is a runtime log.
+    assert "MCP server squadops did not connect (failed)." in [s.text for s in first if isinstance(s, ports.RunnerOutput)]
+    again = [s for s in plane.plan_tick(run, sessions, run.tick + 1) if s.agent_id == "curator"]
+    assert again == first
+
+    # The ticker's next tick is that same tick: nothing the process wrote was lost.
+    tick(local, run_id)
+    curator = session(local, run_id, "curator")
+    assert (curator.llm_session_id, curator.tool_call_count, curator.live_status) == ("cur-1", 1, "working")

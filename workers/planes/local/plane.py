@@ -70,6 +70,7 @@ class Handle:
     confirmed: bool = False
     exit_tick: int = -1
     ended_at: float = 0.0
+    paused_at: float = 0.0
 
 
 class LocalPlane:
@@ -85,6 +86,8 @@ class LocalPlane:
         self.handles: dict[str, Handle] = {}
         self.marks: dict[str, tuple[int, int]] = {}  # key -> (workspace_restarts, generation) of its worktree
         self.workspaces: dict[str, Path] = {}  # workspace name -> worktree
+        self.retiring: dict[str, AgentProcess] = {}  # ended by the plane, not exited yet
+        self._planned: dict[tuple[str, str], tuple[int, list[ports.Step]]] = {}  # run -> its last tick's steps
         self.known_runs: set[tuple[str, str]] = set()
         self._ticked: set[tuple[str, str]] = set()
         self._queued_logged: set[str] = set()
@@ -100,14 +103,24 @@ class LocalPlane:
             if sessions and all(s.ended for s in sessions):
                 steps = [step for s in sessions for step in self._ended(s, final=True)]
                 return steps + [ports.CompleteRun(summary={"sessions": len(sessions)})]
-            steps: list[ports.Step] = []
-            for session in sorted(sessions, key=lambda s: s.agent_id):
-                try:
-                    steps.extend(self._session(run, session, tick))
-                except Exception as exc:  # one session's trouble never stops the ticker
-                    log.warning("local_session_failed", agent_id=session.agent_id, error=repr(exc))
-                    steps.append(self._log(session.agent_id, "error", f"local plane: {exc!r}", "exit"))
-            return steps
+            planned = self._planned.get((run.tenant, run.run_id))
+            if planned is not None and planned[0] == tick:
+                # The same tick again: its save failed (a concurrent command), so what the
+                # processes wrote then is planned again, with what they wrote since.
+                steps = planned[1] + [
+                    step for s in sessions if s.id in self.handles and s.live_status != PAUSED
+                    for step in self._drain(run, s, self.handles[s.id], reoffer=False)
+                ]
+            else:
+                steps = []
+                for session in sorted(sessions, key=lambda s: s.agent_id):
+                    try:
+                        steps.extend(self._session(run, session, tick))
+                    except Exception as exc:  # one session's trouble never stops the ticker
+                        log.warning("local_session_failed", agent_id=session.agent_id, error=repr(exc))
+                        steps.append(self._log(session.agent_id, "error", f"local plane: {exc!r}", "exit"))
+            self._planned[(run.tenant, run.run_id)] = (tick, steps)
+            return list(steps)
 
     def after_pass(self) -> None:
         """Ends the processes and removes the worktrees of runs that ended since."""
@@ -131,6 +144,7 @@ class LocalPlane:
             removed = self.worktrees.remove_run(tenant, run_id)
             self.workspaces = {n: p for n, p in self.workspaces.items() if p not in removed}
             self.known_runs.discard((tenant, run_id))
+            self._planned.pop((tenant, run_id), None)
             log.info("local_run_cleaned", run_id=run_id, worktrees=len(removed))
 
     def close(self) -> None:
@@ -167,10 +181,13 @@ class LocalPlane:
             return self._ended(s)
         if handle is not None:
             handle.confirmed = handle.confirmed or s.process_attempt >= handle.expected_attempt
-            if s.live_status == PAUSED:
+            if s.live_status == PAUSED and not handle.process.paused:
                 handle.process.pause()
-            else:
+                handle.paused_at = time.monotonic()
+            elif s.live_status != PAUSED and handle.process.paused:
                 handle.process.resume()
+                # Time spent stopped does not count toward the first-tool window.
+                handle.started_seen_at += time.monotonic() - handle.paused_at
             dead = handle.process.finished and handle.exit_tick >= 0
             if s.live_status == READY and (handle.confirmed or dead or self._workspace_changed(s)):
                 self._forget(s.id)  # restarted by a verb or a policy: a new process, same worktree
@@ -181,6 +198,8 @@ class LocalPlane:
             if s.live_status in (WAITING_FIRST_TOOL, WORKING):
                 return [self._exited_block(s, None, "no agent process runs for this session on this machine")]
             return []
+        if s.live_status == PAUSED:
+            return []  # what it wrote before it was stopped is read when it resumes
         # Whether it had exited before its lines are taken: then every line it wrote is in.
         finished = handle.process.finished
         steps = self._drain(run, s, handle)
@@ -216,6 +235,11 @@ class LocalPlane:
 
     def _launch(self, run: Any, s: Any) -> list[ports.Step]:
         key = s.id
+        retiring = self.retiring.get(key)
+        if retiring is not None:
+            if not retiring.finished:
+                return []  # never two processes of one agent in one worktree
+            del self.retiring[key]
         if not self.pool.admit(key):
             if key in self._queued_logged:
                 return []
@@ -268,7 +292,7 @@ class LocalPlane:
                                                 summary="the mailbox went into the process's brief"))
         return steps
 
-    def _drain(self, run: Any, s: Any, handle: Handle) -> list[ports.Step]:
+    def _drain(self, run: Any, s: Any, handle: Handle, reoffer: bool = True) -> list[ports.Step]:
         steps: list[ports.Step] = []
         logs = 0
         translator = handle.translator or StepTranslator(s.agent_id)
@@ -295,7 +319,7 @@ class LocalPlane:
         if errors:
             steps.append(self._log(s.agent_id, "warn", excerpt(" | ".join(errors[-5:]), 500), "stderr"))
         if (
-            s.live_status == READY and handle.llm_session_id and not handle.confirmed
+            reoffer and s.live_status == READY and handle.llm_session_id and not handle.confirmed
             and not any(isinstance(step, ports.StartProcess) for step in steps)
         ):
             # Its start was refused while the session was busy (paused, say): offer it again.
@@ -372,6 +396,8 @@ class LocalPlane:
         self._queued_logged.discard(key)
         if handle is not None:
             handle.process.stop(self.config.stop_grace_seconds)
+            if not handle.process.finished:
+                self.retiring[key] = handle.process
 
     @staticmethod
     def _log(agent_id: str, level: str, text: str, stream: str) -> ports.RunnerOutput:
