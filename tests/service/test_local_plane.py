@@ -46,8 +46,10 @@ def start_run(container: Container) -> str:
 
 
 def tick(container: Container, run_id: str) -> None:
+    """One pass of the ticker over the run."""
     plane = container.plane
     container.app.tick_runs(plane, tick=[(TENANT, run_id)], policies=recovery_policies(credentials=plane))
+    plane.after_pass()
 
 
 def session(container: Container, run_id: str, agent_id: str) -> Any:
@@ -153,3 +155,32 @@ def test_a_tick_whose_save_failed_is_planned_again_with_what_the_process_wrote(l
     tick(local, run_id)
     curator = session(local, run_id, "curator")
     assert (curator.llm_session_id, curator.tool_call_count, curator.live_status) == ("cur-1", 1, "working")
+
+
+@pytest.mark.parametrize("local", [{"local_agent_command": ""}], indirect=True)
+def test_after_a_restart_the_plane_owns_up_to_lost_processes_and_sweeps_old_worktrees(local: Container, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"curator": [{"format": "claude", "steps": [["tool", "Grep", {}], ["hang", 120]]}]}')
+    plane = local.plane
+    assert isinstance(plane, LocalPlane)
+    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan}")
+    run_id = start_run(local)
+    until(local, run_id, lambda: session(local, run_id, "curator").live_status == "working")
+    tree = plane.worktrees.path_for(TENANT, run_id, "curator")
+    process = plane.process_of(session(local, run_id, "curator").id)
+    assert process is not None and tree.exists()
+
+    local.close_plane()  # the service goes down: its processes end, the worktrees stay
+    assert process.finished and tree.exists()
+    local.plane = LocalPlane(plane.config, load_run=plane.load_run, sweep_seconds=0)  # and comes back up
+    until(local, run_id, lambda: session(local, run_id, "curator").live_status == "blocked")
+    curator = session(local, run_id, "curator")
+    assert curator.blocker_code == "agent_process_exited"
+    assert "no agent process runs for this session on this machine" in curator.blocker_message
+
+    local.close_plane()
+    local.app.cleanup_run(tenant=TENANT, run_id=run_id, actor="op")  # cleaned up while the plane was down
+    assert tree.exists()
+    after = LocalPlane(plane.config, load_run=plane.load_run, sweep_seconds=0)  # it never ticked this run
+    after.after_pass()
+    assert not tree.exists() and not plane.worktrees.run_dir(TENANT, run_id).exists()

@@ -48,7 +48,7 @@ from workers.planes.local.worktrees import WorktreeError, Worktrees
 log = structlog.get_logger("squadops.local_plane")
 
 LOGS_PER_TICK = 20
-SWEEP_SECONDS = 0.5
+SWEEP_SECONDS = 0.5  # how often runs this plane did not tick are looked up (did they end?)
 STALE_SIGNAL = "detached runner process not alive"
 
 
@@ -78,9 +78,12 @@ class LocalPlane:
 
     name = "local"
 
-    def __init__(self, config: LocalConfig, load_run: Callable[[str, str], Any] | None = None) -> None:
+    def __init__(
+        self, config: LocalConfig, load_run: Callable[[str, str], Any] | None = None, sweep_seconds: float = SWEEP_SECONDS
+    ) -> None:
         self.config = config
         self.load_run = load_run
+        self.sweep_seconds = sweep_seconds
         self.worktrees = Worktrees(config.data_dir)
         self.pool = ProcessPool(config.max_processes)
         self.handles: dict[str, Handle] = {}
@@ -92,6 +95,7 @@ class LocalPlane:
         self._ticked: set[tuple[str, str]] = set()
         self._queued_logged: set[str] = set()
         self._last_sweep = 0.0
+        self._scanned = False
         self._lock = threading.RLock()
 
     # -- the port -----------------------------------------------------------------------
@@ -126,9 +130,13 @@ class LocalPlane:
         """Ends the processes and removes the worktrees of runs that ended since."""
         with self._lock:
             ticked, self._ticked = self._ticked, set()
-            if self.load_run is None or time.monotonic() - self._last_sweep < SWEEP_SECONDS:
+            if self.load_run is None or time.monotonic() - self._last_sweep < self.sweep_seconds:
                 return
             self._last_sweep = time.monotonic()
+            if not self._scanned:
+                # Worktrees left by an earlier life of the service are swept like the others.
+                self._scanned = True
+                self.known_runs |= set(self.worktrees.runs_on_disk())
             for tenant, run_id in sorted(self.known_runs - ticked):
                 run = self.load_run(tenant, run_id)
                 if run is None or run.ended:
@@ -139,7 +147,7 @@ class LocalPlane:
         with self._lock:
             for key in [k for k, h in self.handles.items() if (h.tenant, h.run_id) == (tenant, run_id)]:
                 self._forget(key)
-            for key in [k for k in self.pool.waiting if k.startswith(f"ses:{tenant}:{run_id}:")]:
+            for key in [k for k in list(self.pool.waiting) if k.startswith(f"ses:{tenant}:{run_id}:")]:
                 self.pool.cancel(key)
             removed = self.worktrees.remove_run(tenant, run_id)
             self.workspaces = {n: p for n, p in self.workspaces.items() if p not in removed}

@@ -140,6 +140,13 @@ class Worktrees:
         shutil.rmtree(folder, ignore_errors=True)
         return removed
 
+    def runs_on_disk(self) -> list[tuple[str, str]]:
+        """``(tenant, run_id)`` of every run that has a worktree folder here."""
+        root = self.root / "worktrees"
+        if not root.exists():
+            return []
+        return sorted((t.name, r.name) for t in root.iterdir() if t.is_dir() for r in t.iterdir() if r.is_dir())
+
     def is_worktree(self, path: Path) -> bool:
         return (path / ".git").is_file() and self._repository_of(path) is not None
 
