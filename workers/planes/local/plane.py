@@ -140,7 +140,11 @@ class LocalPlane:
             for tenant, run_id in sorted(self.known_runs - ticked):
                 run = self.load_run(tenant, run_id)
                 if run is None or run.ended:
-                    self.end_run(tenant, run_id)
+                    try:
+                        self.end_run(tenant, run_id)
+                    except Exception as exc:  # a worktree git will not remove waits for the next life
+                        log.warning("local_run_cleanup_failed", run_id=run_id, error=repr(exc))
+                        self.known_runs.discard((tenant, run_id))
 
     def end_run(self, tenant: str, run_id: str) -> None:
         """Stops every process of the run and removes its worktrees."""
