@@ -15,6 +15,7 @@ from api.errors import EXCEPTION_HANDLERS
 from api.health.controller import healthz, openapi_json, readyz
 from api.health.metrics import metrics_handler, metrics_registry
 from api.live.controller import live_channel
+from api.mcp.controller import mcp_router
 from api.middleware import request_context
 from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory.controller import project_factory_router
@@ -73,6 +74,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             control_plane_router(settings.edge_jwt_key),
             metrics_handler(registry),
             *control_routers(settings.edge_jwt_key),
+            mcp_router(),
         ],
         exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
         # The service's parts, read by handlers from state (see api/context.py).
@@ -89,6 +91,10 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "heartbeat": settings.live_heartbeat_seconds,
                 "jwt_key": settings.edge_jwt_key,
                 "http_observer": http_metrics.observe,
+                # The squad's MCP server: the composition root's command object and token key.
+                "agent_tools": getattr(container, "agent_tools", None),
+                "mcp_token_key": getattr(container, "mcp_token_key", ""),
+                "base_url": settings.base_url,
             }
         ),
         middleware=[request_context],

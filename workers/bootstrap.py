@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,7 +14,9 @@ import structlog
 from domain.projects.commands import ProjectCommands
 from domain.shared.clock import utc_now_iso
 from domain.shared.event_store import EventStore
+from domain.shared.ids import run_key
 from domain.studio.commands import StudioCommands
+from domain.studio.commands.agent_tools import AgentToolCalls
 from domain.studio.commands.recovery import recovery_policies
 from domain.studio.process import ModelProxyAliases
 from domain.studio.templates import TemplateCatalog, shipped_templates
@@ -33,6 +36,7 @@ from projections.studio.workspace_mirror import MirrorProjector
 from workers.fanout import LiveFanout
 from workers.live_broker import MemoryBroker
 from workers.logging import configure_logging
+from workers.planes.local import LocalConfig, LocalPlane
 from workers.planes.simulator import SimulatorPlane
 from workers.settings import Settings
 from workers.ticker import Ticker
@@ -158,6 +162,9 @@ class Container(Services):
     started: list[str] = field(default_factory=list)
     watcher: Watcher | None = None
     _alive_until: float = field(default=0.0, init=False, repr=False)
+    # The squad's MCP server (``/mcp``): its command object and the agent token key.
+    agent_tools: AgentToolCalls | None = None
+    mcp_token_key: str = ""
 
     def start(self, workers: tuple[str, ...] = WORKERS) -> None:
         """Starts the named workers in this process (the embedded default runs all)."""
@@ -218,12 +225,20 @@ class Container(Services):
             self.fanout.stop()
         if "ticker" in self.started:
             self.ticker.stop()
+            self.close_plane()
         if "projector" in self.started:
             self.runner.stop()
         self.started.clear()
 
+    def close_plane(self) -> None:
+        """A plane that runs processes (the local one) stops them."""
+        close = getattr(self.plane, "close", None)
+        if close is not None:
+            close()
+
     def close(self) -> None:
         self.stop()
+        self.close_plane()
         self.store.close()
         self.event_store.close()
 
@@ -262,7 +277,8 @@ def build(settings: Settings) -> Container:
         max_lag_seconds=settings.health_max_lag_seconds,
     )
     event_store.add_listener(runner.wake)
-    plane = SimulatorPlane()
+    mcp_token_key = settings.mcp_token_key or secrets.token_hex(32)
+    plane = build_plane(settings, event_store, mcp_token_key)
     ticker = Ticker(
         services.studio.ticks,
         store,
@@ -297,4 +313,23 @@ def build(settings: Settings) -> Container:
         event_store=event_store, projects=services.projects, studio=services.studio, clock=services.clock,
         settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health,
+        agent_tools=AgentToolCalls(services.studio.runs), mcp_token_key=mcp_token_key,
     )
+
+
+def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> Any:
+    """The execution plane C21 names: the simulator (default) or the local one."""
+    if settings.execution_plane != "local":
+        return SimulatorPlane()
+    config = LocalConfig(
+        data_dir=Path(settings.data_dir),
+        base_url=settings.base_url,
+        command=settings.local_agent_command,
+        max_processes=settings.local_max_processes,
+        first_tool_seconds=settings.local_first_tool_seconds,
+        stop_grace_seconds=settings.local_stop_grace_seconds,
+        model_proxy_base_url=settings.model_proxy_base_url,
+        model_proxy_token=settings.model_proxy_token,
+        token_key=token_key,
+    )
+    return LocalPlane(config, load_run=lambda tenant, run_id: event_store.get_or_none(run_key(tenant, run_id)))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
 
 DEFAULT_SQLITE_PATH = Path("var") / "squadops.db"
+EXECUTION_PLANES = ("simulator", "local")
 
 
 class SettingsError(ValueError):
@@ -65,6 +67,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     read_model_pool_max: int = 3
     base_url: str = "http://127.0.0.1:8000"
     model_proxy_aliases: tuple[tuple[str, str], ...] = ()
+    # Execution planes (C21): the built-in simulator, or agent CLIs run as local processes.
+    execution_plane: str = "simulator"
+    data_dir: str = "var"
+    local_agent_command: str = ""
+    local_max_processes: int = 4
+    local_first_tool_seconds: float = 120.0
+    local_stop_grace_seconds: float = 5.0
+    model_proxy_base_url: str = ""
+    model_proxy_token: str = ""
+    mcp_token_key: str = ""
 
     @property
     def is_postgres(self) -> bool:
@@ -162,6 +174,18 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
                 f"SQUADOPS_{pool.upper()}_POOL_MAX must be at least 1 and at least "
                 f"SQUADOPS_{pool.upper()}_POOL_MIN, got min {low} and max {high}"
             )
+    if settings.execution_plane not in EXECUTION_PLANES:
+        raise SettingsError(
+            f"SQUADOPS_EXECUTION_PLANE must be one of {', '.join(EXECUTION_PLANES)}, "
+            f"got {settings.execution_plane!r}"
+        )
+    if settings.local_max_processes < 1:
+        raise SettingsError("SQUADOPS_LOCAL_MAX_PROCESSES must be at least 1")
+    if settings.local_agent_command:
+        try:
+            shlex.split(settings.local_agent_command)
+        except ValueError as exc:
+            raise SettingsError(f"SQUADOPS_LOCAL_AGENT_COMMAND cannot be shell-split: {exc}") from None
     if settings.database_url and not (
         settings.is_postgres or settings.database_url.startswith("sqlite:")
     ):

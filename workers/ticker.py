@@ -65,6 +65,7 @@ class Ticker:
     def run_once(self) -> TickOutcome:
         running, to_start = pick_runs(queue_entries(self.store), self.capacity)
         if not running and not to_start:
+            self._after_pass()
             return TickOutcome()
         # A run ticked less than an interval ago (by this or another ticker) waits.
         fresh_after = iso(datetime.now(UTC) - timedelta(seconds=self.tick_seconds * 0.95))
@@ -75,6 +76,7 @@ class Ticker:
             policies=self.policies,
             fresh_after=fresh_after,
         )
+        self._after_pass()
         self.passes += 1
         self.totals.add(outcome)
         if outcome.runs_started or outcome.runs_completed or outcome.conflicts:
@@ -87,6 +89,12 @@ class Ticker:
                 conflicts=outcome.conflicts,
             )
         return outcome
+
+    def _after_pass(self) -> None:
+        """A plane that owns processes (the local one) tidies up after the runs that ended."""
+        after = getattr(self.plane, "after_pass", None)
+        if after is not None:
+            after()
 
     def wake(self, _position: int | None = None) -> None:
         self._wake.set()

@@ -89,6 +89,21 @@ class OpenPullRequest(Step, tag="open_pull_request"):
     pr_number: int
 
 
+class Comment(Step, tag="comment"):
+    """The agent leaves a message in another agent's mailbox."""
+
+    target_agent_id: str
+    message: str
+
+
+class RunnerOutput(Step, tag="runner_output"):
+    """An excerpt of what the agent's process wrote (``stdout``/``stderr``) or how it ended."""
+
+    stream: str
+    level: str
+    text: str
+
+
 class Finish(Step, tag="finish"):
     result: dict[str, Any]
 
@@ -99,7 +114,7 @@ class CompleteRun(Step, tag="complete_run"):
 
 AnyStep = (
     StartProcess | RestartProcess | ControllerAction | CallTool | Say | Block | Handoff | OpenPullRequest
-    | Finish | CompleteRun | StartFailed | RecreateWorkspace | SelfHeal
+    | Finish | CompleteRun | StartFailed | RecreateWorkspace | SelfHeal | Comment | RunnerOutput
 )
 
 

@@ -85,6 +85,11 @@ class AgentSession(Aggregate):
         self.spec_skill_ids = spec_skill_ids
         self.spec_mcp_server_ids = spec_mcp_server_ids
         self.pr_required = pr_required
+        # What an agent process is briefed with when it starts (mission, goal, mailbox).
+        self.title = title
+        self.mission_brief = mission_brief
+        self.next_goal = next_goal
+        self.mailbox: list[str] = []
         self.live_status = READY
         self.status_before_block = READY
         self.current_step = "session_warming"
@@ -188,6 +193,7 @@ class AgentSession(Aggregate):
         self.controller_action_count += 1
         if action == "agent_mailbox":
             self.mailbox_count = 0
+            self.mailbox = []
 
     def call_tool(
         self, *, tool_name: str, route: str, summary: str, at: str, tick: int = 0
@@ -221,6 +227,16 @@ class AgentSession(Aggregate):
 
     @event("AssistantMessage")
     def _assistant_message(self, text: str, at: str) -> None:
+        pass
+
+    def record_runner_output(self, *, stream: str, level: str, text: str, at: str) -> None:
+        """An excerpt of what the agent's process wrote or how it ended (kept after the end too)."""
+        if level not in ("info", "warn", "error"):
+            raise Invalid(f"Unknown log level {level!r}.")
+        self._runner_output(stream=stream, level=level, text=text, at=at)
+
+    @event("RunnerOutput")
+    def _runner_output(self, stream: str, level: str, text: str, at: str) -> None:
         pass
 
     # -- blockers -----------------------------------------------------------------------
@@ -429,6 +445,7 @@ class AgentSession(Aggregate):
     ) -> None:
         if channel == "mailbox":
             self.mailbox_count += 1
+            self.mailbox.append(message)
         elif channel == "thread":
             self.active_thread_id = thread_id
         else:

@@ -145,6 +145,11 @@ def excerpt(env: Envelope) -> dict[str, Any] | None:
     if name == "SelfHealed":
         return _entry(env, "sandbox/runner", "warn", f"{who} self-heal on {d.get('signal', '')}: stale workspace identity cleared.",
                       "self_heal_requeued")
+    if name == "RunnerOutput":
+        stream = str(d.get("stream", ""))
+        level = str(d.get("level", "info"))
+        return _entry(env, "sandbox/runner-stdout", level, f"{who} [{stream}] {d.get('text', '')}"[:800],
+                      f"runner:{stream}", warning="The agent process reported trouble." if level == "error" else "")
     if name == "TaskCardChanged":
         return _entry(env, "studio/activity", "info",
                       f"task card {d.get('task_card_id', '')} {d.get('action', '')} on {who}: {d.get('title', '')}".strip(),

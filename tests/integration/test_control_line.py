@@ -50,6 +50,9 @@ DOMAIN_WALLS = [
     ("agent_yolo_loop_detected", {}, True),
     ("workspace_source_materialization_failed", {}, True),
     ("runtime_memory_checkpoint_missing", {"after_terminal_cleanup": True}, True),
+    # The local plane's walls (raised by real processes in tests/integration/test_local_plane_http.py).
+    ("agent_cli_missing", {"provider": "codex"}, False),
+    ("agent_process_exited", {"exit_code": 3, "runner_signal": "detached runner process not alive"}, True),
 ]
 WATCHER_WALLS = {"project_assets_lookup_failed"}
 

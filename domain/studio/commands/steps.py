@@ -10,6 +10,7 @@ from domain.shared import ports
 from domain.shared.clock import shift
 from domain.shared.errors import DomainError
 from domain.shared.ids import derived_id
+from domain.studio.commands.agent_tools import deliver_comment
 from domain.studio.commands.holdings import Holdings
 from domain.studio.commands.leases import LeaseCommands, recreate_once
 from domain.studio.commands.sessions import SessionOpener
@@ -162,6 +163,10 @@ class StepEffects:
                     repository_key=step.repository_key,
                     at=at,
                 )
+            case ports.Comment():
+                deliver_comment(sessions, session, step, at)
+            case ports.RunnerOutput():
+                session.record_runner_output(stream=step.stream, level=step.level, text=step.text, at=at)
             case ports.Finish():
                 if session.finish(result=dict(step.result), at=at, tick=tick):
                     lease = self.leases.give_back_slot(

@@ -23,6 +23,9 @@ YOLO_LOOP_DETECTED = "agent_yolo_loop_detected"
 SOURCE_MATERIALIZATION_FAILED = "workspace_source_materialization_failed"
 CHECKOUT_CORRUPT = "workspace_checkout_corrupt"
 CHECKPOINT_MISSING = "runtime_memory_checkpoint_missing"
+# The local execution plane's own walls.
+AGENT_CLI_MISSING = "agent_cli_missing"
+AGENT_PROCESS_EXITED = "agent_process_exited"
 
 BLOCKERS: dict[str, str] = {
     FIRST_TOOL_REQUIRED: "Process started (llm_session_id set) but the required first tool call was not made.",
@@ -36,6 +39,8 @@ BLOCKERS: dict[str, str] = {
     SOURCE_MATERIALIZATION_FAILED: "The workspace could not materialize the project's sources.",
     CHECKOUT_CORRUPT: "The workspace checkout is corrupt.",
     CHECKPOINT_MISSING: "The runtime-memory checkpoint is missing after terminal cleanup.",
+    AGENT_CLI_MISSING: "The agent CLI of the session's provider cannot be run on this machine.",
+    AGENT_PROCESS_EXITED: "The agent process ended without reporting a result.",
 }
 
 # Evidence labels are not blockers: they mark an event, never stop an agent.

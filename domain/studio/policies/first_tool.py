@@ -17,6 +17,8 @@ CONTROLLER_ACTIONS = frozenset(
         "hud_proof_report",
         "hud_live_report",
         "hud_recover_report",
+        # The squad's own HUD report tool, as an agent CLI names it.
+        "mcp__squadops__report",
     }
 )
 NOT_REQUIRED_TOOL_LABEL = "first_tool_not_required_tool"

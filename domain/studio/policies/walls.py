@@ -21,6 +21,10 @@ RECOMMENDED: dict[str, str] = {
     "workspace_source_materialization_failed": "restart_workspace",
     "workspace_checkout_corrupt": "restart_workspace",
     "runtime_memory_checkpoint_missing": "restart_workspace",
+    # Local plane: the agent CLI is not installed, or its process ended without a result;
+    # ``retry_prompt`` starts the process again in the same worktree.
+    "agent_cli_missing": "retry_prompt",
+    "agent_process_exited": "retry_prompt",
 }
 
 MESSAGES: dict[str, str] = {

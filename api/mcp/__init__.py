@@ -1,0 +1,1 @@
+"""The squad's MCP server (``/mcp``, streamable HTTP) for agent processes."""

@@ -1,0 +1,153 @@
+"""A whole squad run on the local plane, driven through the HTTP API, on SQLite and PostgreSQL.
+
+Every agent is a real subprocess (the stand-in CLI) in its own git worktree. The planner
+speaks Claude Code stream-json and hands off through the squad's MCP server; the curator
+speaks Codex JSONL and crashes mid-stream; the frontend lane stalls before its first tool
+and is restarted in the same worktree; the lanes open pull requests. The feed must show
+exactly what the CLIs reported: their metrics, their tools and their LLM session ids.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.helpers import eventually
+from tests.integration.local_support import served, worktree_list
+
+PLANNER_RESULT = {"total_cost_usd": 0.0421, "duration_ms": 5123, "num_turns": 4}
+BACKEND_RESULT = {"total_cost_usd": 0.31, "duration_ms": 20000, "num_turns": 9}
+FRONTEND_RESULT = {"total_cost_usd": 0.2, "duration_ms": 7000, "num_turns": 5}
+
+PLAN: dict[str, list[dict[str, Any]]] = {
+    "planner": [{"format": "claude", "session": "5f0c2a9e-planner-1", "steps": [
+        ["text", "Splitting the work scope into lane issues."],
+        ["tool", "Read", {"file_path": "README.md"}],
+        ["squad", "handoff_agent", {"target_agent_id": "backend", "message": "Build the orders API"}],
+        ["squad", "handoff_agent", {"target_agent_id": "frontend", "message": "Build the orders page"}],
+        ["squad", "comment_agent", {"target_agent_id": "curator", "message": "Please map the design system"}],
+        ["squad", "handoff_agent", {"target_agent_id": "planner", "message": "to myself"}],
+        ["garbage", "<<this line is not JSON>>"],
+        ["stderr", "planner: rate limit warning"],
+        ["result", PLANNER_RESULT],
+    ]}],
+    "curator": [
+        {"format": "codex", "session": "thread-curator-1", "steps": [
+            ["tool", "shell", {"command": "ls"}],
+            ["text", "Mapping source references."],
+            ["stderr", "curator: out of memory"],
+            ["exit", 3],
+        ]},
+        {"format": "codex", "session": "thread-curator-2", "steps": [
+            ["tool", "shell", {"command": "git status"}],
+            ["tool", "mcp__squadops__report", {"status": "ok", "summary": "evidence pack ready"}],
+            ["text", "Evidence pack ready."],
+            ["result", {}],
+        ]},
+    ],
+    "backend": [{"format": "claude", "session": "b4c1-backend-1", "steps": [
+        ["tool", "Edit", {"file_path": "orders.py"}],
+        ["commit", "orders.py", "ORDERS = []\n"],
+        ["squad", "open_pull_request", {"title": "Orders API"}],
+        ["result", BACKEND_RESULT],
+    ]}],
+    "frontend": [
+        {"format": "claude", "session": "f7-frontend-1", "steps": [["hang", 60]]},
+        {"format": "claude", "session": "f7-frontend-2", "steps": [
+            ["tool", "Write", {"file_path": "orders.html"}],
+            ["commit", "orders.html", "<h1>Orders</h1>\n"],
+            ["squad", "open_pull_request", {"title": "Orders page"}],
+            ["result", FRONTEND_RESULT],
+        ]},
+    ],
+}
+
+
+def by_agent(feed: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {a["agent_id"]: a for a in feed["pixel_agents"]}
+
+
+def logs(feed: dict[str, Any], agent_id: str, source: str = "sandbox/runner-stdout") -> list[str]:
+    return [e["message"] for e in feed["runtime_logs"] if e["agent_id"] == agent_id and e["source"] == source]
+
+
+def tools(feed: dict[str, Any], agent_id: str) -> list[str]:
+    """The agent's tool calls in the order it made them (live events come newest first)."""
+    return [e["tool_name"] for e in reversed(feed["live_events"])
+            if e["agent_id"] == agent_id and e["event_name"] in ("tool_called", "controller_action_observed")]
+
+
+def test_a_squad_of_real_processes_shows_exactly_what_the_clis_reported(database_url: str, tmp_path: Path) -> None:
+    with served(database_url, tmp_path / "data", PLAN, local_first_tool_seconds=2.0) as svc:
+        run_id = svc.launch()
+        svc.wait_status(run_id, "planner", "session_completed")
+        svc.wait_status(run_id, "backend", "session_completed")
+        svc.wait_status(run_id, "frontend", "session_completed")
+        curator = svc.wait_status(run_id, "curator", "blocked")
+        assert curator["blocker_code"] == "agent_process_exited"
+
+        # Session ids are the CLIs' own: Claude's session_id, Codex's thread_id.
+        state = svc.sessions(run_id)
+        assert {a: s["llm_session_id"] for a, s in state.items()} == {
+            "planner": "5f0c2a9e-planner-1", "curator": "thread-curator-1",
+            "backend": "b4c1-backend-1", "frontend": "f7-frontend-2",
+        }
+        feed = eventually(lambda: (f := svc.feed(run_id)) and "Retry" in by_agent(f)["curator"]["wall"]["message"] and f)
+        agents = by_agent(feed)
+        # Metrics exactly as the result lines reported them; Codex reports none (-1, never invented).
+        assert agents["planner"]["process_metrics"] == PLANNER_RESULT
+        assert agents["backend"]["process_metrics"] == BACKEND_RESULT
+        assert agents["frontend"]["process_metrics"] == FRONTEND_RESULT
+        assert agents["curator"]["process_metrics"] == {"total_cost_usd": 0.0, "duration_ms": -1, "num_turns": -1}
+        assert feed["run_cost"]["total_cost_usd"] == round(0.0421 + 0.31 + 0.2, 6)
+
+        # Tools as the streams named them, the squad's MCP tools included.
+        assert tools(feed, "planner") == [
+            "Read", "mcp__squadops__handoff_agent", "mcp__squadops__handoff_agent",
+            "mcp__squadops__comment_agent", "mcp__squadops__handoff_agent",
+        ]
+        assert tools(feed, "backend") == ["Edit", "mcp__squadops__open_pull_request"]
+        assert tools(feed, "curator")[:1] == ["shell"]
+        assert agents["planner"]["armory_loadout"]["tool_names"]["squadops"] == [
+            "mcp__squadops__comment_agent", "mcp__squadops__handoff_agent",
+        ]
+        # The granted handoffs created the lanes; the one to itself was refused by the server.
+        trail = [(e["agent_id"], e["target_agent_id"]) for e in feed["live_events"] if e["event_name"] == "handed_off"]
+        assert sorted(trail) == [("planner", "backend"), ("planner", "frontend")]
+        assert any("handoff_to_self" in m for m in logs(feed, "planner"))
+        assert feed["delivery"]["status"] == "delivered"
+        assert feed["delivery"]["pr_url"].startswith("https://vcs.squadops.local/acme/")
+
+        # Garbage, stderr and a crash are runtime logs; the ticker lived on.
+        planner_logs = logs(feed, "planner")
+        assert any("malformed stream line" in m and "<<this line is not JSON>>" in m for m in planner_logs)
+        assert any("[stderr] planner: rate limit warning" in m for m in planner_logs)
+        crash = [e for e in feed["runtime_logs"] if e["agent_id"] == "curator" and "exited with code 3" in e["message"]]
+        assert crash and crash[0]["level"] == "error" and "curator: out of memory" in crash[0]["message"]
+        assert agents["curator"]["wall"]["recommended_action"] == "retry_prompt"
+
+        # The stalled frontend was blocked on its first tool, then restarted in the same worktree.
+        walls = logs(feed, "frontend", "sandbox/wall")
+        assert any("agent_first_tool_required" in m for m in walls)
+        frontend_tree = svc.worktree(run_id, "frontend")
+        briefs = sorted(p.name for p in (frontend_tree / ".standin").glob("brief-*.txt"))
+        assert briefs == ["brief-1.txt", "brief-2.txt"]
+        assert "Build the orders page" in (frontend_tree / ".standin" / "brief-1.txt").read_text()
+
+        # The operator follows the wall: retry_prompt starts the curator again, briefed with its mailbox.
+        svc.verb(run_id, state["curator"]["session_id"], {"verb": "retry_prompt", "reason": "after the crash"})
+        svc.wait_status(run_id, "curator", "session_completed")
+        eventually(lambda: svc.run_status(run_id) == "completed")
+        final = by_agent(svc.feed(run_id))
+        assert svc.sessions(run_id)["curator"]["llm_session_id"] == "thread-curator-2"
+        assert final["curator"]["process_metrics"] == {"total_cost_usd": 0.0, "duration_ms": -1, "num_turns": -1}
+        assert tools(svc.feed(run_id), "curator") == ["shell", "agent_mailbox", "shell", "mcp__squadops__report"]
+        curator_dir = svc.data_dir / "agents" / "default" / run_id / "curator"
+        assert "## Mailbox\n- Please map the design system" in (curator_dir / "standin-brief-2.txt").read_text()
+
+        # The run ended: its worktrees are gone; the lanes' branches keep what was committed.
+        eventually(lambda: not svc.worktree(run_id, "planner").exists() and not svc.worktree(run_id, "curator").exists())
+        for key in ("assembly", "backend", "frontend"):
+            assert worktree_list(svc.repository(key)) == [str(svc.repository(key).resolve())]
+        transcript = (curator_dir / "attempt-2.jsonl").read_text()
+        assert '"thread_id": "thread-curator-2"' in transcript and (curator_dir / "mcp.json").exists()

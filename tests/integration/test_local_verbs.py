@@ -1,0 +1,82 @@
+"""Control verbs reach the agent's real process on the local plane (SQLite).
+
+pause/resume stop and continue it (the kernel shows ``T`` while stopped), restart_workspace
+gives it a fresh checkout of its branch, switch_agent_process ends it and starts the new
+assignment in the same worktree, stop_session ends only that agent, cleanup_run ends every
+process and removes the run's worktrees.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers import eventually
+from tests.integration.local_support import gone, served, worktree_list
+from workers.planes.local.process import process_state
+
+PLAN = {
+    "planner": [
+        {"format": "claude", "steps": [
+            ["tool", "Read", {"file_path": "README.md"}],
+            ["commit", "plan.md", "# lanes\n"],
+            ["scratch", "notes.txt", "draft, never committed\n"],
+            ["hang", 120],
+        ]},
+        {"format": "claude", "steps": [["tool", "Read", {"file_path": "plan.md"}], ["hang", 120]]},
+    ],
+    "curator": [{"format": "codex", "steps": [["tool", "shell", {"command": "ls"}], ["hang", 120]]}],
+}
+
+
+def test_verbs_signal_the_agent_process(sqlite_url: str, tmp_path: Path) -> None:
+    with served(sqlite_url, tmp_path / "data", PLAN) as svc:
+        run_id = svc.launch()
+        svc.wait_status(run_id, "planner", "working")
+        svc.wait_status(run_id, "curator", "working")
+        planner = svc.sessions(run_id)["planner"]["session_id"]
+        curator = svc.sessions(run_id)["curator"]["session_id"]
+        pid = svc.pid(run_id, "planner")
+        tree = svc.worktree(run_id, "planner")
+        eventually(lambda: (tree / "notes.txt").exists())
+        assert str(tree.resolve()) in worktree_list(svc.repository("assembly"))
+
+        # pause: SIGSTOP, the kernel shows the process stopped; resume: SIGCONT.
+        svc.verb(run_id, planner, {"verb": "pause_session", "reason": "look at it"})
+        eventually(lambda: process_state(pid) == "T")
+        svc.verb(run_id, planner, {"verb": "queue_request", "wake_target": "planner", "message": "go on"})
+        eventually(lambda: process_state(pid) in ("S", "R"))
+
+        # restart_workspace: the process ends, the worktree is checked out afresh from its branch.
+        svc.verb(run_id, planner, {"verb": "restart_workspace", "reason": "dirty checkout"})
+        eventually(lambda: gone(pid))
+        second = svc.pid(run_id, "planner", other_than=pid)
+        svc.wait_status(run_id, "planner", "working")
+        assert (tree / "plan.md").read_text() == "# lanes\n"  # committed work survives
+        assert not (tree / "notes.txt").exists()  # the uncommitted file went with the old checkout
+        assert sorted(p.name for p in (tree / ".standin").glob("brief-*")) == ["brief-2.txt"]
+
+        # switch_agent_process: after the takeover handoff the process ends; the new one
+        # starts in the same worktree, briefed as the taker-over.
+        svc.verb(run_id, planner, {"verb": "switch_agent_process", "provider": "claude-code-cli",
+                                   "model": "sonnet-squad", "reason": "needs a stronger model"})
+        eventually(lambda: gone(second))
+        third = svc.pid(run_id, "planner", other_than=second)
+        eventually(lambda: (tree / ".standin" / "brief-3.txt").exists())
+        brief = (tree / ".standin" / "brief-3.txt").read_text()
+        assert "## Takeover" in brief and "claude-code-cli/sonnet-squad" in brief
+        assert (tree / ".standin" / "brief-2.txt").exists()  # same worktree, not a fresh one
+        trail = svc.http.get(f"/v1/admin/studio/runs/{run_id}/handoff-trail").json()
+        assert "process_takeover" in str(trail)
+
+        # stop_session ends only the curator's process.
+        curator_pid = svc.pid(run_id, "curator")
+        svc.verb(run_id, curator, {"verb": "stop_session", "reason": "not needed"})
+        eventually(lambda: gone(curator_pid))
+        assert not gone(third)
+
+        # cleanup_run: every process ends and the run's worktrees are removed.
+        answer = svc.http.post(f"/control-plane/studio/runs/{run_id}/control", json={"verb": "cleanup_run"})
+        assert answer.status_code == 202, answer.text
+        eventually(lambda: gone(third))
+        eventually(lambda: not tree.exists() and not svc.worktree(run_id, "curator").exists())
+        assert worktree_list(svc.repository("assembly")) == [str(svc.repository("assembly").resolve())]

@@ -1,0 +1,186 @@
+"""The local plane in the service layer: ticks driven by hand, real subprocesses and git.
+
+What cannot run becomes the session's wall (never a crash of the ticker), the existing
+recovery policies handle the plane's blockers, and at most ``local_max_processes`` agent
+processes run at once while the others wait their turn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from domain.shared import ports
+from domain.studio.commands.recovery import recovery_policies
+from domain.studio.control import ControlIntent
+from tests.conftest import settings_for
+from tests.helpers import eventually
+from tests.integration.local_support import PROJECT, STANDIN
+from workers.bootstrap import Container, build
+from workers.planes.local import LocalPlane
+
+TENANT = "default"
+
+
+@pytest.fixture
+def local(sqlite_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Container]:
+    changes: dict[str, Any] = {"execution_plane": "local", "data_dir": str(tmp_path / "data")}
+    changes.update(getattr(request, "param", {}))
+    container = build(settings_for(sqlite_url, **changes))
+    container.projects.create_project(tenant=TENANT, request=PROJECT, created_by="op@example.com")
+    yield container
+    container.close()
+
+
+def start_run(container: Container) -> str:
+    app = container
+    run, _ = app.studio.runs.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="acme", launched_by="op")
+    app.studio.runs.request_execution(tenant=TENANT, run_id=run.run_id, requested_by="op")
+    app.studio.ticks.tick_runs(container.plane, start=[(TENANT, run.run_id)])
+    return run.run_id
+
+
+def tick(container: Container, run_id: str) -> None:
+    """One pass of the ticker over the run."""
+    plane = container.plane
+    container.studio.ticks.tick_runs(plane, tick=[(TENANT, run_id)], policies=recovery_policies(credentials=plane))
+    plane.after_pass()
+
+
+def session(container: Container, run_id: str, agent_id: str) -> Any:
+    app = container
+    return app.studio.runs.agent_session(app.studio.runs.get_run(TENANT, run_id), agent_id)
+
+
+def until(container: Container, run_id: str, probe: Any, timeout: float = 20.0) -> Any:
+    def step() -> Any:
+        tick(container, run_id)
+        return probe()
+
+    return eventually(step, timeout=timeout, interval=0.02)
+
+
+def events(container: Container, run_id: str, agent_id: str, name: str) -> list[Any]:
+    s = session(container, run_id, agent_id)
+    return [e for e in container.event_store.events.get(s.id) if type(e).__name__ == name]
+
+
+@pytest.mark.parametrize("local", [{"local_agent_command": "/nonexistent/agent-cli --json"}], indirect=True)
+def test_a_cli_that_cannot_run_is_the_sessions_wall(local: Container) -> None:
+    run_id = start_run(local)
+    planner = until(local, run_id, lambda: (s := session(local, run_id, "planner")).live_status == "blocked" and s)
+    assert planner.blocker_code == "agent_cli_missing"
+    assert "'/nonexistent/agent-cli' cannot be run" in planner.blocker_message
+    assert "SQUADOPS_LOCAL_AGENT_COMMAND" in planner.blocker_message
+
+    # Without an override, a provider with no known CLI is a wall too (a tester runs on antigravity).
+    plane = local.plane
+    assert isinstance(plane, LocalPlane)
+    plane.config = dataclasses.replace(plane.config, command="")
+    local.studio.control.control_session(tenant=TENANT, run_id=run_id, agent_id="planner", actor="op",
+                              intent=ControlIntent(verb="handoff_agent", target_agent_id="tester-admin"))
+    tester = until(local, run_id, lambda: (s := session(local, run_id, "tester-admin")).live_status == "blocked" and s)
+    assert tester.blocker_code == "agent_cli_missing"
+    assert "No local agent CLI is known for provider 'antigravity'" in tester.blocker_message
+
+
+def test_a_worktree_that_cannot_be_made_goes_to_the_fresh_workspace_policy(local: Container) -> None:
+    lanes = Path(local.settings.data_dir) / "repos" / TENANT / "acme"
+    lanes.mkdir(parents=True)
+    (lanes / "assembly.git").write_text("not a repository")  # git cannot create the lane repository here
+    run_id = start_run(local)
+    until(local, run_id, lambda: len(events(local, run_id, "planner", "Blocked")) >= 2)
+    planner = session(local, run_id, "planner")
+    assert planner.blocker_code == "workspace_source_materialization_failed"
+    restarts = events(local, run_id, "planner", "ProcessRestarted")
+    assert [(r.reason, r.fresh_workspace) for r in restarts] == [("workspace_source_materialization_failed", True)]
+    assert planner.workspace_generation == 1  # the policy's one fresh workspace was used; the operator has it now
+
+
+@pytest.mark.parametrize("local", [{"local_max_processes": 1, "local_agent_command": ""}], indirect=True)
+def test_at_most_the_bound_runs_and_the_rest_wait_in_order(local: Container, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"curator": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}],'
+                    ' "planner": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}]}')
+    plane = local.plane
+    assert isinstance(plane, LocalPlane)
+    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan}")
+    run_id = start_run(local)
+    # The curator asked first (agents are visited in order): it runs, the planner waits.
+    until(local, run_id, lambda: session(local, run_id, "curator").live_status == "working")
+    for _ in range(5):
+        tick(local, run_id)
+    assert session(local, run_id, "planner").live_status == "ready"
+    assert plane.pool.live_count() == 1 and plane.pool.position(session(local, run_id, "planner").id) == 0
+    waiting = [e.text for e in events(local, run_id, "planner", "RunnerOutput")]
+    assert waiting == ["waiting for a process slot (0 ahead; at most 1 agent processes run at once)"]
+
+    local.studio.control.control_session(tenant=TENANT, run_id=run_id, agent_id="curator", actor="op",
+                              intent=ControlIntent(verb="stop_session", reason="make room"))
+    until(local, run_id, lambda: session(local, run_id, "planner").live_status == "working")
+    assert plane.pool.live_count() == 1
+
+
+
+@pytest.mark.parametrize("local", [{"local_agent_command": ""}], indirect=True)
+def test_a_tick_whose_save_failed_is_planned_again_with_what_the_process_wrote(local: Container, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"curator": [{"format": "claude", "session": "cur-1", "steps": '
+                    '[["tool", "Grep", {"pattern": "TODO"}], ["text", "found two"], ["hang", 120]]}]}')
+    plane = local.plane
+    assert isinstance(plane, LocalPlane)
+    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan}")
+    run_id = start_run(local)
+    app = local
+    until(local, run_id, lambda: plane.process_of(session(local, run_id, "curator").id) is not None)
+    transcript = Path(local.settings.data_dir) / "agents" / TENANT / run_id / "curator" / "attempt-1.jsonl"
+    eventually(lambda: transcript.exists() and len(transcript.read_text().splitlines()) >= 4)
+
+    # Plan the next tick twice without saving it (what a save that hit a concurrent write does).
+    run = app.studio.runs.get_run(TENANT, run_id)
+    sessions = app.studio.runs.all_sessions(run)
+    first = [s for s in plane.plan_tick(run, sessions, run.tick + 1) if s.agent_id == "curator"]
+    assert [type(s).__name__ for s in first if not isinstance(s, ports.RunnerOutput)] == ["StartProcess", "CallTool", "Say"]
+    # No service answers on its MCP URL here: the CLI said so, and that is a runtime log.
+    assert "MCP server squadops did not connect (failed)." in [s.text for s in first if isinstance(s, ports.RunnerOutput)]
+    again = [s for s in plane.plan_tick(run, sessions, run.tick + 1) if s.agent_id == "curator"]
+    assert again == first
+
+    # The ticker's next tick is that same tick: nothing the process wrote was lost.
+    tick(local, run_id)
+    curator = session(local, run_id, "curator")
+    assert (curator.llm_session_id, curator.tool_call_count, curator.live_status) == ("cur-1", 1, "working")
+
+
+@pytest.mark.parametrize("local", [{"local_agent_command": ""}], indirect=True)
+def test_after_a_restart_the_plane_owns_up_to_lost_processes_and_sweeps_old_worktrees(local: Container, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"curator": [{"format": "claude", "steps": [["tool", "Grep", {}], ["hang", 120]]}]}')
+    plane = local.plane
+    assert isinstance(plane, LocalPlane)
+    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan}")
+    run_id = start_run(local)
+    until(local, run_id, lambda: session(local, run_id, "curator").live_status == "working")
+    tree = plane.worktrees.path_for(TENANT, run_id, "curator")
+    process = plane.process_of(session(local, run_id, "curator").id)
+    assert process is not None and tree.exists()
+
+    local.close_plane()  # the service goes down: its processes end, the worktrees stay
+    assert process.finished and tree.exists()
+    local.plane = LocalPlane(plane.config, load_run=plane.load_run, sweep_seconds=0)  # and comes back up
+    until(local, run_id, lambda: session(local, run_id, "curator").live_status == "blocked")
+    curator = session(local, run_id, "curator")
+    assert curator.blocker_code == "agent_process_exited"
+    assert "no agent process runs for this session on this machine" in curator.blocker_message
+
+    local.close_plane()
+    local.studio.runs.cleanup_run(tenant=TENANT, run_id=run_id, actor="op")  # cleaned up while the plane was down
+    assert tree.exists()
+    after = LocalPlane(plane.config, load_run=plane.load_run, sweep_seconds=0)  # it never ticked this run
+    after.after_pass()
+    assert not tree.exists() and not plane.worktrees.run_dir(TENANT, run_id).exists()

@@ -1,0 +1,416 @@
+"""The local execution plane: each agent session is a real agent CLI process on this
+machine, in its own git worktree, and its JSON stream becomes the simulator's steps.
+
+At every tick the plane reconciles the processes with the sessions as the log has them:
+- a ``ready`` session gets a process (through the bounded FIFO pool); a ready session whose
+  process already started, was restarted by a verb or a policy: the old process ends and a
+  new one starts in the same worktree (recreated first after ``restart_workspace`` or for a
+  fresh workspace);
+- a ``paused`` session's process is stopped (SIGSTOP) and continued (SIGCONT) on resume; an
+  ended session's process is terminated (SIGTERM, then SIGKILL); a switch of process ends
+  the process so the new assignment starts in the same worktree;
+- the lines the process wrote since the last tick are parsed into steps; a process that
+  made no tool call within the first-tool window raises ``agent_first_tool_required``; one
+  that ended without a result, ``agent_process_exited``; stderr, malformed lines and exits
+  are runtime logs (``sandbox/runner-stdout``), never a failure of the ticker.
+After each ticker pass, the runs that ended (completed or cleaned up) lose their processes
+and worktrees.
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from domain.shared import agent_tokens, ports
+from domain.studio.agent_stream import Started, StreamReader, excerpt
+from domain.studio.agent_tools import StepTranslator
+from domain.studio.brief import brief
+from domain.studio.policies.blockers import (
+    AGENT_CLI_MISSING,
+    AGENT_PROCESS_EXITED,
+    SOURCE_MATERIALIZATION_FAILED,
+)
+from domain.studio.policies.credentials import CredentialCheck
+from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED
+from domain.studio.session import PAUSED, READY, STOPPED, WAITING_FIRST_TOOL, WORKING
+from workers.planes.local.launch import LocalConfig, MissingCommand, prepare
+from workers.planes.local.process import AgentProcess, ProcessPool
+from workers.planes.local.worktrees import WorktreeError, Worktrees
+
+log = structlog.get_logger("squadops.local_plane")
+
+LOGS_PER_TICK = 20
+SWEEP_SECONDS = 0.5  # how often runs this plane did not tick are looked up (did they end?)
+STALE_SIGNAL = "detached runner process not alive"
+
+
+@dataclass
+class Handle:
+    """This plane's process for one session, and what it has seen of it."""
+
+    key: str
+    tenant: str
+    run_id: str
+    agent_id: str
+    process: AgentProcess
+    workspace_name: str
+    expected_attempt: int
+    reader: StreamReader = field(default_factory=StreamReader)
+    translator: StepTranslator | None = None
+    llm_session_id: str = ""
+    started_seen_at: float = 0.0
+    confirmed: bool = False
+    exit_tick: int = -1
+    ended_at: float = 0.0
+    paused_at: float = 0.0
+
+
+class LocalPlane:
+    """Runs agent CLIs as subprocesses in git worktrees (``SQUADOPS_EXECUTION_PLANE=local``)."""
+
+    name = "local"
+
+    def __init__(
+        self, config: LocalConfig, load_run: Callable[[str, str], Any] | None = None, sweep_seconds: float = SWEEP_SECONDS
+    ) -> None:
+        self.config = config
+        self.load_run = load_run
+        self.sweep_seconds = sweep_seconds
+        self.worktrees = Worktrees(config.data_dir)
+        self.pool = ProcessPool(config.max_processes)
+        self.handles: dict[str, Handle] = {}
+        self.marks: dict[str, tuple[int, int]] = {}  # key -> (workspace_restarts, generation) of its worktree
+        self.workspaces: dict[str, Path] = {}  # workspace name -> worktree
+        self.retiring: dict[str, AgentProcess] = {}  # ended by the plane, not exited yet
+        self._planned: dict[tuple[str, str], tuple[int, list[ports.Step]]] = {}  # run -> its last tick's steps
+        self.known_runs: set[tuple[str, str]] = set()
+        self._ticked: set[tuple[str, str]] = set()
+        self._queued_logged: set[str] = set()
+        self._last_sweep = 0.0
+        self._scanned = False
+        self._lock = threading.RLock()
+
+    # -- the port -----------------------------------------------------------------------
+
+    def plan_tick(self, run: Any, sessions: Sequence[Any], tick: int) -> list[ports.Step]:
+        with self._lock:
+            self._ticked.add((run.tenant, run.run_id))
+            self.known_runs.add((run.tenant, run.run_id))
+            if sessions and all(s.ended for s in sessions):
+                steps = [step for s in sessions for step in self._ended(s, final=True)]
+                return steps + [ports.CompleteRun(summary={"sessions": len(sessions)})]
+            planned = self._planned.get((run.tenant, run.run_id))
+            if planned is not None and planned[0] == tick:
+                # The same tick again: its save failed (a concurrent command), so what the
+                # processes wrote then is planned again, with what they wrote since.
+                steps = planned[1] + [
+                    step for s in sessions if s.id in self.handles and s.live_status != PAUSED
+                    for step in self._drain(run, s, self.handles[s.id], reoffer=False)
+                ]
+            else:
+                steps = []
+                for session in sorted(sessions, key=lambda s: s.agent_id):
+                    try:
+                        steps.extend(self._session(run, session, tick))
+                    except Exception as exc:  # one session's trouble never stops the ticker
+                        log.warning("local_session_failed", agent_id=session.agent_id, error=repr(exc))
+                        steps.append(self._log(session.agent_id, "error", f"local plane: {exc!r}", "exit"))
+            self._planned[(run.tenant, run.run_id)] = (tick, steps)
+            return list(steps)
+
+    def after_pass(self) -> None:
+        """Ends the processes and removes the worktrees of runs that ended since."""
+        with self._lock:
+            ticked, self._ticked = self._ticked, set()
+            if self.load_run is None or time.monotonic() - self._last_sweep < self.sweep_seconds:
+                return
+            self._last_sweep = time.monotonic()
+            if not self._scanned:
+                # Worktrees left by an earlier life of the service are swept like the others.
+                self._scanned = True
+                self.known_runs |= set(self.worktrees.runs_on_disk())
+            for tenant, run_id in sorted(self.known_runs - ticked):
+                run = self.load_run(tenant, run_id)
+                if run is None or run.ended:
+                    try:
+                        self.end_run(tenant, run_id)
+                    except Exception as exc:  # a worktree git will not remove waits for the next life
+                        log.warning("local_run_cleanup_failed", run_id=run_id, error=repr(exc))
+                        self.known_runs.discard((tenant, run_id))
+
+    def end_run(self, tenant: str, run_id: str) -> None:
+        """Stops every process of the run and removes its worktrees."""
+        with self._lock:
+            for key in [k for k, h in self.handles.items() if (h.tenant, h.run_id) == (tenant, run_id)]:
+                self._forget(key)
+            for key in [k for k in list(self.pool.waiting) if k.startswith(f"ses:{tenant}:{run_id}:")]:
+                self.pool.cancel(key)
+            removed = self.worktrees.remove_run(tenant, run_id)
+            self.workspaces = {n: p for n, p in self.workspaces.items() if p not in removed}
+            self.known_runs.discard((tenant, run_id))
+            self._planned.pop((tenant, run_id), None)
+            log.info("local_run_cleaned", run_id=run_id, worktrees=len(removed))
+
+    def close(self) -> None:
+        """Stops every process (worktrees stay for the runs that go on after a restart)."""
+        with self._lock:
+            for key in list(self.handles):
+                self._forget(key)
+        deadline = time.monotonic() + self.config.stop_grace_seconds + 1
+        for process in list(self.pool.live.values()):
+            process.wait(max(deadline - time.monotonic(), 0.0))
+
+    def probe_workspace(self, lease: Any) -> str:
+        """A worktree of this machine is ``connected`` while it is a git worktree."""
+        path = self.workspaces.get(lease.workspace_name)
+        if path is None:
+            return "unknown"
+        return "connected" if self.worktrees.is_worktree(path) else "missing"
+
+    def check_credentials(self, run: Any, session: Any) -> CredentialCheck:
+        """A model proxy given without its token cannot resolve the agent's credentials."""
+        if self.config.model_proxy_base_url and not self.config.model_proxy_token:
+            return CredentialCheck(profile_resolved=False)
+        return CredentialCheck(profile_resolved=True)
+
+    def process_of(self, session_key: str) -> AgentProcess | None:
+        handle = self.handles.get(session_key)
+        return handle.process if handle else None
+
+    # -- one session ----------------------------------------------------------------------
+
+    def _session(self, run: Any, s: Any, tick: int) -> list[ports.Step]:
+        handle = self.handles.get(s.id)
+        if s.ended:
+            return self._ended(s)
+        if handle is not None:
+            handle.confirmed = handle.confirmed or s.process_attempt >= handle.expected_attempt
+            if s.live_status == PAUSED and not handle.process.paused:
+                handle.process.pause()
+                handle.paused_at = time.monotonic()
+            elif s.live_status != PAUSED and handle.process.paused:
+                handle.process.resume()
+                # Time spent stopped does not count toward the first-tool window.
+                handle.started_seen_at += time.monotonic() - handle.paused_at
+            dead = handle.process.finished and handle.exit_tick >= 0
+            if s.live_status == READY and (handle.confirmed or dead or self._workspace_changed(s)):
+                self._forget(s.id)  # restarted by a verb or a policy: a new process, same worktree
+                handle = None
+        if handle is None:
+            if s.live_status == READY:
+                return self._launch(run, s)
+            if s.live_status in (WAITING_FIRST_TOOL, WORKING):
+                return [self._exited_block(s, None, "no agent process runs for this session on this machine")]
+            return []
+        if s.live_status == PAUSED:
+            return []  # what it wrote before it was stopped is read when it resumes
+        # Whether it had exited before its lines are taken: then every line it wrote is in.
+        finished = handle.process.finished
+        steps = self._drain(run, s, handle)
+        if s.switch_pending and s.live_status in (WORKING, WAITING_FIRST_TOOL):
+            # The takeover handoff is recorded: end this process, start the new assignment.
+            steps.append(ports.RestartProcess(agent_id=s.agent_id, reason="process_switch"))
+            return steps
+        return steps + self._watch(s, handle, tick, finished)
+
+    def _ended(self, s: Any, final: bool = False) -> list[ports.Step]:
+        """A stopped session's process is terminated; a completed one may exit by itself
+        (within the stop grace), and how it exited is logged."""
+        handle = self.handles.get(s.id)
+        if handle is None:
+            self.pool.cancel(s.id)
+            return []
+        process = handle.process
+        if process.finished:
+            self._forget(s.id)
+            if handle.exit_tick >= 0 or process.stopping:
+                return []
+            code = process.exit_code
+            text = f"process {process.pid} exited with code {code} after the session ended"
+            return [self._log(s.agent_id, "error" if code else "info", text, "exit")]
+        handle.ended_at = handle.ended_at or time.monotonic()
+        if final or s.live_status == STOPPED or time.monotonic() - handle.ended_at > self.config.stop_grace_seconds:
+            self._forget(s.id)
+        return []
+
+    def _workspace_changed(self, s: Any) -> bool:
+        mark = self.marks.get(s.id)
+        return mark is not None and mark != (s.workspace_restarts, s.workspace_generation)
+
+    def _launch(self, run: Any, s: Any) -> list[ports.Step]:
+        key = s.id
+        retiring = self.retiring.get(key)
+        if retiring is not None:
+            if not retiring.finished:
+                return []  # never two processes of one agent in one worktree
+            del self.retiring[key]
+        if not self.pool.admit(key):
+            if key in self._queued_logged:
+                return []
+            self._queued_logged.add(key)
+            ahead = self.pool.position(key)
+            return [self._log(s.agent_id, "info", f"waiting for a process slot ({ahead} ahead; "
+                              f"at most {self.pool.max_processes} agent processes run at once)", "stdout")]
+        self._queued_logged.discard(key)
+        workspace_name = f"wt-{run.run_id}-{s.agent_id}" + (f"-g{s.workspace_generation}" if s.workspace_generation else "")
+        try:
+            if self._workspace_changed(s):
+                worktree = self.worktrees.recreate(run, s.agent_id)
+            else:
+                worktree = self.worktrees.ensure(run, s.agent_id)
+        except (WorktreeError, OSError) as exc:
+            self.pool.cancel(key)
+            return [ports.Block(
+                agent_id=s.agent_id, code=SOURCE_MATERIALIZATION_FAILED,
+                message=f"The session's git worktree could not be created: {excerpt(str(exc), 400)}",
+                evidence={"workspace_name": workspace_name, "error": excerpt(str(exc), 400)},
+            )]
+        self.marks[key] = (s.workspace_restarts, s.workspace_generation)
+        self.workspaces[workspace_name] = worktree
+        identity = agent_tokens.AgentIdentity(run.tenant, run.run_id, s.session_id, s.agent_id)
+        argv: list[str] = []
+        try:
+            launch = prepare(self.config, run, s, worktree, agent_tokens.sign(self.config.token_key, identity), brief(run, s))
+            argv = launch.argv
+            process = AgentProcess(launch)
+        except MissingCommand as exc:
+            self.pool.cancel(key)
+            return [self._missing(s, str(exc))]
+        except OSError as exc:  # no such binary, not executable, ...
+            self.pool.cancel(key)
+            program = argv[0] if argv else "the agent CLI"
+            return [self._missing(s, f"The agent CLI {program!r} cannot be run ({exc.strerror or exc}); install it "
+                                     "or set SQUADOPS_LOCAL_AGENT_COMMAND.")]
+        self.pool.started(key, process)
+        self.handles[key] = Handle(
+            key=key, tenant=run.tenant, run_id=run.run_id, agent_id=s.agent_id, process=process,
+            workspace_name=workspace_name, expected_attempt=s.process_attempt + 1,
+            translator=StepTranslator(s.agent_id),
+        )
+        steps: list[ports.Step] = [self._log(
+            s.agent_id, "info",
+            f"process {process.pid} started in {worktree}: {excerpt(shlex.join(argv), 300)}", "stdout",
+        )]
+        if s.mailbox:
+            steps.append(ports.ControllerAction(agent_id=s.agent_id, action="agent_mailbox",
+                                                summary="the mailbox went into the process's brief"))
+        return steps
+
+    def _drain(self, run: Any, s: Any, handle: Handle, reoffer: bool = True) -> list[ports.Step]:
+        steps: list[ports.Step] = []
+        logs = 0
+        translator = handle.translator or StepTranslator(s.agent_id)
+        for line in handle.process.take_lines():
+            for signal in handle.reader.read(line):
+                if isinstance(signal, Started):
+                    handle.llm_session_id = signal.llm_session_id
+                    handle.started_seen_at = time.monotonic()
+                    steps.append(ports.StartProcess(
+                        agent_id=s.agent_id, llm_session_id=signal.llm_session_id, workspace_name=handle.workspace_name,
+                    ))
+                    model = f" (model {signal.model})" if signal.model else ""
+                    steps.append(self._log(s.agent_id, "info", f"llm session {signal.llm_session_id} opened{model}", "stdout"))
+                    continue
+                for step in translator.steps(signal, run, s):
+                    if isinstance(step, ports.RunnerOutput):
+                        logs += 1
+                        if logs > LOGS_PER_TICK:
+                            continue
+                    steps.append(step)
+        if logs > LOGS_PER_TICK:
+            steps.append(self._log(s.agent_id, "warn", f"{logs - LOGS_PER_TICK} more runner log lines not shown", "stdout"))
+        errors = handle.process.take_errors()
+        if errors:
+            steps.append(self._log(s.agent_id, "warn", excerpt(" | ".join(errors[-5:]), 500), "stderr"))
+        if (
+            reoffer and s.live_status == READY and handle.llm_session_id and not handle.confirmed
+            and not any(isinstance(step, ports.StartProcess) for step in steps)
+        ):
+            # Its start was refused while the session was busy (paused, say): offer it again.
+            steps.insert(0, ports.StartProcess(
+                agent_id=s.agent_id, llm_session_id=handle.llm_session_id, workspace_name=handle.workspace_name,
+            ))
+        return steps
+
+    def _watch(self, s: Any, handle: Handle, tick: int, finished: bool) -> list[ports.Step]:
+        process, steps = handle.process, []
+        translator = handle.translator
+        first_tool = translator is not None and translator.first_tool_seen
+        if s.live_status == WAITING_FIRST_TOOL and handle.confirmed and not first_tool:
+            waited = time.monotonic() - handle.started_seen_at
+            if waited >= self.config.first_tool_seconds or finished:
+                steps.append(ports.Block(
+                    agent_id=s.agent_id, code=FIRST_TOOL_REQUIRED,
+                    message=f"Process started (llm session {handle.llm_session_id}) but made no required first "
+                            f"tool call within {self.config.first_tool_seconds:g} s.",
+                    evidence={
+                        "llm_session_id": handle.llm_session_id, "process_attempt": s.process_attempt,
+                        "seconds_waited": round(waited, 3), "runner_pid": process.pid,
+                        "runner_alive": not process.finished,
+                    },
+                ))
+        if not finished:
+            return steps
+        if handle.exit_tick < 0:
+            handle.exit_tick = tick
+            code = process.exit_code
+            if process.stopping:
+                steps.append(self._log(s.agent_id, "info", f"process {process.pid} ended by the plane (exit {code})", "exit"))
+            elif code:
+                tail = process.stderr_tail()
+                steps.append(self._log(
+                    s.agent_id, "error",
+                    f"process {process.pid} exited with code {code}" + (f"; stderr: {excerpt(tail, 400)}" if tail else ""),
+                    "exit",
+                ))
+            else:
+                steps.append(self._log(s.agent_id, "info", f"process {process.pid} exited (code 0)", "exit"))
+            if s.live_status == READY and not handle.llm_session_id:
+                steps.append(self._exited_block(s, handle, "it exited before it opened its LLM session"))
+        elif tick > handle.exit_tick and s.live_status == WORKING and not process.stopping:
+            # The result it wrote (if any) was applied last tick: still working means none came.
+            steps.append(self._exited_block(s, handle, "it ended without reporting a result"))
+        return steps
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _exited_block(self, s: Any, handle: Handle | None, why: str) -> ports.Block:
+        process = handle.process if handle else None
+        code = process.exit_code if process else None
+        evidence: dict[str, Any] = {"runner_signal": STALE_SIGNAL, "llm_session_id": s.llm_session_id,
+                                    "workspace_name": s.workspace_name}
+        if process is not None:
+            evidence.update(runner_pid=process.pid, exit_code=code, stderr_tail=excerpt(process.stderr_tail(), 400))
+        return ports.Block(
+            agent_id=s.agent_id, code=AGENT_PROCESS_EXITED,
+            message=f"The agent process of {s.agent_id} is not alive: {why}"
+                    + (f" (exit code {code})." if code is not None else ".")
+                    + " Retry the prompt to start it again in the same worktree.",
+            evidence=evidence,
+        )
+
+    def _missing(self, s: Any, message: str) -> ports.Block:
+        provider = (s.process or {}).get("provider", "")
+        return ports.Block(agent_id=s.agent_id, code=AGENT_CLI_MISSING, message=message,
+                           evidence={"provider": provider, "command_override": bool(self.config.command)})
+
+    def _forget(self, key: str) -> None:
+        handle = self.handles.pop(key, None)
+        self.pool.cancel(key)
+        self._queued_logged.discard(key)
+        if handle is not None:
+            handle.process.stop(self.config.stop_grace_seconds)
+            if not handle.process.finished:
+                self.retiring[key] = handle.process
+
+    @staticmethod
+    def _log(agent_id: str, level: str, text: str, stream: str) -> ports.RunnerOutput:
+        return ports.RunnerOutput(agent_id=agent_id, stream=stream, level=level, text=text)
