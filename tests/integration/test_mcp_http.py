@@ -15,7 +15,7 @@ from litestar.testing import TestClient
 
 from api.app import create_app
 from domain.shared import agent_tokens
-from domain.studio.commands.runs import derived_id
+from domain.shared.ids import derived_id
 from tests.conftest import ADMIN, settings_for
 from tests.integration.local_support import PROJECT, STUDIO
 from workers.bootstrap import Container, build
