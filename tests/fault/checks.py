@@ -23,11 +23,11 @@ import msgspec
 from projections.engine.envelope import Envelope
 from projections.engine.rebuild import rebuild
 from projections.engine.runner import NotificationSource
+from projections.studio.live_channel import live_message
 from tests.fault.live import Subscription
 from tests.fault.load import Command, Recorder
 from tests.live_helpers import stream_contents
 from workers.bootstrap import read_projectors
-from workers.live_broker import live_message
 from workers.rebuild import open_parts
 from workers.settings import Settings
 
