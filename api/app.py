@@ -7,6 +7,7 @@ from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
+from api.body import JsonRequest
 from api.control import control_routers
 from api.control_plane import control_plane_router
 from api.control_plane_reads import ControlPlaneReads
@@ -66,6 +67,7 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
             *control_routers(settings.edge_jwt_key),
         ],
         exception_handlers=EXCEPTION_HANDLERS,
+        request_class=JsonRequest,  # every body is decoded there (api/body.py)
         # The service's parts, read by handlers from state (see api/context.py).
         state=State(
             {
