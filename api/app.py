@@ -7,6 +7,7 @@ from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
+from api.auth import edge_jwt
 from api.body import JsonRequest
 from api.control import control_routers
 from api.control_plane import control_plane_router
@@ -47,6 +48,7 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
     )
 
     live = live_channel(container)
+    edge = edge_jwt(settings)
 
     def on_startup() -> None:
         if workers:
@@ -59,12 +61,12 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
         route_handlers=[
             healthz,
             openapi_json,
-            studio_router(settings.edge_jwt_key),
-            project_factory_router(settings.edge_jwt_key),
+            studio_router(edge),
+            project_factory_router(edge),
             live.router,
-            control_plane_router(settings.edge_jwt_key),
+            control_plane_router(edge),
             metrics_handler(exporter),
-            *control_routers(settings.edge_jwt_key),
+            *control_routers(edge),
         ],
         exception_handlers=EXCEPTION_HANDLERS,
         request_class=JsonRequest,  # every body is decoded there (api/body.py)
@@ -76,7 +78,7 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
                 "control_plane": control_plane,
                 "hub": live.hub,
                 "heartbeat": settings.live_heartbeat_seconds,
-                "jwt_key": settings.edge_jwt_key,
+                "edge_jwt": edge,
                 "http_observer": http_metrics.observe,
             }
         ),

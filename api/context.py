@@ -16,6 +16,7 @@ from litestar.di import NamedDependency, Provide
 
 from api.auth import (
     AssertionHeader,
+    EdgeJwt,
     EmailHeader,
     GroupsHeader,
     Principal,
@@ -42,7 +43,7 @@ class Caller:
 CallerDep = NamedDependency[Caller]
 
 
-def caller_provider(jwt_key: str, *, admin: bool) -> Any:
+def caller_provider(edge: EdgeJwt, *, admin: bool) -> Any:
     """The ``caller`` dependency: who calls (401/403 first), then for which tenant (422)."""
 
     def provide_caller(
@@ -52,14 +53,14 @@ def caller_provider(jwt_key: str, *, admin: bool) -> Any:
         tenant_id: TenantQuery = None,
         tenant_header: TenantHeader = None,
     ) -> Caller:
-        principal = admit(resolve_principal(email, groups, assertion, jwt_key), admin=admin)
+        principal = admit(resolve_principal(email, groups, assertion, edge), admin=admin)
         return Caller(principal, provide_tenant(tenant_id, tenant_header))
 
     return provide_caller
 
 
-def caller_dependency(jwt_key: str, *, admin: bool) -> dict[str, Provide]:
-    return {"caller": Provide(caller_provider(jwt_key, admin=admin), sync_to_thread=False)}
+def caller_dependency(edge: EdgeJwt, *, admin: bool) -> dict[str, Provide]:
+    return {"caller": Provide(caller_provider(edge, admin=admin), sync_to_thread=False)}
 
 
 def part(state: State, name: str) -> Any:

@@ -17,7 +17,7 @@ from litestar import Router, post
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
-from api.auth import Principal
+from api.auth import EdgeJwt, Principal
 from api.context import CallerDep, caller_dependency, read_models, services
 from api.control_dto import AdminControlRequest, ControlAccepted, ControlRequest
 from api.errors import ApiError, RequestInvalid
@@ -188,19 +188,19 @@ def admin_control(
 
 
 
-def control_routers(jwt_key: str) -> list[Router]:
+def control_routers(edge: EdgeJwt) -> list[Router]:
     """The control-plane router and the admin control route, for the app factory."""
     return [
         Router(
             path="/control-plane/studio",
             route_handlers=[control_run, control_session],
-            dependencies=caller_dependency(jwt_key, admin=False),
+            dependencies=caller_dependency(edge, admin=False),
             tags=["control-plane"],
         ),
         Router(
             path="/v1/admin/studio",
             route_handlers=[admin_control],
-            dependencies=caller_dependency(jwt_key, admin=True),
+            dependencies=caller_dependency(edge, admin=True),
             tags=["studio"],
         ),
     ]

@@ -18,6 +18,7 @@ from litestar.datastructures import State
 from litestar.params import QueryParameter
 from litestar.response import Response
 
+from api.auth import EdgeJwt
 from api.context import CallerDep, caller_dependency, part
 from api.control_plane_dto import FleetBoard, ObservabilityFeed
 from api.control_plane_reads import ControlPlaneReads
@@ -88,10 +89,10 @@ def fleet_board(
     )
 
 
-def control_plane_router(jwt_key: str) -> Router:
+def control_plane_router(edge: EdgeJwt) -> Router:
     return Router(
         path="/control-plane/studio",
         route_handlers=[observability_feed, fleet_board],
-        dependencies=caller_dependency(jwt_key, admin=False),
+        dependencies=caller_dependency(edge, admin=False),
         tags=["control-plane"],
     )

@@ -27,6 +27,7 @@ from api.auth import (
     GROUPS_HEADER,
     TENANT_HEADER,
     Principal,
+    edge_jwt,
     provide_tenant,
     resolve_principal,
 )
@@ -153,15 +154,15 @@ async def live_ws(socket: WebSocket, state: State) -> None:
     4000 + the HTTP status (4401, 4403, 4404, 4422).
     """
     headers, query = socket.headers, socket.query_params
-    reads, hub, heartbeat, jwt_key = (
+    reads, hub, heartbeat, edge = (
         read_models(state),
         part(state, "hub"),
         part(state, "heartbeat"),
-        part(state, "jwt_key"),
+        part(state, "edge_jwt"),
     )
     try:
         principal = resolve_principal(
-            headers.get(EMAIL_HEADER), headers.get(GROUPS_HEADER), headers.get(ASSERTION_HEADER), jwt_key
+            headers.get(EMAIL_HEADER), headers.get(GROUPS_HEADER), headers.get(ASSERTION_HEADER), edge
         )
         tenant = provide_tenant(query.get("tenant_id"), headers.get(TENANT_HEADER))
         after = resume_point(headers.get("last-event-id"), query.get("last_event_id"))
@@ -213,7 +214,7 @@ def live_channel(container: Container) -> LiveChannel:
     router = Router(
         path="/control-plane/studio",
         route_handlers=[live_sse, live_ws],
-        dependencies=caller_dependency(settings.edge_jwt_key, admin=False),
+        dependencies=caller_dependency(edge_jwt(settings), admin=False),
         tags=["live"],
     )
     return LiveChannel(router=router, hub=hub)

@@ -9,6 +9,7 @@ from litestar import Router, post
 from litestar.datastructures import State
 from litestar.params import JSONBody
 
+from api.auth import EdgeJwt
 from api.context import CallerDep, caller_dependency, read_models, services
 from api.errors import RequestInvalid
 from domain.errors import Invalid
@@ -172,10 +173,10 @@ def create_project(data: JSONBody[PortalProjectCreateIn], state: State, caller: 
     return msgspec.convert(out, PortalProjectOut)
 
 
-def project_factory_router(jwt_key: str) -> Router:
+def project_factory_router(edge: EdgeJwt) -> Router:
     return Router(
         path="/v1/project-factory",
         route_handlers=[create_project],
-        dependencies=caller_dependency(jwt_key, admin=False),
+        dependencies=caller_dependency(edge, admin=False),
         tags=["project-factory"],
     )

@@ -10,6 +10,7 @@ from litestar import Router, get, post
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
+from api.auth import EdgeJwt
 from api.context import CallerDep, caller_dependency, read_models, services
 from api.studio_dto import (
     CleanupRequest,
@@ -133,7 +134,7 @@ def replay_run(run_id: RunId, state: State, caller: CallerDep) -> LaunchResponse
     return launch_answer(run)
 
 
-def studio_router(jwt_key: str) -> Router:
+def studio_router(edge: EdgeJwt) -> Router:
     return Router(
         path="/v1/admin/studio",
         route_handlers=[
@@ -148,6 +149,6 @@ def studio_router(jwt_key: str) -> Router:
             cleanup_run,
             replay_run,
         ],
-        dependencies=caller_dependency(jwt_key, admin=True),
+        dependencies=caller_dependency(edge, admin=True),
         tags=["studio"],
     )
