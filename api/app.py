@@ -5,7 +5,6 @@ from __future__ import annotations
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import JsonRenderPlugin
 
 from api.auth import edge_jwt
 from api.body import JsonRequest
@@ -17,6 +16,7 @@ from api.health import healthz, openapi_json
 from api.live import live_channel
 from api.metrics import HttpMetrics, MetricsExporter, metrics_handler
 from api.middleware import request_context
+from api.openapi import DocumentedJsonRenderPlugin
 from api.project_factory import project_factory_router
 from api.reads import Reads
 from api.studio import studio_router
@@ -89,7 +89,7 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
             title="squadops",
             version="0.1.0",
             path="/schema",
-            render_plugins=[JsonRenderPlugin()],
+            render_plugins=[DocumentedJsonRenderPlugin()],
         ),
         logging_config=None,
         debug=False,

@@ -149,8 +149,11 @@ GroupsHeader = Annotated[str | None, HeaderParameter(name=GROUPS_HEADER, require
 AssertionHeader = Annotated[str | None, HeaderParameter(name=ASSERTION_HEADER, required=False)]
 
 
-TenantQuery = Annotated[str | None, QueryParameter(name="tenant_id", required=False)]
-TenantHeader = Annotated[str | None, HeaderParameter(name=TENANT_HEADER, required=False)]
+# The pattern is documented here and checked by ``provide_tenant`` (which names the header
+# in ``loc`` as sent, where Litestar's own check would name the Python parameter).
+_TENANT_DOC: dict[str, Any] = {"description": "the tenant (C1, C12)", "schema_extra": {"pattern": ID_PATTERN}}
+TenantQuery = Annotated[str | None, QueryParameter(name="tenant_id", required=False, **_TENANT_DOC)]
+TenantHeader = Annotated[str | None, HeaderParameter(name=TENANT_HEADER, required=False, **_TENANT_DOC)]
 
 
 def admit(principal: Principal, *, admin: bool) -> Principal:

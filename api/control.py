@@ -10,6 +10,7 @@ event recorded with the edge principal as actor; the answer is 202 with the cont
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 import structlog
@@ -19,8 +20,14 @@ from litestar.params import JSONBody, PathParameter
 
 from api.auth import EdgeJwt, Principal
 from api.context import CallerDep, caller_dependency, read_models, services
-from api.control_dto import AdminControlRequest, ControlAccepted, ControlRequest
+from api.control_dto import (
+    AdminControlRequest,
+    ControlAccepted,
+    ControlRequest,
+    control_body_schema,
+)
 from api.errors import ApiError, RequestInvalid
+from api.openapi import answers, link
 from api.reads import Reads
 from domain.application import SquadOps
 from domain.control import (
@@ -40,6 +47,16 @@ RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
 SessionId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="session id")]
 
 CONTROL_ROLES = frozenset({"owner", "maintainer"})
+ACCEPTED_LINKS = {
+    "GetRun": link("get_run", run_id="$response.body#/run_id"),
+    "GetSessionState": link("session_state", run_id="$response.body#/run_id"),
+}
+
+
+def control_answers(schema_name: str, level: str) -> dict:
+    return answers(
+        401, 403, 404, 409, 422, links=ACCEPTED_LINKS, body=(schema_name, partial(control_body_schema, level=level))
+    )
 
 
 def invalid(field: str, message: str, value: object, type_: str = "value_error", ctx: dict | None = None) -> RequestInvalid:
@@ -123,7 +140,13 @@ def session_control(
 # -- control plane ----------------------------------------------------------------------------
 
 
-@post("/runs/{run_id:str}/control", status_code=202, sync_to_thread=True, summary="Run-level control verb")
+@post(
+    "/runs/{run_id:str}/control",
+    status_code=202,
+    sync_to_thread=True,
+    summary="Run-level control verb",
+    opt=control_answers("RunControlRequest", "run"),
+)
 def control_run(run_id: RunId, data: JSONBody[ControlRequest], state: State, caller: CallerDep) -> ControlAccepted:
     app, reads, tenant, principal = services(state), read_models(state), caller.tenant, caller.principal
     intent = checked(data.intent(), "run")
@@ -137,6 +160,7 @@ def control_run(run_id: RunId, data: JSONBody[ControlRequest], state: State, cal
     status_code=202,
     sync_to_thread=True,
     summary="Session-level control verb",
+    opt=control_answers("SessionControlRequest", "session"),
 )
 def control_session(
     run_id: RunId,
@@ -155,7 +179,13 @@ def control_session(
 # -- admin path -------------------------------------------------------------------------------
 
 
-@post("/runs/{run_id:str}/control", status_code=202, sync_to_thread=True, summary="Control verb (admin)")
+@post(
+    "/runs/{run_id:str}/control",
+    status_code=202,
+    sync_to_thread=True,
+    summary="Control verb (admin)",
+    opt=control_answers("AdminControlRequestBody", "admin"),
+)
 def admin_control(
     run_id: RunId,
     data: JSONBody[AdminControlRequest],

@@ -10,6 +10,7 @@ from litestar.datastructures import State
 from litestar.response import Response
 
 from api.context import read_models
+from api.openapi import documented_schema
 
 
 class Health(msgspec.Struct, kw_only=True):
@@ -33,5 +34,4 @@ def healthz(state: State) -> Health:
 
 @get("/openapi.json", include_in_schema=False, sync_to_thread=False)
 def openapi_json(request: Request[Any, Any, Any]) -> Response[Any]:
-    schema = request.app.openapi_schema.to_schema()
-    return Response(schema, media_type="application/json")
+    return Response(documented_schema(request.app), media_type="application/json")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
@@ -34,8 +35,10 @@ from api.auth import (
 from api.context import CallerDep, caller_dependency, part, read_models
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.live_hub import LiveHub, log_replay, sse_frame
+from api.openapi import answers
 from api.reads import Reads
 from domain.errors import DomainError
+from domain.ids import END
 from projections.runner import NotificationSource
 from workers.live_broker import TOPIC_ROOT, parse_topic
 
@@ -47,13 +50,17 @@ log = structlog.get_logger("squadops.api.live")
 TOPIC_FORM = f"{TOPIC_ROOT}:tenant:<tenant>:run:<run_id>"
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
+TOPIC_PATTERN = rf"^{TOPIC_ROOT}:tenant:[A-Za-z0-9_-]{{1,128}}:run:[A-Za-z0-9_-]{{1,128}}{END}"
+EVENT_ID_PATTERN = rf"^[0-9]{{0,18}}{END}"  # empty: from the start
+_EVENT_ID = re.compile(r"[0-9]{1,18}")
+
 Topic = Annotated[
-    str | None, QueryParameter(required=False, description=f"the run's live channel topic, {TOPIC_FORM}")
+    str, QueryParameter(pattern=TOPIC_PATTERN, description=f"the run's live channel topic, {TOPIC_FORM}")
 ]
-LastEventIdQuery = Annotated[
-    str | None, QueryParameter(name="last_event_id", required=False, description="resume after this event id")
-]
-LastEventIdHeader = Annotated[str | None, HeaderParameter(name="last-event-id", required=False)]
+# Documented here, checked by ``resume_point`` (which names them in ``loc`` as sent).
+_EVENT_ID_DOC: dict[str, Any] = {"description": "resume after this event id", "schema_extra": {"pattern": EVENT_ID_PATTERN}}
+LastEventIdQuery = Annotated[str | None, QueryParameter(name="last_event_id", required=False, **_EVENT_ID_DOC)]
+LastEventIdHeader = Annotated[str | None, HeaderParameter(name="last-event-id", required=False, **_EVENT_ID_DOC)]
 
 
 def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads) -> str:
@@ -82,11 +89,11 @@ def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads
 def resume_point(header: str | None, query: str | None) -> int | None:
     """The event id to resume after: the header (set by reconnecting browsers) wins."""
     for value, loc in ((header, ["header", "Last-Event-ID"]), (query, ["query", "last_event_id"])):
-        if value is None or not value.strip():
+        if not value:
             continue
-        if not value.strip().isdigit() or len(value.strip()) > 18:
-            raise RequestInvalid(loc, "must be an event id (a non-negative integer)", "int_parsing", value)
-        return int(value.strip())
+        if not _EVENT_ID.fullmatch(value):
+            raise RequestInvalid(loc, "must be an event id (up to 18 digits 0-9)", "int_parsing", value)
+        return int(value)
     return None
 
 
@@ -103,11 +110,11 @@ async def sse_frames(hub: LiveHub, tenant: str, run_id: str, after: int | None, 
         yield frames
 
 
-@get("/live", summary="Live run events (Server-Sent Events)")
+@get("/live", summary="Live run events (Server-Sent Events)", media_type="text/event-stream", opt=answers(401, 403, 404, 422))
 async def live_sse(
     state: State,
     caller: CallerDep,
-    topic: Topic = None,
+    topic: Topic,
     last_event_id: LastEventIdQuery = None,
     last_event_id_header: LastEventIdHeader = None,
 ) -> Stream:
