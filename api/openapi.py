@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from litestar import Litestar, Request
-from litestar._openapi.plugin import OpenAPIPlugin
 from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.routes import HTTPRoute
@@ -27,7 +26,7 @@ from litestar.routes import HTTPRoute
 ANSWERS = "squadops_answers"
 ERROR_BODY = "ErrorBody"
 VALIDATION_BODY = "ValidationBody"
-_MARK = "x-squadops-documented"
+_STATE_KEY = "openapi_documented"
 
 DESCRIPTIONS = {
     400: "The request is well-formed but its values are refused (C3).",
@@ -82,8 +81,7 @@ BodySchema = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 def link(operation: str, *, body: dict[str, Any] | None = None, **parameters: str) -> dict[str, Any]:
     """An OpenAPI link to the route handler named ``operation``; ``parameters`` are
-    ``name=<runtime expression>`` (``in.name`` is accepted too), ``body`` is merged into
-    the target's request body."""
+    ``name=<runtime expression>``, ``body`` is merged into the target's request body."""
     return {"operation": operation, "parameters": parameters, "body": body}
 
 
@@ -131,7 +129,7 @@ def _link_object(target: dict[str, Any], operation_ids: Mapping[str, str]) -> di
         raise ValueError(f"a link names {target['operation']!r}, which is not a documented route handler")
     out: dict[str, Any] = {"operationId": operation_ids[target["operation"]]}
     if target["parameters"]:
-        out["parameters"] = {name.replace("__", "."): value for name, value in target["parameters"].items()}
+        out["parameters"] = dict(target["parameters"])
     if target["body"] is not None:
         out["requestBody"] = target["body"]
     return out
@@ -182,14 +180,15 @@ def document(schema: dict[str, Any], app: Litestar) -> None:
             name, build = meta["body"]
             components[name] = build(components)
             operation["requestBody"]["content"]["application/json"]["schema"] = {"$ref": f"#/components/schemas/{name}"}
-    schema[_MARK] = True
 
 
 def documented_schema(app: Litestar) -> dict[str, Any]:
-    """The app's OpenAPI document, completed once (the generated one is cached by Litestar)."""
-    schema = app.plugins.get(OpenAPIPlugin).provide_openapi_schema()
-    if not schema.get(_MARK):
+    """The app's OpenAPI document, completed on first use and kept in the app's state."""
+    schema = app.state.get(_STATE_KEY)
+    if schema is None:
+        schema = app.openapi_schema.to_schema()
         document(schema, app)
+        app.state[_STATE_KEY] = schema
     return schema
 
 

@@ -80,6 +80,11 @@ def test_every_operation_documents_each_status_it_answers_with_its_body(
     assert item["required"] == ["loc", "msg", "type", "input", "ctx"]
 
 
+def test_both_document_paths_serve_the_completed_document(served: tuple[TestClient, dict[str, Any]]) -> None:
+    client, document = served
+    assert client.get("/schema/openapi.json").json() == document
+
+
 def test_ids_carry_the_pattern_the_service_validates(served: tuple[TestClient, dict[str, Any]]) -> None:
     _, document = served
     for method, path, operation in operations(document):
