@@ -29,8 +29,8 @@ from workers.bootstrap import Container, build
 from workers.cli import seed_demo
 
 SEED = 20261122
-MAX_EXAMPLES = 10
-STATEFUL_SCENARIOS = 25
+MAX_EXAMPLES = 8
+STATEFUL_SCENARIOS = 20
 LAUNCH = "POST /v1/admin/studio/runs"
 
 
