@@ -5,8 +5,9 @@ from __future__ import annotations
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import JsonRenderPlugin
 
+from api.auth import edge_jwt
+from api.body import JsonRequest
 from api.control import control_routers
 from api.control_plane import control_plane_router
 from api.control_plane_reads import ControlPlaneReads
@@ -15,6 +16,7 @@ from api.health import healthz, openapi_json, readyz
 from api.live import live_channel
 from api.metrics import metrics_handler, metrics_registry
 from api.middleware import request_context
+from api.openapi import DocumentedJsonRenderPlugin
 from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory import project_factory_router
 from api.reads import Reads
@@ -51,6 +53,7 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
     )
 
     live = live_channel(container)
+    edge = edge_jwt(settings)
 
     def on_startup() -> None:
         if workers:
@@ -64,14 +67,15 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
             healthz,
             readyz,
             openapi_json,
-            studio_router(settings.edge_jwt_key),
-            project_factory_router(settings.edge_jwt_key),
+            studio_router(edge),
+            project_factory_router(edge),
             live.router,
-            control_plane_router(settings.edge_jwt_key),
+            control_plane_router(edge),
             metrics_handler(registry),
-            *control_routers(settings.edge_jwt_key),
+            *control_routers(edge),
         ],
         exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
+        request_class=JsonRequest,  # every body is decoded there (api/body.py)
         # The service's parts, read by handlers from state (see api/context.py).
         state=State(
             {
@@ -82,7 +86,7 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
                 "control_plane": control_plane,
                 "hub": live.hub,
                 "heartbeat": settings.live_heartbeat_seconds,
-                "jwt_key": settings.edge_jwt_key,
+                "edge_jwt": edge,
                 "http_observer": http_metrics.observe,
             }
         ),
@@ -93,7 +97,7 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
             title="squadops",
             version="0.1.0",
             path="/schema",
-            render_plugins=[JsonRenderPlugin()],
+            render_plugins=[DocumentedJsonRenderPlugin()],
         ),
         logging_config=None,
         debug=False,

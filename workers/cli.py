@@ -146,7 +146,11 @@ def client(settings: Settings) -> httpx.Client:
     if settings.edge_jwt_key:
         from api.auth import sign_assertion
 
-        claims = {"email": OPERATOR, "groups": [SUPER_ADMIN], "exp": int(time.time()) + 3600}
+        claims: dict[str, Any] = {"email": OPERATOR, "groups": [SUPER_ADMIN], "exp": int(time.time()) + 3600}
+        if settings.edge_jwt_audience:
+            claims["aud"] = settings.edge_jwt_audience
+        if settings.edge_jwt_issuer:
+            claims["iss"] = settings.edge_jwt_issuer
         headers["x-edge-jwt-assertion"] = sign_assertion(claims, settings.edge_jwt_key)
     return httpx.Client(base_url=settings.base_url, headers=headers, timeout=30)
 

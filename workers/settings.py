@@ -30,6 +30,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_active_runs: int = 64
     agent_domain: str = "agents.squadops.local"
     edge_jwt_key: str = ""
+    edge_jwt_audience: str = ""
+    edge_jwt_issuer: str = ""
     api_keys: tuple[str, ...] = ()
     projection_poll_seconds: float = 0.5
     projection_page_size: int = 2000

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from domain.control import ControlIntent, check_intent
-from domain.errors import Conflict, Invalid
+from domain.errors import Conflict, NotFound
 from domain.ids import lease_key, new_id
 from domain.lease import WorkspaceLease
 from domain.policies.fresh_workspace import fresh_workspace_cause
@@ -325,7 +325,7 @@ class ControlCommands:
         target_id = intent.target_agent_id
         changed: list[Any] = [run]
         if target_id == session.agent_id:
-            raise Invalid("An agent cannot hand off to itself.", code="handoff_to_self")
+            raise Conflict("An agent cannot hand off to itself.", code="handoff_to_self")
         if target_id in run.sessions:
             target = self.agent_session(run, target_id)
             if target.ended:
@@ -342,7 +342,7 @@ class ControlCommands:
                 suit = suit or {"suit_id": suit_id, "role_key": "role_tester", "title": suit_id}
             spec = template.spec(spec_id) if template else None
             if spec is None:
-                raise Invalid(
+                raise NotFound(
                     f"Template {run.template_id} has no agent {target_id!r} to hand off to.",
                     code="unknown_target_agent",
                 )

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from eventsourcing.persistence import RecordConflictError
 
-from domain.errors import Conflict, Invalid
+from domain.errors import Conflict, Invalid, template_not_found
 from domain.ids import is_valid_id, project_key
 from domain.project import Project, slugify
 
@@ -32,7 +32,7 @@ class ProjectCommands:
             )
         template_id = str(request.get("template_id") or "")
         if template_id and self.templates.get(template_id) is None:
-            raise Invalid(f"No template with id {template_id!r}.", code="template_not_found")
+            raise template_not_found(template_id)
         if self.get_or_none(project_key(tenant, slug)) is not None:
             raise ProjectExists(f"A project with slug {slug!r} already exists in this tenant.")
         project = Project(
