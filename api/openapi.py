@@ -165,6 +165,8 @@ def document(schema: dict[str, Any], app: Litestar) -> None:
             del responses[status]
         statuses = set(meta["statuses"]) if meta else ({422} if operation.get("parameters") else set())
         statuses.add(503)
+        if any(p.get("name", "").lower() == "x-squadops-min-position" for p in operation.get("parameters", [])):
+            statuses |= {409, 422}  # a min-position beyond the log, or malformed (C19)
         if "requestBody" in operation:
             statuses |= {413, 422}
         for status in sorted(statuses):
