@@ -36,6 +36,7 @@ from api.live_hub import LiveHub, log_replay, sse_frame
 from api.reads import Reads
 from domain.errors import DomainError
 from projections.runner import NotificationSource
+from projections.unavailable import unavailable
 from workers.live_broker import TOPIC_ROOT, parse_topic
 
 if TYPE_CHECKING:
@@ -127,6 +128,7 @@ def error_answer(exc: Exception) -> tuple[int, dict[str, Any]]:
         return 422, {"detail": exc.items}
     if isinstance(exc, ApiError):
         return exc.status, {"detail": exc.detail, "code": exc.code}
+    exc = unavailable(exc) or exc  # C19: the database cannot be reached (503)
     if isinstance(exc, DomainError):
         status = next((s for kind, s in STATUS_BY_ERROR if isinstance(exc, kind)), 400)
         return status, {"detail": exc.message, "code": exc.code}
