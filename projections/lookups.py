@@ -77,8 +77,8 @@ def _union(
                 f"(SELECT {index} AS i, s, v FROM {table_name(scan.name)} WHERE p = %s ORDER BY s DESC LIMIT %s)"
             )
             params += [scan.p, scan.limit]
-    with store.pool.connection() as conn:  # type: ignore[attr-defined]
-        result = conn.execute(" UNION ALL ".join(selects), params, prepare=True).fetchall()
+    sql = " UNION ALL ".join(selects)
+    result = store.reading(lambda conn: conn.execute(sql, params, prepare=True).fetchall())  # type: ignore[attr-defined]
     found: dict[str, bytes | None] = dict.fromkeys(docs)
     listed: dict[str, list[tuple[str, bytes]]] = {part: [] for part in scans}
     for index, sort, body in result:

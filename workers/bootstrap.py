@@ -49,7 +49,7 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
 
         info = conninfo_to_dict(settings.database_url)
         env.update(
-            PERSISTENCE_MODULE="eventsourcing.postgres",
+            PERSISTENCE_MODULE="projections.pg_events:BoundedPostgresFactory",
             POSTGRES_DBNAME=str(info.get("dbname", "squadops")),
             POSTGRES_HOST=str(info.get("host", "127.0.0.1")),
             POSTGRES_PORT=str(info.get("port", "5432")),
@@ -60,6 +60,10 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
             POSTGRES_LOCK_TIMEOUT="10",
             POSTGRES_ENABLE_DB_FUNCTIONS="n",
             APPLICATION_RECORDER_TOPIC="projections.pg_events:TypedArrayApplicationRecorder",
+            # C19: a connection killed while idle is never handed out; every wait is bounded.
+            POSTGRES_PRE_PING="y",
+            POSTGRES_POOL_WAIT_SECONDS=str(settings.database_wait_seconds),
+            POSTGRES_STATEMENT_TIMEOUT_SECONDS=str(settings.database_statement_seconds),
         )
     else:
         path = settings.sqlite_path
@@ -143,7 +147,11 @@ def build(settings: Settings) -> Container:
         aliases=ModelProxyAliases(settings.model_proxy_aliases),
     )
     if settings.is_postgres:
-        store: DocStore = PostgresDocStore(settings.database_url)
+        store: DocStore = PostgresDocStore(
+            settings.database_url,
+            wait_seconds=settings.database_wait_seconds,
+            statement_seconds=settings.database_statement_seconds,
+        )
     else:
         store = SqliteDocStore(Path(settings.sqlite_path))
     runner = ProjectionRunner(
