@@ -20,7 +20,7 @@ import msgspec
 import structlog
 
 from projections.runner import NotificationSource
-from workers.fanout import backoff
+from projections.unavailable import backoff
 from workers.live_broker import Broker, LiveMessage, live_message, subject_for
 
 log = structlog.get_logger("squadops.live.hub")
