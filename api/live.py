@@ -46,6 +46,14 @@ log = structlog.get_logger("squadops.api.live")
 
 TOPIC_FORM = f"{TOPIC_ROOT}:tenant:<tenant>:run:<run_id>"
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+RECONNECT_MS = 1000
+# The last frame of a stream ended by a stopping process: no id, so the client resumes
+# after the last event it got (``Last-Event-ID``), from another instance.
+RECONNECT_FRAME = b'retry: %d\nevent: reconnect\ndata: {"reason":"server_stopping","retry_ms":%d}\n\n' % (
+    RECONNECT_MS,
+    RECONNECT_MS,
+)
+WS_SERVICE_RESTART = 1012
 
 Topic = Annotated[
     str | None, QueryParameter(required=False, description=f"the run's live channel topic, {TOPIC_FORM}")
@@ -101,6 +109,7 @@ async def sse_frames(hub: LiveHub, tenant: str, run_id: str, after: int | None, 
             subscribed = True
             frames = b"retry: 2000\n: subscribed\n\n" + frames
         yield frames
+    yield RECONNECT_FRAME  # the hub drained: this process stops
 
 
 @get("/live", summary="Live run events (Server-Sent Events)")
@@ -187,6 +196,9 @@ async def live_ws(socket: WebSocket, state: State) -> None:
     for task in done:
         with contextlib.suppress(WebSocketDisconnect):
             task.result()
+    if hub.draining and sender in done:  # the process stops: "service restart", come back
+        with contextlib.suppress(Exception):
+            await socket.close(code=WS_SERVICE_RESTART, reason="server_stopping")
 
 
 @dataclass

@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -262,10 +263,15 @@ def wait_published(container: Container, timeout: float = 30.0) -> None:
     eventually(lambda: container.fanout.position() >= container.app.max_position(), timeout=timeout)
 
 
-@contextlib.contextmanager
-def served_process(settings: Settings, *, workers: str = "all", tick_seconds: float | None = None) -> Iterator[str]:
-    """``squadops serve`` in a subprocess on a free loopback port, over ``settings``' stores."""
-    port = infra.free_port()
+@dataclass
+class ServiceProcess:
+    """A ``squadops`` command running in a subprocess (``url``: where it serves, if it does)."""
+
+    process: subprocess.Popen[bytes]
+    url: str = ""
+
+
+def service_env(settings: Settings, **more: str) -> dict[str, str]:
     env = {
         **os.environ,
         "SQUADOPS_DATABASE_URL": settings.database_url,
@@ -274,16 +280,41 @@ def served_process(settings: Settings, *, workers: str = "all", tick_seconds: fl
         "SQUADOPS_LIVE_SUBJECT_PREFIX": settings.live_subject_prefix,
         "SQUADOPS_LOG_LEVEL": "warning",
     }
-    if tick_seconds is not None:
-        env["SQUADOPS_TICK_SECONDS"] = str(tick_seconds)
+    return {**env, **more}
+
+
+@contextlib.contextmanager
+def squadops_process(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """``squadops <args>`` in a subprocess, terminated (then killed) if still running after."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", workers],
+        [sys.executable, "-m", "workers.cli", *args],
         env=env,
         cwd=str(Path(__file__).resolve().parents[1]),
         stdout=subprocess.DEVNULL,
     )
-    url = f"http://127.0.0.1:{port}"
     try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+
+
+@contextlib.contextmanager
+def service_process(
+    settings: Settings, *, workers: str = "all", tick_seconds: float | None = None, **env: str
+) -> Iterator[ServiceProcess]:
+    """``squadops serve`` in a subprocess on a free loopback port, over ``settings``' stores."""
+    port = infra.free_port()
+    if tick_seconds is not None:
+        env["SQUADOPS_TICK_SECONDS"] = str(tick_seconds)
+    args = ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", workers]
+    with squadops_process(args, service_env(settings, **env)) as process:
+        url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
         while True:
             with contextlib.suppress(httpx.TransportError):
@@ -292,11 +323,11 @@ def served_process(settings: Settings, *, workers: str = "all", tick_seconds: fl
             if time.monotonic() > deadline or process.poll() is not None:
                 raise RuntimeError("the service did not start")
             time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        yield ServiceProcess(process, url)
+
+
+@contextlib.contextmanager
+def served_process(settings: Settings, *, workers: str = "all", tick_seconds: float | None = None) -> Iterator[str]:
+    """``squadops serve`` in a subprocess; yields its URL."""
+    with service_process(settings, workers=workers, tick_seconds=tick_seconds) as service:
+        yield service.url

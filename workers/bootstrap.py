@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,15 +124,33 @@ class Container:
         return self.runner.wait_for(target, timeout, [p.name for p in self.runner.projectors])
 
     def stop(self) -> None:
+        """Stops the workers: those that append first, then the projector and the fan-out
+        once they caught up with what was appended (bounded), their positions committed."""
         if "watcher" in self.started and self.watcher is not None:
             self.watcher.stop()
-        if "fanout" in self.started:
-            self.fanout.stop()
         if "ticker" in self.started:
             self.ticker.stop()
+        self._drain()
+        if "fanout" in self.started:
+            self.fanout.stop()
         if "projector" in self.started:
             self.runner.stop()
         self.started.clear()
+
+    def _drain(self) -> None:
+        followers = [w for w in ("projector", "fanout") if w in self.started]
+        if not followers:
+            return
+        try:
+            head = self.app.max_position()
+            if "projector" in followers:
+                self.runner.wait_for(head, self.settings.shutdown_drain_seconds)
+            deadline = time.monotonic() + self.settings.shutdown_drain_seconds
+            while "fanout" in followers and self.fanout.position() < head and time.monotonic() < deadline:
+                self.fanout.wake()
+                time.sleep(0.02)  # the fan-out publishes in its own thread; its position is stored
+        except Exception as exc:  # e.g. the database is away: stop now, resume from the positions
+            log.warning("drain_interrupted", error=repr(exc))
 
     def close(self) -> None:
         self.stop()
