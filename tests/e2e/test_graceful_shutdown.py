@@ -4,14 +4,18 @@ to reconnect, the workers commit their positions (having caught up), and the exi
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import threading
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import msgspec
 import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect as ws_connect
 
 from projections.runs import run_doc_key
 from tests.conftest import ADMIN, settings_for
@@ -59,6 +63,25 @@ class SseClient(threading.Thread):
             self.ended.set()
 
 
+class WsClient(threading.Thread):
+    """Follows one run's live channel over the WebSocket until the server closes it."""
+
+    def __init__(self, url: str, run_id: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url.replace("http://", "ws://") + f"{LIVE}/ws?" + urlencode({"topic": topic(run_id)})
+        self.messages = 0
+        self.first = threading.Event()
+        self.close_code: int | None = None
+
+    def run(self) -> None:
+        with ws_connect(self.url, additional_headers=ADMIN, open_timeout=15) as ws:
+            with contextlib.suppress(ConnectionClosed):
+                for _ in ws:
+                    self.messages += 1
+                    self.first.set()
+            self.close_code = ws.close_code
+
+
 def start_slow_launch(port: int) -> tuple[socket.socket, bytes]:
     """A launch whose body the client holds back: in flight until the body is sent.
 
@@ -97,9 +120,10 @@ def test_sigterm_to_serve_finishes_requests_tells_live_clients_to_reconnect_and_
         assert http.post("/v1/project-factory/projects", json=DEMO_LIKE).status_code == 201
         run_id = http.post(f"{STUDIO}/runs", json={"template_id": "delivery-core", "project_slug": "acme"}).json()["run_id"]
         assert http.post(f"{STUDIO}/runs/{run_id}/execute").status_code == 202  # ticking: events flow
-        live = SseClient(service.url, run_id)
+        live, socket_client = SseClient(service.url, run_id), WsClient(service.url, run_id)
         live.start()
-        assert live.subscribed.wait(15)
+        socket_client.start()
+        assert live.subscribed.wait(15) and socket_client.first.wait(15)
         port = int(service.url.rsplit(":", 1)[1])
         conn, body = start_slow_launch(port)
 
@@ -115,6 +139,8 @@ def test_sigterm_to_serve_finishes_requests_tells_live_clients_to_reconnect_and_
         assert b"retry: " in live.raw.rsplit(b"event: reconnect", 1)[0].rsplit(b"\n\n", 1)[-1]
         assert live.events[-1].json()["reason"] == "server_stopping"
         assert any(e.event != "reconnect" for e in live.events)  # it did follow the run
+        socket_client.join(10)
+        assert socket_client.close_code == 1012  # "service restart": come back
         assert service.process.wait(20) == 0
 
     reader = build(settings)
