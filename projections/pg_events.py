@@ -82,29 +82,34 @@ class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
         """Inserts a save's events; once more if the first try surely recorded nothing."""
         if not stored_events:
             return []
-        for attempt in range(2):
-            committing = False
-            try:
-                with self.datastore.get_connection() as conn, conn.cursor() as curs:
-                    with conn.transaction():
-                        self._insert_stored_events(curs, stored_events, **kwargs)
-                        ids = [row["notification_id"] for row in curs.fetchall()]
-                        committing = True
-                    return ids
-            except (OperationalError, InterfaceError) as exc:
-                if committing:  # COMMIT was sent: it may have been recorded
-                    found = self._recorded_after(exc, stored_events)
-                    if found is not None:
-                        return found
-                elif not connection_lost(exc):
-                    raise
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        ids = self._insert(stored_events, once_more=True, **kwargs)
+        return ids if ids is not None else self._insert(stored_events, once_more=False, **kwargs)
+
+    def _insert(self, stored_events: Sequence[StoredEvent], *, once_more: bool, **kwargs: Any) -> list[int] | None:
+        """The events' notification ids; None if nothing was recorded and trying once more
+        is worth it (the connection died, and ``once_more``)."""
+        committing = False
+        try:
+            with self.datastore.get_connection() as conn, conn.cursor() as curs:
+                with conn.transaction():
+                    self._insert_stored_events(curs, stored_events, **kwargs)
+                    ids = [row["notification_id"] for row in curs.fetchall()]
+                    committing = True
+                return ids
+        except (OperationalError, InterfaceError) as exc:
+            if committing:  # COMMIT was sent: it may have been recorded
+                found = self._recorded_after(exc, stored_events)
+                if found is not None:
+                    return found
+            elif not connection_lost(exc):
+                raise
+            if not once_more:
+                raise
+            return None
 
     def _recorded_after(self, lost: Exception, stored_events: Sequence[StoredEvent]) -> list[int] | None:
         try:
-            return self.recorded(stored_events)
+            return self._read(TypedArrayApplicationRecorder.recorded, stored_events)
         except (OperationalError, InterfaceError) as exc:
             raise CommitOutcomeUnknown(f"{lost} (and asking afterwards failed: {exc})") from lost
 

@@ -20,7 +20,7 @@ import pytest
 from domain.application import SquadOps
 from domain.control import ControlIntent
 from projections.runner import NotificationSource
-from projections.unavailable import unavailable
+from projections.unavailable import DETAIL, unavailable
 from tests.conftest import settings_for
 from tests.helpers import DEMO_LIKE, drive_runs
 from workers.bootstrap import eventsourcing_env
@@ -83,34 +83,46 @@ def test_a_tick_whose_save_fails_leaves_no_hole_in_any_aggregates_versions(pg_ur
 
 
 class CommitCutter:
-    """A TCP proxy to PostgreSQL that, when armed, drops the connection right after the
-    server reported a COMMIT and before the client reads it: committed, answer lost."""
+    """A TCP proxy to PostgreSQL that cuts connections at a COMMIT, ``times`` times: before
+    the server gets it (nothing recorded), or right after the server reported it and before
+    the client reads that (recorded, answer lost)."""
 
-    COMMIT = b"C\x00\x00\x00\x0bCOMMIT\x00"  # CommandComplete "COMMIT"
+    REQUEST = b"Q\x00\x00\x00\x0bCOMMIT\x00"  # the simple query "COMMIT"
+    ANSWER = b"C\x00\x00\x00\x0bCOMMIT\x00"  # CommandComplete "COMMIT"
 
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
-        self.armed = threading.Event()
+        self.marker = b""
+        self.left = 0
         self.cuts = 0
+        self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self, marker: bytes, times: int = 1) -> None:
+        with self.lock:
+            self.marker, self.left, self.cuts = marker, times, 0
 
     def _accept(self) -> None:
         with contextlib.suppress(OSError):
             while True:
                 client, _ = self.listener.accept()
                 server = socket.create_connection(self.target)
-                threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
-                threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
+                threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
+                threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, answers: bool) -> None:
+    def _cut(self, data: bytes) -> bool:
+        with self.lock:
+            if self.left and self.marker in data:
+                self.left -= 1
+                self.cuts += 1
+                return True
+            return False
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                if answers and self.armed.is_set() and self.COMMIT in data:
-                    self.armed.clear()
-                    self.cuts += 1
-                    break
+            while (data := source.recv(65536)) and not self._cut(data):
                 sink.sendall(data)
         for end in (source, sink):
             with contextlib.suppress(OSError):
@@ -131,7 +143,9 @@ def control_events(app: SquadOps, control_id: str) -> list[Any]:
     return [e for e in envs if e.kind == "Run.ControlRecorded" and e.data.get("control_id") == control_id]
 
 
-def test_a_command_whose_commit_answer_is_lost_is_recorded_once(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def cut_app(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[SquadOps, CommitCutter, str]]:
+    """The application through a ``CommitCutter``, with a launched run."""
     monkeypatch.setenv("PGSSLMODE", "disable")  # the proxy reads the protocol in clear
     info = psycopg.conninfo.conninfo_to_dict(pg_url)
     cutter = CommitCutter(str(info.get("host", "127.0.0.1")), int(info.get("port", 5432)))
@@ -139,14 +153,47 @@ def test_a_command_whose_commit_answer_is_lost_is_recorded_once(pg_url: str, mon
     try:
         app.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
         run, _ = app.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
-        cutter.armed.set()
-        outcome = app.control_run(
-            tenant="default", run_id=run.run_id, intent=ControlIntent(verb="verify_wave"), actor="op@example.com"
-        )
-        assert cutter.cuts == 1  # the commit's answer was lost indeed
-        assert len(control_events(app, outcome.control_id)) == 1  # recorded, and once
-        assert app.get_run("default", run.run_id).verification_waves == 1
-        assert_no_holes(app)
+        yield app, cutter, run.run_id
     finally:
         app.close()
         cutter.close()
+
+
+def verify_wave(app: SquadOps, run_id: str) -> str:
+    intent = ControlIntent(verb="verify_wave")
+    return app.control_run(tenant="default", run_id=run_id, intent=intent, actor="op@example.com").control_id
+
+
+def test_a_command_whose_commit_answer_is_lost_is_recorded_once(cut_app: tuple[SquadOps, CommitCutter, str]) -> None:
+    app, cutter, run_id = cut_app
+    cutter.arm(CommitCutter.ANSWER)
+    control_id = verify_wave(app, run_id)
+    assert cutter.cuts == 1  # the commit's answer was lost indeed
+    assert len(control_events(app, control_id)) == 1  # recorded, and once
+    assert app.get_run("default", run_id).verification_waves == 1
+    assert_no_holes(app)
+
+
+def test_a_command_whose_commit_never_arrived_is_recorded_once_on_a_fresh_connection(
+    cut_app: tuple[SquadOps, CommitCutter, str],
+) -> None:
+    app, cutter, run_id = cut_app
+    cutter.arm(CommitCutter.REQUEST)
+    control_id = verify_wave(app, run_id)
+    assert cutter.cuts == 1
+    assert len(control_events(app, control_id)) == 1
+    assert_no_holes(app)
+
+
+def test_a_command_whose_commits_are_all_cut_is_unavailable_records_nothing_and_tries_twice_only(
+    cut_app: tuple[SquadOps, CommitCutter, str],
+) -> None:
+    app, cutter, run_id = cut_app
+    cutter.arm(CommitCutter.REQUEST, times=100)
+    with pytest.raises(Exception) as failed:
+        verify_wave(app, run_id)
+    outage = unavailable(failed.value)
+    assert outage is not None and outage.message == DETAIL  # known: nothing was recorded
+    assert cutter.cuts == 2
+    cutter.arm(b"", times=0)
+    assert app.get_run("default", run_id).verification_waves == 0
