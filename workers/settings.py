@@ -20,8 +20,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     database_url: str = ""
     nats_url: str = ""
-    # C19: an unreachable database answers 503 once a pooled connection was awaited this
-    # long (all of one request's waits: the second), a statement runs at most this long.
+    # C19: a database that cannot be reached answers 503 within about 2 s: a wait for a
+    # pooled connection, all of one request's waits together, and each statement are bounded.
     database_wait_seconds: float = 1.0
     database_request_wait_seconds: float = 1.5
     database_statement_seconds: float = 1.5
