@@ -22,6 +22,7 @@ from projections.runner import NotificationSource, ProjectionRunner
 from projections.runs import RunsProjector
 from projections.store import DocStore, PostgresDocStore, SqliteDocStore
 from projections.surfaces import SurfacesProjector
+from projections.unavailable import backoff
 from projections.workspace_mirror import MirrorProjector
 from workers.fanout import LiveFanout
 from workers.live_broker import Broker, broker_factory
@@ -34,6 +35,7 @@ from workers.watcher import EventStoreProjectAssets, Watcher, load_project_asset
 log = structlog.get_logger("squadops")
 
 WORKERS = ("projector", "ticker", "fanout")
+STARTUP_WAIT_SECONDS = 30.0
 # Workers that run only when named (``squadops worker watcher`` or ``serve --workers``).
 OPTIONAL_WORKERS = ("watcher",)
 
@@ -158,8 +160,28 @@ class Container:
         self.app.close()
 
 
+def await_database(url: str, seconds: float = STARTUP_WAIT_SECONDS) -> None:
+    """At start, waits (bounded) for PostgreSQL to accept connections: once running, the
+    service answers 503 within 2 s while it cannot reach it, but it does not start without."""
+    import psycopg
+
+    deadline, failures = time.monotonic() + seconds, 0
+    while True:
+        try:
+            psycopg.connect(url, connect_timeout=2).close()
+            return
+        except psycopg.OperationalError as exc:
+            failures += 1
+            if time.monotonic() + backoff(failures) > deadline:
+                raise
+            log.warning("waiting_for_database", error=repr(exc), failures=failures)
+            time.sleep(backoff(failures))
+
+
 def build(settings: Settings) -> Container:
     configure_logging(settings)
+    if settings.is_postgres:
+        await_database(settings.database_url)
     app = SquadOps(
         eventsourcing_env(settings),
         agent_domain=settings.agent_domain,

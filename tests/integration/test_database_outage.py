@@ -271,3 +271,27 @@ def test_an_unreachable_database_answers_503_within_two_seconds_then_recovers(
         head = eventually(lambda: http.get("/healthz").json().get("log_position"), timeout=30)
         eventually(lambda: caught_up(container, head), timeout=30)
         assert launch_visible_run(http)  # commands are accepted again
+
+
+def test_a_service_started_before_its_database_accepts_connections_waits_for_it(
+    pg_admin_url: str, pg_url: str
+) -> None:
+    name = dbname(pg_url)
+
+    def allow() -> None:
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+
+    with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+    opening = threading.Timer(1.5, allow)  # the database comes up while the service starts
+    opening.start()
+    try:
+        container = build(settings_for(pg_url))
+        try:
+            assert seed_demo(container.app)
+        finally:
+            container.close()
+    finally:
+        opening.join(10)
+        allow()
