@@ -88,6 +88,7 @@ def create_app(container: Container, *, workers: tuple[str, ...] = WORKERS) -> L
                 "heartbeat": settings.live_heartbeat_seconds,
                 "edge_jwt": edge,
                 "http_observer": http_metrics.observe,
+                "database_wait_budget": settings.database_request_wait_seconds,
             }
         ),
         middleware=[request_context],

@@ -40,6 +40,7 @@ from api.reads import Reads
 from domain.errors import DomainError
 from domain.ids import END
 from projections.runner import NotificationSource
+from projections.unavailable import unavailable
 from workers.live_broker import TOPIC_ROOT, parse_topic
 
 if TYPE_CHECKING:
@@ -49,6 +50,14 @@ log = structlog.get_logger("squadops.api.live")
 
 TOPIC_FORM = f"{TOPIC_ROOT}:tenant:<tenant>:run:<run_id>"
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+RECONNECT_MS = 1000
+# The last frame of a stream ended by a stopping process: no id, so the client resumes
+# after the last event it got (``Last-Event-ID``), from another instance.
+RECONNECT_FRAME = b'retry: %d\nevent: reconnect\ndata: {"reason":"server_stopping","retry_ms":%d}\n\n' % (
+    RECONNECT_MS,
+    RECONNECT_MS,
+)
+WS_SERVICE_RESTART = 1012
 
 TOPIC_PATTERN = rf"^{TOPIC_ROOT}:tenant:[A-Za-z0-9_-]{{1,128}}:run:[A-Za-z0-9_-]{{1,128}}{END}"
 EVENT_ID_PATTERN = rf"^[0-9]{{0,18}}{END}"  # empty: from the start
@@ -108,6 +117,7 @@ async def sse_frames(hub: LiveHub, tenant: str, run_id: str, after: int | None, 
             subscribed = True
             frames = b"retry: 2000\n: subscribed\n\n" + frames
         yield frames
+    yield RECONNECT_FRAME  # the hub drained: this process stops
 
 
 @get("/live", summary="Live run events (Server-Sent Events)", media_type="text/event-stream", opt=answers(401, 403, 404, 422))
@@ -135,6 +145,7 @@ def error_answer(exc: Exception) -> tuple[int, dict[str, Any]]:
         return 422, {"detail": exc.items}
     if isinstance(exc, ApiError):
         return exc.status, {"detail": exc.detail, "code": exc.code}
+    exc = unavailable(exc) or exc  # C19: the database cannot be reached (503)
     if isinstance(exc, DomainError):
         status = next((s for kind, s in STATUS_BY_ERROR if isinstance(exc, kind)), 400)
         return status, {"detail": exc.message, "code": exc.code}
@@ -193,6 +204,9 @@ async def live_ws(socket: WebSocket, state: State) -> None:
     for task in done:
         with contextlib.suppress(WebSocketDisconnect):
             task.result()
+    if hub.draining and sender in done:  # the process stops: "service restart", come back
+        with contextlib.suppress(Exception):
+            await socket.close(code=WS_SERVICE_RESTART, reason="server_stopping")
 
 
 @dataclass

@@ -20,6 +20,7 @@ from domain.ids import is_valid_id
 from projections.projects import project_doc_key
 from projections.runs import handoff_partition, report_partition, run_doc_key
 from projections.store import DocStore
+from projections.unavailable import unavailable
 
 _decode = msgspec.json.Decoder(dict).decode
 _reports = msgspec.json.Decoder(TickReport)
@@ -42,8 +43,17 @@ class Reads:
         self.log_position = log_position
 
     def settle(self, position: int) -> bool:
-        """Waits (bounded, only while a projector is alive) until read models reach ``position``."""
-        return self._settle(position)
+        """Waits (bounded, only while a projector is alive) until read models reach ``position``.
+
+        The command is recorded already: a database gone meanwhile ends the wait, it does
+        not turn the command's answer into an error (C19).
+        """
+        try:
+            return self._settle(position)
+        except Exception as exc:
+            if unavailable(exc) is None:
+                raise
+            return False
 
     def wake_ticker(self) -> None:
         self._wake_ticker()

@@ -53,9 +53,8 @@ def seed_demo(app: Any, tenant: str = "default") -> bool:
 
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
-    import uvicorn
-
     from api.app import create_app
+    from api.server import serve
     from workers.bootstrap import WORKERS, build
 
     if args.host:
@@ -68,11 +67,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     workers = WORKERS if args.workers == "all" else tuple(w for w in args.workers.split(",") if w and w != "none")
     app = create_app(container, workers=workers)
     print(f"squadops listening on http://{settings.host}:{settings.port} ({container.store.dialect})", file=sys.stderr)
-    # Live streams (SSE, WebSocket) never finish on their own: bound the graceful shutdown.
-    uvicorn.run(
-        app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    # SIGTERM: live streams are told to reconnect, requests in flight finish, workers commit.
+    serve(app, host=settings.host, port=settings.port, drain=app.state["hub"].drain)
     container.close()
     return 0
 

@@ -22,6 +22,7 @@ import structlog
 from projections.envelope import Envelope
 from projections.runner import NotificationSource, contiguous
 from projections.store import DocStore
+from projections.unavailable import backoff
 from workers.live_broker import Broker, live_message
 
 log = structlog.get_logger("squadops.live.fanout")
@@ -37,10 +38,6 @@ class FanoutStats:
     failures: int = 0
     gaps_accepted: int = 0
     last_error: str = ""
-
-
-def backoff(failures: int, base: float = 0.1, cap: float = 5.0) -> float:
-    return min(cap, base * 2 ** min(failures, 10))
 
 
 class LiveFanout:

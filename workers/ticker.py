@@ -23,6 +23,7 @@ from domain.policies.queue import QueueEntry, pick_runs
 from domain.ports import ExecutionPlane
 from domain.services.ticks import TickOutcome
 from projections.store import DocStore
+from projections.unavailable import backoff
 
 log = structlog.get_logger("squadops.ticker")
 _decode = msgspec.json.Decoder(dict).decode
@@ -105,12 +106,20 @@ class Ticker:
     def _loop(self) -> None:
         # Check the queue a few times per tick so a scheduled run starts promptly.
         check = max(min(self.tick_seconds, 0.25), 0.005)
+        failures = 0
         while not self._stop.is_set():
             started = time.monotonic()
             try:
                 self.run_once()
-            except Exception as exc:
-                log.warning("tick_pass_failed", error=repr(exc))
+            except Exception as exc:  # the database went away: back off, resume by itself
+                failures += 1
+                delay = backoff(failures)
+                log.warning("tick_pass_failed", error=repr(exc), failures=failures, retry_in=delay)
+                self._stop.wait(delay)
+                continue
+            if failures:
+                log.info("tick_resumed", failures=failures)
+                failures = 0
             elapsed = time.monotonic() - started
             self._wake.wait(max(check - elapsed, 0.0))
             self._wake.clear()
