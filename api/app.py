@@ -5,8 +5,9 @@ from __future__ import annotations
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import JsonRenderPlugin
 
+from api.auth import edge_jwt
+from api.body import JsonRequest
 from api.context import ServiceParts
 from api.control_plane.controller import control_plane_router
 from api.control_plane.reads import ControlPlaneReads
@@ -17,6 +18,7 @@ from api.health.metrics import metrics_handler, metrics_registry
 from api.live.controller import live_channel
 from api.mcp.controller import mcp_router
 from api.middleware import request_context
+from api.openapi import DocumentedJsonRenderPlugin
 from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory.controller import project_factory_router
 from api.studio.controller import studio_router
@@ -53,6 +55,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
     )
 
     live = live_channel(container)
+    edge = edge_jwt(settings)
 
     def on_startup() -> None:
         if workers is None:
@@ -68,15 +71,16 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             healthz,
             readyz,
             openapi_json,
-            studio_router(settings.edge_jwt_key),
-            project_factory_router(settings.edge_jwt_key),
+            studio_router(edge),
+            project_factory_router(edge),
             live.router,
-            control_plane_router(settings.edge_jwt_key),
+            control_plane_router(edge),
             metrics_handler(registry),
-            *control_routers(settings.edge_jwt_key),
+            *control_routers(edge),
             mcp_router(),
         ],
         exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
+        request_class=JsonRequest,  # every body is decoded there (api/body.py)
         # The service's parts, read by handlers from state (see api/context.py).
         state=State(
             {
@@ -89,12 +93,13 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "control_plane": control_plane,
                 "hub": live.hub,
                 "heartbeat": settings.live_heartbeat_seconds,
-                "jwt_key": settings.edge_jwt_key,
+                "edge_jwt": edge,
                 "http_observer": http_metrics.observe,
                 # The squad's MCP server: the composition root's command object and token key.
                 "agent_tools": getattr(container, "agent_tools", None),
                 "mcp_token_key": getattr(container, "mcp_token_key", ""),
                 "base_url": settings.base_url,
+                "database_wait_budget": settings.database_request_wait_seconds,
             }
         ),
         middleware=[request_context],
@@ -104,7 +109,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             title="squadops",
             version="0.1.0",
             path="/schema",
-            render_plugins=[JsonRenderPlugin()],
+            render_plugins=[DocumentedJsonRenderPlugin()],
         ),
         logging_config=None,
         debug=False,

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
-import json
-import time
+import math
+import re
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
+import jwt
 from litestar.params import HeaderParameter, QueryParameter
 
 from api.errors import ApiError, RequestInvalid
@@ -36,61 +35,111 @@ class Principal:
         return SUPER_ADMIN_GROUP in self.groups
 
 
-def _b64(segment: str) -> bytes:
-    return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+@dataclass(frozen=True)
+class EdgeJwt:
+    """How the edge assertion verifies (C2); no key is the trusted dev mode."""
+
+    key: str = ""
+    audience: str = ""
+    issuer: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.key)
 
 
-def verify_assertion(token: str, key: str, now: float | None = None) -> dict[str, Any]:
-    """Claims of an HS256 edge JWT; raises ApiError(401) if it does not verify."""
+class EdgeSettings(Protocol):
+    edge_jwt_key: str
+    edge_jwt_audience: str
+    edge_jwt_issuer: str
+
+
+def edge_jwt(settings: EdgeSettings) -> EdgeJwt:
+    """The ``SQUADOPS_EDGE_JWT_*`` settings the edge assertion verifies with."""
+    return EdgeJwt(settings.edge_jwt_key, settings.edge_jwt_audience, settings.edge_jwt_issuer)
+
+
+EDGE_JWT_ALGORITHM = "HS256"
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
+_NUMERIC_DATES = ("exp", "nbf", "iat")
+
+
+def invalid_assertion(reason: str) -> ApiError:
+    return ApiError(401, f"The edge assertion does not verify: {reason}.", "edge_assertion_invalid")
+
+
+def _canonical_base64url(segment: str) -> bool:
+    """Unpadded base64url whose unused trailing bits are zero (one encoding per value)."""
+    if not _SEGMENT.fullmatch(segment) or len(segment) % 4 == 1:
+        return False
+    raw = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == segment
+
+
+def verify_assertion(token: str, edge: EdgeJwt) -> dict[str, Any]:
+    """Claims of the edge JWT; raises ApiError(401) unless it verifies.
+
+    PyJWT checks the signature (the configured algorithm only, never ``none``), ``exp``
+    (required), ``nbf``, ``iat``, and ``aud``/``iss`` when configured. Before it, the
+    token must be three canonical base64url segments; after it, the time claims must be
+    JSON numbers (PyJWT would take ``"exp": "9999999999"``).
+    """
+    segments = token.split(".")
+    if len(segments) != 3 or not all(_canonical_base64url(s) for s in segments):
+        raise invalid_assertion("it is not three unpadded base64url segments")
+    required = ["exp", *(["aud"] if edge.audience else []), *(["iss"] if edge.issuer else [])]
     try:
-        head_b64, body_b64, sig_b64 = token.split(".")
-        header = json.loads(_b64(head_b64))
-        claims = json.loads(_b64(body_b64))
-        signature = _b64(sig_b64)
-    except (ValueError, TypeError):
-        raise ApiError(401, "The edge assertion is not a JWT.", "edge_assertion_invalid") from None
-    if header.get("alg") != "HS256" or not isinstance(claims, dict):
-        raise ApiError(401, "The edge assertion must be an HS256 JWT.", "edge_assertion_invalid")
-    expected = hmac.new(key.encode(), f"{head_b64}.{body_b64}".encode(), hashlib.sha256).digest()
-    if not hmac.compare_digest(expected, signature):
-        raise ApiError(401, "The edge assertion signature does not verify.", "edge_assertion_invalid")
-    exp = claims.get("exp")
-    if isinstance(exp, (int, float)) and exp < (now if now is not None else time.time()):
-        raise ApiError(401, "The edge assertion has expired.", "edge_assertion_expired")
+        claims = jwt.decode(
+            token,
+            edge.key,
+            algorithms=[EDGE_JWT_ALGORITHM],
+            audience=edge.audience or None,
+            issuer=edge.issuer or None,
+            options={"require": required, "verify_aud": bool(edge.audience)},
+        )
+    except jwt.ExpiredSignatureError:
+        raise ApiError(401, "The edge assertion has expired.", "edge_assertion_expired") from None
+    except jwt.InvalidTokenError as exc:
+        raise invalid_assertion(str(exc).rstrip(".") or type(exc).__name__) from None
+    for name in _NUMERIC_DATES:
+        value = claims.get(name)
+        if name in claims and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+            raise invalid_assertion(f"{name} must be a number of seconds")
     return claims
 
 
 def sign_assertion(claims: dict[str, Any], key: str) -> str:
-    """An HS256 JWT (what the edge proxy sends; used by tests and the CLI)."""
+    """An edge JWT (what the edge proxy sends; used by tests and the CLI)."""
+    return jwt.encode(claims, key, algorithm=EDGE_JWT_ALGORITHM)
 
-    def enc(raw: bytes) -> str:
-        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
-    head = enc(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-    body = enc(json.dumps(claims, separators=(",", ":")).encode())
-    sig = hmac.new(key.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
-    return f"{head}.{body}.{enc(sig)}"
+def asserted_groups(claims: dict[str, Any]) -> tuple[str, ...]:
+    """The assertion's ``groups``: a comma-separated string or a list of strings."""
+    asserted = claims.get("groups", [])
+    if isinstance(asserted, str):
+        return split_groups(asserted)
+    if isinstance(asserted, list) and all(isinstance(g, str) for g in asserted):
+        return tuple(asserted)
+    raise invalid_assertion("groups must be a string or a list of strings")
 
 
 def split_groups(raw: str) -> tuple[str, ...]:
     return tuple(g.strip() for g in raw.split(",") if g.strip())
 
 
-def resolve_principal(email: str | None, groups: str | None, assertion: str | None, jwt_key: str) -> Principal:
+def resolve_principal(email: str | None, groups: str | None, assertion: str | None, edge: EdgeJwt) -> Principal:
     """C2: no email claim -> 401; with a JWT key set the claims must verify and match."""
     email = (email or "").strip()
     if not email:
         raise ApiError(401, "No edge email claim on the request.", "unauthenticated")
     group_paths = split_groups(groups or "")
-    if jwt_key:
+    if edge.enabled:
         if not assertion:
             raise ApiError(401, "The edge assertion is required.", "edge_assertion_missing")
-        claims = verify_assertion(assertion, jwt_key)
+        claims = verify_assertion(assertion, edge)
         if str(claims.get("email", "")).lower() != email.lower():
             raise ApiError(401, "The email claim does not match the edge assertion.", "edge_assertion_mismatch")
-        asserted = claims.get("groups", [])
-        asserted_groups = split_groups(asserted) if isinstance(asserted, str) else tuple(asserted or ())
-        if set(group_paths) - set(asserted_groups):
+        if set(group_paths) - set(asserted_groups(claims)):
             raise ApiError(401, "The group claims do not match the edge assertion.", "edge_assertion_mismatch")
     return Principal(subject_key=email.lower(), email=email, groups=group_paths)
 
@@ -100,8 +149,11 @@ GroupsHeader = Annotated[str | None, HeaderParameter(name=GROUPS_HEADER, require
 AssertionHeader = Annotated[str | None, HeaderParameter(name=ASSERTION_HEADER, required=False)]
 
 
-TenantQuery = Annotated[str | None, QueryParameter(name="tenant_id", required=False)]
-TenantHeader = Annotated[str | None, HeaderParameter(name=TENANT_HEADER, required=False)]
+# The pattern is documented here and checked by ``provide_tenant`` (which names the header
+# in ``loc`` as sent, where Litestar's own check would name the Python parameter).
+_TENANT_DOC: dict[str, Any] = {"description": "the tenant (C1, C12)", "schema_extra": {"pattern": ID_PATTERN}}
+TenantQuery = Annotated[str | None, QueryParameter(name="tenant_id", required=False, **_TENANT_DOC)]
+TenantHeader = Annotated[str | None, HeaderParameter(name=TENANT_HEADER, required=False, **_TENANT_DOC)]
 
 
 def admit(principal: Principal, *, admin: bool) -> Principal:

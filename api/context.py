@@ -17,6 +17,7 @@ from litestar.di import NamedDependency, Provide
 
 from api.auth import (
     AssertionHeader,
+    EdgeJwt,
     EmailHeader,
     GroupsHeader,
     Principal,
@@ -68,7 +69,7 @@ class Caller:
 CallerDep = NamedDependency[Caller]
 
 
-def caller_provider(jwt_key: str, *, admin: bool) -> Any:
+def caller_provider(edge: EdgeJwt, *, admin: bool) -> Any:
     """The ``caller`` dependency: who calls (401/403 first), then for which tenant (422),
     then, given ``X-Squadops-Min-Position``, read models at that position (C19)."""
 
@@ -81,7 +82,7 @@ def caller_provider(jwt_key: str, *, admin: bool) -> Any:
         tenant_header: TenantHeader = None,
         min_position: MinPositionHeader = None,
     ) -> Caller:
-        principal = admit(resolve_principal(email, groups, assertion, jwt_key), admin=admin)
+        principal = admit(resolve_principal(email, groups, assertion, edge), admin=admin)
         caller = Caller(principal, provide_tenant(tenant_id, tenant_header), parse_min_position(min_position))
         await read_positions(state).reach(caller.min_position)
         return caller
@@ -89,8 +90,8 @@ def caller_provider(jwt_key: str, *, admin: bool) -> Any:
     return provide_caller
 
 
-def caller_dependency(jwt_key: str, *, admin: bool) -> dict[str, Provide]:
-    return {"caller": Provide(caller_provider(jwt_key, admin=admin))}
+def caller_dependency(edge: EdgeJwt, *, admin: bool) -> dict[str, Provide]:
+    return {"caller": Provide(caller_provider(edge, admin=admin))}
 
 
 def part(state: State, name: str) -> Any:

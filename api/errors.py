@@ -23,6 +23,7 @@ from litestar.exceptions import (
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from domain.shared.errors import Conflict, DomainError, Forbidden, Invalid, NotFound, Unavailable
+from projections.engine.unavailable import RETRY_AFTER_SECONDS, unavailable
 
 log = structlog.get_logger("squadops.api")
 
@@ -165,6 +166,10 @@ def handle_api_error(request: Request[Any, Any, Any], exc: ApiError) -> Response
 
 
 def handle_domain_error(request: Request[Any, Any, Any], exc: DomainError) -> Response[Any]:
+    if isinstance(exc, Unavailable):  # C19: clients come back after Retry-After
+        response = error_body(503, exc.message, exc.code)
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
     for kind, status in STATUS_BY_ERROR:
         if isinstance(exc, kind):
             return error_body(status, exc.message, exc.code)
@@ -202,6 +207,10 @@ def handle_unexpected(request: Request[Any, Any, Any], exc: Exception) -> Respon
     if isinstance(exc, msgspec.ValidationError):
         loc, msg = _loc("body", "", str(exc))
         return validation_response([validation_item(loc, msg, _type_of(msg))])
+    outage = unavailable(exc)  # C19: the database or broker cannot be reached
+    if outage is not None:
+        log.warning("store_unavailable", path=request.url.path, error=repr(exc))
+        return handle_domain_error(request, outage)
     log.exception("unhandled_error", path=request.url.path, error=repr(exc))
     return error_body(
         HTTP_500_INTERNAL_SERVER_ERROR, "The service failed to answer; it was logged.", "internal_error"

@@ -1,4 +1,8 @@
-"""Request context: tenant and request id bound to every log line; one line per request."""
+"""Request context: tenant and request id bound to every log line; one line per request.
+
+C19: until the answer starts, the request's waits for pooled database connections share
+one budget (a streamed body, such as the live channel's, is not bound by it).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import structlog
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import TENANT_HEADER
+from projections.engine.unavailable import set_wait_budget
 
 log = structlog.get_logger("squadops.http")
 _TENANT = TENANT_HEADER.lower().encode()
@@ -28,10 +33,13 @@ def request_context(app: ASGIApp) -> ASGIApp:
                 tenant = value.decode("latin-1")[:128]
         structlog.contextvars.clear_contextvars()
         structlog.contextvars.bind_contextvars(request_id=uuid.uuid4().hex[:12], tenant=tenant)
+        state = getattr(scope.get("app"), "state", None)
+        set_wait_budget(getattr(state, "database_wait_budget", None))
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
+                set_wait_budget(None)
             await send(message)
 
         try:

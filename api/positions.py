@@ -23,7 +23,7 @@ from litestar import Request, Response
 from litestar.datastructures import State
 from litestar.params import HeaderParameter
 
-from api.errors import RequestInvalid, error_body
+from api.errors import ApiError, RequestInvalid, error_body
 from domain.shared.event_store import EventStore
 
 log = structlog.get_logger("squadops.api.positions")
@@ -40,6 +40,7 @@ MinPositionHeader = Annotated[
     HeaderParameter(
         name=MIN_POSITION_HEADER,
         required=False,
+        schema_extra={"pattern": r"^[0-9]{1,19}$"},  # documented; checked by parse_min_position (C3 loc)
         description="answer from read models that include this log position (a command's X-Squadops-Position)",
     ),
 ]
@@ -119,12 +120,10 @@ class ReadPositions:
     def _within_log(position: int, head: int) -> None:
         """Commands answer positions already in the log: one past its head names no write."""
         if position > head:
-            raise RequestInvalid(
-                ["header", MIN_POSITION_HEADER.lower()],
+            raise ApiError(
+                409,
                 f"{MIN_POSITION_HEADER} {position} is beyond the log (position {head}): no command answered it",
-                "less_than_equal",
-                str(position),
-                {"le": head},
+                "position_ahead_of_log",
             )
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -260,12 +263,43 @@ def wait_published(container: Container, timeout: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
-def served_process(settings: Settings, *, workers: str = "all", tick_seconds: float | None = None) -> Iterator[str]:
+def squadops_process(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """``squadops <args>`` in a subprocess, terminated (then killed) if still running after."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "workers.cli", *args],
+        env=env,
+        cwd=str(Path(__file__).resolve().parents[1]),
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+
+
+@contextlib.contextmanager
+def service_process(
+    settings: Settings, *, workers: str = "all", tick_seconds: float | None = None, **env: str
+) -> Iterator[ServiceProcess]:
     """``squadops serve`` in a subprocess on a free loopback port, over ``settings``' stores."""
-    extra = {} if tick_seconds is None else {"SQUADOPS_TICK_SECONDS": str(tick_seconds)}
-    process = ServiceProcess.serve("serve", service_env(settings, **extra), infra.free_port(), workers=workers)
+    if tick_seconds is not None:
+        env["SQUADOPS_TICK_SECONDS"] = str(tick_seconds)
+    process = ServiceProcess.serve("serve", service_env(settings, **env), infra.free_port(), workers=workers)
     try:
         process.start(ready_timeout=30)
-        yield process.url
+        yield process
     finally:
         process.close()
+
+
+@contextlib.contextmanager
+def served_process(settings: Settings, *, workers: str = "all", tick_seconds: float | None = None) -> Iterator[str]:
+    """``squadops serve`` in a subprocess; yields its URL."""
+    with service_process(settings, workers=workers, tick_seconds=tick_seconds) as service:
+        yield service.url

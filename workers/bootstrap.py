@@ -15,6 +15,7 @@ from domain.projects.commands import ProjectCommands
 from domain.shared.clock import utc_now_iso
 from domain.shared.event_store import EventStore
 from domain.shared.ids import run_key
+from domain.shared.retry import backoff
 from domain.studio.commands import StudioCommands
 from domain.studio.commands.agent_tools import AgentToolCalls
 from domain.studio.commands.recovery import recovery_policies
@@ -45,6 +46,7 @@ from workers.watcher import EventStoreProjectAssets, Watcher, load_project_asset
 log = structlog.get_logger("squadops")
 
 WORKERS = ("projector", "ticker", "fanout")
+STARTUP_WAIT_SECONDS = 30.0
 # Workers that run only when named (``squadops worker watcher`` or ``serve --workers``).
 OPTIONAL_WORKERS = ("watcher",)
 
@@ -61,7 +63,7 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
 
         info = conninfo_to_dict(settings.database_url)
         env.update(
-            PERSISTENCE_MODULE="eventsourcing.postgres",
+            PERSISTENCE_MODULE="projections.pg_events:BoundedPostgresFactory",
             POSTGRES_DBNAME=str(info.get("dbname", "squadops")),
             POSTGRES_HOST=str(info.get("host", "127.0.0.1")),
             POSTGRES_PORT=str(info.get("port", "5432")),
@@ -72,6 +74,10 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
             POSTGRES_LOCK_TIMEOUT="10",
             POSTGRES_ENABLE_DB_FUNCTIONS="n",
             APPLICATION_RECORDER_TOPIC="workers.eventstore.recorder:TypedArrayApplicationRecorder",
+            # C19: a connection killed while idle is never handed out; every wait is bounded.
+            POSTGRES_PRE_PING="y",
+            POSTGRES_POOL_WAIT_SECONDS=str(settings.database_wait_seconds),
+            POSTGRES_STATEMENT_TIMEOUT_SECONDS=str(settings.database_statement_seconds),
         )
     else:
         path = settings.sqlite_path
@@ -219,13 +225,16 @@ class Container(Services):
         return self.await_reads(position, self.settings.min_position_wait_seconds)
 
     def stop(self) -> None:
+        """Stops the workers: those that append first, then the projector and the fan-out
+        once they caught up with what was appended (bounded), their positions committed."""
         if "watcher" in self.started and self.watcher is not None:
             self.watcher.stop()
-        if "fanout" in self.started:
-            self.fanout.stop()
         if "ticker" in self.started:
             self.ticker.stop()
             self.close_plane()
+        self._drain()
+        if "fanout" in self.started:
+            self.fanout.stop()
         if "projector" in self.started:
             self.runner.stop()
         self.started.clear()
@@ -236,6 +245,21 @@ class Container(Services):
         if close is not None:
             close()
 
+    def _drain(self) -> None:
+        followers = [w for w in ("projector", "fanout") if w in self.started]
+        if not followers:
+            return
+        try:
+            head = self.event_store.max_position()
+            if "projector" in followers:
+                self.runner.wait_for(head, self.settings.shutdown_drain_seconds)
+            deadline = time.monotonic() + self.settings.shutdown_drain_seconds
+            while "fanout" in followers and self.fanout.position() < head and time.monotonic() < deadline:
+                self.fanout.wake()
+                time.sleep(0.02)  # the fan-out publishes in its own thread; its position is stored
+        except Exception as exc:  # e.g. the database is away: stop now, resume from the positions
+            log.warning("drain_interrupted", error=repr(exc))
+
     def close(self) -> None:
         self.stop()
         self.close_plane()
@@ -243,8 +267,28 @@ class Container(Services):
         self.event_store.close()
 
 
+def await_database(url: str, seconds: float = STARTUP_WAIT_SECONDS) -> None:
+    """At start, waits (bounded) for PostgreSQL to accept connections: once running, the
+    service answers 503 within 2 s while it cannot reach it, but it does not start without."""
+    import psycopg
+
+    deadline, failures = time.monotonic() + seconds, 0
+    while True:
+        try:
+            psycopg.connect(url, connect_timeout=2).close()
+            return
+        except psycopg.OperationalError as exc:
+            failures += 1
+            if time.monotonic() + backoff(failures) > deadline:
+                raise
+            log.warning("waiting_for_database", error=repr(exc), failures=failures)
+            time.sleep(backoff(failures))
+
+
 def build(settings: Settings) -> Container:
     configure_logging(settings)
+    if settings.is_postgres:
+        await_database(settings.database_url)
     services = wire_services(
         EventStore(eventsourcing_env(settings)),
         agent_domain=settings.agent_domain,
@@ -253,7 +297,11 @@ def build(settings: Settings) -> Container:
     event_store = services.event_store
     if settings.is_postgres:
         store: DocStore = PostgresDocStore(
-            settings.database_url, min_size=settings.read_model_pool_min, max_size=settings.read_model_pool_max
+            settings.database_url,
+            min_size=settings.read_model_pool_min,
+            max_size=settings.read_model_pool_max,
+            wait_seconds=settings.database_wait_seconds,
+            statement_seconds=settings.database_statement_seconds,
         )
     else:
         store = SqliteDocStore(Path(settings.sqlite_path))

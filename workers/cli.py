@@ -56,9 +56,8 @@ def seed_demo(projects: ProjectCommands, tenant: str = "default") -> bool:
 
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
-    import uvicorn
-
     from api.app import create_app
+    from api.server import serve
     from workers.bootstrap import WORKERS, build
 
     if args.host:
@@ -71,11 +70,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     workers = WORKERS if args.workers == "all" else tuple(w for w in args.workers.split(",") if w and w != "none")
     app = create_app(container, workers=workers)
     print(f"squadops listening on http://{settings.host}:{settings.port} ({container.store.dialect})", file=sys.stderr)
-    # Live streams (SSE, WebSocket) never finish on their own: bound the graceful shutdown.
-    uvicorn.run(
-        app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    # SIGTERM: live streams are told to reconnect, requests in flight finish, workers commit.
+    serve(app, host=settings.host, port=settings.port, drain=app.state["hub"].drain)
     container.close()
     return 0
 
@@ -149,7 +145,11 @@ def client(settings: Settings) -> httpx.Client:
     if settings.edge_jwt_key:
         from api.auth import sign_assertion
 
-        claims = {"email": OPERATOR, "groups": [SUPER_ADMIN], "exp": int(time.time()) + 3600}
+        claims: dict[str, Any] = {"email": OPERATOR, "groups": [SUPER_ADMIN], "exp": int(time.time()) + 3600}
+        if settings.edge_jwt_audience:
+            claims["aud"] = settings.edge_jwt_audience
+        if settings.edge_jwt_issuer:
+            claims["iss"] = settings.edge_jwt_issuer
         headers["x-edge-jwt-assertion"] = sign_assertion(claims, settings.edge_jwt_key)
     return httpx.Client(base_url=settings.base_url, headers=headers, timeout=30)
 

@@ -22,6 +22,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     database_url: str = ""
     nats_url: str = ""
+    # C19: a database that cannot be reached answers 503 within about 2 s: a wait for a
+    # pooled connection, all of one request's waits together, and each statement are bounded.
+    database_wait_seconds: float = 1.0
+    database_request_wait_seconds: float = 1.5
+    database_statement_seconds: float = 1.5
+    # A stopping process lets its projector and fan-out catch up this long.
+    shutdown_drain_seconds: float = 3.0
     host: str = "127.0.0.1"
     port: int = 8000
     env: str = "dev"
@@ -32,6 +39,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_active_runs: int = 64
     agent_domain: str = "agents.squadops.local"
     edge_jwt_key: str = ""
+    edge_jwt_audience: str = ""
+    edge_jwt_issuer: str = ""
     api_keys: tuple[str, ...] = ()
     projection_poll_seconds: float = 0.5
     projection_page_size: int = 2000

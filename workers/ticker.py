@@ -20,6 +20,7 @@ import structlog
 
 from domain.shared.clock import iso
 from domain.shared.ports import ExecutionPlane
+from domain.shared.retry import backoff
 from domain.studio.commands.ticks import TickCommands, TickOutcome
 from domain.studio.policies.queue import QueueEntry, pick_runs
 from projections.engine.store import DocStore
@@ -113,12 +114,20 @@ class Ticker:
     def _loop(self) -> None:
         # Check the queue a few times per tick so a scheduled run starts promptly.
         check = max(min(self.tick_seconds, 0.25), 0.005)
+        failures = 0
         while not self._stop.is_set():
             started = time.monotonic()
             try:
                 self.run_once()
-            except Exception as exc:
-                log.warning("tick_pass_failed", error=repr(exc))
+            except Exception as exc:  # the database went away: back off, resume by itself
+                failures += 1
+                delay = backoff(failures)
+                log.warning("tick_pass_failed", error=repr(exc), failures=failures, retry_in=delay)
+                self._stop.wait(delay)
+                continue
+            if failures:
+                log.info("tick_resumed", failures=failures)
+                failures = 0
             elapsed = time.monotonic() - started
             self._wake.wait(max(check - elapsed, 0.0))
             self._wake.clear()

@@ -34,6 +34,7 @@ from domain.studio.commands.watch import (
 from domain.studio.policies import watch
 from domain.studio.policies.walls import wall_for
 from projections.engine.store import DocStore
+from projections.engine.unavailable import unavailable
 from workers.ticker import queue_entries
 
 log = structlog.get_logger("squadops.watcher")
@@ -193,6 +194,8 @@ class Watcher:
         except ProjectAssetsError as exc:
             kind, detail = exc.kind, exc.detail
         except Exception as exc:
+            if unavailable(exc) is not None:
+                raise  # our own database, not the project's assets: the pass is retried
             kind, detail = watch.ERROR, repr(exc)
         if watch.fails_loudly(kind, strict=self.strict):
             raise ObservationFailed(f"project assets lookup for {project_slug!r} failed ({kind}): {detail}")
@@ -215,6 +218,7 @@ class Watcher:
         return self._thread is not None and self._thread.is_alive()
 
     def _loop(self) -> None:
+        failures = 0
         while not self._stop.is_set():
             try:
                 self.watch_once()
@@ -222,8 +226,14 @@ class Watcher:
                 self.failure = exc
                 log.error("watcher_failed", error=str(exc))
                 return
-            except Exception as exc:
-                log.warning("watch_pass_failed", error=repr(exc))
+            except Exception as exc:  # e.g. the database went away: the next pass retries
+                failures += 1
+                log.warning("watch_pass_failed", error=repr(exc), failures=failures, retry_in=self.interval_seconds)
+                self._stop.wait(self.interval_seconds)
+                continue
+            if failures:
+                log.info("watch_resumed", failures=failures)
+                failures = 0
             self._stop.wait(self.interval_seconds)
 
 

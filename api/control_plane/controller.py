@@ -18,10 +18,12 @@ from litestar.datastructures import State
 from litestar.params import QueryParameter
 from litestar.response import Response
 
+from api.auth import EdgeJwt
 from api.context import CallerDep, caller_dependency, part
 from api.control_plane.dto import FleetBoard, ObservabilityFeed
-from api.control_plane.reads import ControlPlaneReads
+from api.control_plane.reads import CURSOR_PATTERN, ControlPlaneReads
 from api.errors import RequestInvalid
+from api.openapi import answers
 from domain.shared.ids import ID_PATTERN
 from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT
 from projections.studio.time_travel import parse_moment
@@ -38,7 +40,7 @@ Limit = Annotated[
 BoardStatus = Literal["ready", "scheduled", "running", "blocked", "completed", "cleaned_up"]
 
 
-@get("/observability-feed", summary="Observability feed of one run")
+@get("/observability-feed", summary="Observability feed of one run", opt=answers(401, 403, 404, 409, 422))
 async def observability_feed(
     state: State,
     caller: CallerDep,
@@ -49,7 +51,13 @@ async def observability_feed(
         int | None, QueryParameter(ge=1, required=False, description="answer the feed as it was at this log position")
     ] = None,
     as_of: Annotated[
-        str | None, QueryParameter(max_length=64, required=False, description="answer the feed as it was at this time")
+        str | None,
+        QueryParameter(
+            max_length=64,
+            required=False,
+            description="answer the feed as it was at this time (RFC 3339)",
+            schema_extra={"format": "date-time"},
+        ),
     ] = None,
 ) -> Response[ObservabilityFeed]:
     control_plane: ControlPlaneReads = part(state, "control_plane")
@@ -74,14 +82,17 @@ async def observability_feed(
     return Response(body, media_type=JSON, headers={AS_OF_HEADER: str(position)})
 
 
-@get("/runs", sync_to_thread=True, summary="Fleet board comparing runs")
+@get("/runs", sync_to_thread=True, summary="Fleet board comparing runs", opt=answers(401, 403, 404, 422))
 def fleet_board(
     state: State,
     caller: CallerDep,
     project_slug: Annotated[str | None, QueryParameter(pattern=ID_PATTERN, required=False)] = None,
     status: Annotated[BoardStatus | None, QueryParameter(required=False)] = None,
     limit: Annotated[int, QueryParameter(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
-    cursor: Annotated[str | None, QueryParameter(max_length=512, required=False)] = None,
+    cursor: Annotated[
+        str | None,
+        QueryParameter(max_length=512, required=False, pattern=CURSOR_PATTERN, description="next_cursor of the page before"),
+    ] = None,
 ) -> FleetBoard:
     control_plane: ControlPlaneReads = part(state, "control_plane")
     return control_plane.fleet(
@@ -89,10 +100,10 @@ def fleet_board(
     )
 
 
-def control_plane_router(jwt_key: str) -> Router:
+def control_plane_router(edge: EdgeJwt) -> Router:
     return Router(
         path="/control-plane/studio",
         route_handlers=[observability_feed, fleet_board],
-        dependencies=caller_dependency(jwt_key, admin=False),
+        dependencies=caller_dependency(edge, admin=False),
         tags=["control-plane"],
     )

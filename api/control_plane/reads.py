@@ -8,7 +8,7 @@ project (``participants[].subject_key``, the lower-cased email); anyone else get
 from __future__ import annotations
 
 import base64
-import binascii
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -22,6 +22,7 @@ from api.control_plane.dto import BoardRow, FleetBoard
 from api.errors import ApiError, RequestInvalid
 from domain.shared.access import ProjectGrants, may_read, require_read
 from domain.shared.errors import project_not_found, run_not_found
+from domain.shared.ids import END
 from projections.engine.lookups import fetch
 from projections.engine.store import DocStore
 from projections.projects.projects import project_doc_key
@@ -47,14 +48,9 @@ class _RunHead(msgspec.Struct):
     project_slug: str = ""
 
 
-class _Cursor(msgspec.Struct, forbid_unknown_fields=True):
-    s: str
-
-
 _access = msgspec.json.Decoder(_ProjectAccess)
 _run_head = msgspec.json.Decoder(_RunHead)
 _row = msgspec.json.Decoder(BoardRow)
-_cursor = msgspec.json.Decoder(_Cursor)
 _encode = msgspec.json.Encoder().encode
 
 
@@ -66,15 +62,23 @@ def _allow(principal: Principal, access: _ProjectAccess, project_slug: str) -> N
     require_read(principal, grants_of(access, project_slug))
 
 
+# A cursor is a position on the board: the unpadded base64url of the sort key the next page
+# starts after. Any such string is a position (the board is ordered by sort key), so a
+# well-formed cursor always answers; the OpenAPI document publishes the pattern.
+CURSOR_PATTERN = rf"^(?:[A-Za-z0-9_-]{{4}})*(?:[A-Za-z0-9_-]{{2,3}})?{END}"
+_CURSOR = re.compile(r"(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?")
+
+
 def encode_cursor(sort_key: str) -> str:
-    return base64.urlsafe_b64encode(_encode(_Cursor(s=sort_key))).decode().rstrip("=")
+    return base64.urlsafe_b64encode(sort_key.encode()).decode().rstrip("=")
 
 
 def decode_cursor(cursor: str) -> str:
-    try:
-        return _cursor.decode(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))).s
-    except (binascii.Error, ValueError, msgspec.DecodeError, msgspec.ValidationError):
-        raise RequestInvalid(["query", "cursor"], "cursor is not one this endpoint issued", "value_error", cursor) from None
+    if not _CURSOR.fullmatch(cursor):
+        raise RequestInvalid(["query", "cursor"], "cursor is not a board position (base64url)", "value_error", cursor)
+    raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    # NUL cannot be stored in PostgreSQL text; no sort key holds one.
+    return raw.decode("utf-8", "replace").replace("\x00", "")
 
 
 class _Composed(NamedTuple):
@@ -193,12 +197,8 @@ class ControlPlaneReads:
         self._check_run(parts.get("run"), tenant, run_id, project_slug)
         head = self.log_position()
         if position is not None and position > head:
-            raise RequestInvalid(
-                ["query", "as_of_event"],
-                f"as_of_event is beyond the end of the event log (position {head})",
-                "range_error",
-                position,
-                {"le": head},
+            raise ApiError(
+                409, f"as_of_event is beyond the end of the event log (position {head}).", "position_ahead_of_log"
             )
         try:
             return self.time_travel.feed(

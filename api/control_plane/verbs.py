@@ -10,6 +10,7 @@ event recorded with the edge principal as actor; the answer is 202 with the cont
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 import structlog
@@ -17,7 +18,7 @@ from litestar import Response, Router, post
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
-from api.auth import Principal
+from api.auth import EdgeJwt, Principal
 from api.context import (
     Caller,
     CallerDep,
@@ -26,8 +27,14 @@ from api.context import (
     read_models,
     studio_commands,
 )
-from api.control_plane.verbs_dto import AdminControlRequest, ControlAccepted, ControlRequest
+from api.control_plane.verbs_dto import (
+    AdminControlRequest,
+    ControlAccepted,
+    ControlRequest,
+    control_body_schema,
+)
 from api.errors import RequestInvalid
+from api.openapi import answers, link
 from api.positions import command_mark, positioned
 from api.studio.reads import Reads
 from domain.shared.access import ProjectGrants, require_control
@@ -48,6 +55,16 @@ log = structlog.get_logger("squadops.api.control")
 RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
 SessionId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="session id")]
 
+ACCEPTED_LINKS = {
+    "GetRun": link("get_run", run_id="$response.body#/run_id"),
+    "GetSessionState": link("session_state", run_id="$response.body#/run_id"),
+}
+
+
+def control_answers(schema_name: str, level: str) -> dict:
+    return answers(
+        401, 403, 404, 409, 422, links=ACCEPTED_LINKS, body=(schema_name, partial(control_body_schema, level=level))
+    )
 
 
 def invalid(field: str, message: str, value: object, type_: str = "value_error", ctx: dict | None = None) -> RequestInvalid:
@@ -124,7 +141,13 @@ def answer(state: State, mark: int, body: ControlAccepted) -> Response[ControlAc
 # -- control plane ----------------------------------------------------------------------------
 
 
-@post("/runs/{run_id:str}/control", status_code=202, sync_to_thread=True, summary="Run-level control verb")
+@post(
+    "/runs/{run_id:str}/control",
+    status_code=202,
+    sync_to_thread=True,
+    summary="Run-level control verb",
+    opt=control_answers("RunControlRequest", "run"),
+)
 def control_run(
     run_id: RunId, data: JSONBody[ControlRequest], state: State, caller: CallerDep
 ) -> Response[ControlAccepted]:
@@ -141,6 +164,7 @@ def control_run(
     status_code=202,
     sync_to_thread=True,
     summary="Session-level control verb",
+    opt=control_answers("SessionControlRequest", "session"),
 )
 def control_session(
     run_id: RunId,
@@ -160,7 +184,13 @@ def control_session(
 # -- admin path -------------------------------------------------------------------------------
 
 
-@post("/runs/{run_id:str}/control", status_code=202, sync_to_thread=True, summary="Control verb (admin)")
+@post(
+    "/runs/{run_id:str}/control",
+    status_code=202,
+    sync_to_thread=True,
+    summary="Control verb (admin)",
+    opt=control_answers("AdminControlRequestBody", "admin"),
+)
 def admin_control(
     run_id: RunId,
     data: JSONBody[AdminControlRequest],
@@ -200,19 +230,19 @@ def admin_verb(
 
 
 
-def control_routers(jwt_key: str) -> list[Router]:
+def control_routers(edge: EdgeJwt) -> list[Router]:
     """The control-plane router and the admin control route, for the app factory."""
     return [
         Router(
             path="/control-plane/studio",
             route_handlers=[control_run, control_session],
-            dependencies=caller_dependency(jwt_key, admin=False),
+            dependencies=caller_dependency(edge, admin=False),
             tags=["control-plane"],
         ),
         Router(
             path="/v1/admin/studio",
             route_handlers=[admin_control],
-            dependencies=caller_dependency(jwt_key, admin=True),
+            dependencies=caller_dependency(edge, admin=True),
             tags=["studio"],
         ),
     ]

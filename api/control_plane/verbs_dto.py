@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import copy
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 import msgspec
 
-from domain.studio.control import ControlIntent
+from domain.shared.ids import END
+from domain.studio.control import REQUIRED, RUN_VERBS, SESSION_VERBS, SWITCH_FIELDS, ControlIntent
 
 # Optional ids (C12): absent, null or "" mean "not given"; anything else is an opaque id.
-OptionalId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{0,128}$", description="opaque id [A-Za-z0-9_-]")] | None
+OptionalId = Annotated[str, msgspec.Meta(pattern=rf"^[A-Za-z0-9_-]{{0,128}}{END}", description="opaque id [A-Za-z0-9_-]")] | None
 Verb = Annotated[str, msgspec.Meta(min_length=1, max_length=64, description="a control verb of the spec")]
 Message = Annotated[str, msgspec.Meta(max_length=20_000)] | None
-Provider = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{0,64}$")] | None
+Provider = Annotated[str, msgspec.Meta(pattern=rf"^[A-Za-z0-9_.-]{{0,64}}{END}")] | None
 Model = Annotated[str, msgspec.Meta(max_length=200)] | None
 Effort = Literal["", "low", "medium", "high"] | None
 Speed = Literal["", "standard", "fast"] | None
@@ -68,3 +71,61 @@ class ControlAccepted(msgspec.Struct, kw_only=True):
     session_id: str
     verb: str
     status: str = "accepted"
+
+
+# -- the request body schema, per level (OpenAPI) ---------------------------------------------
+# A struct cannot say which verbs a path takes or which fields each verb needs, so the
+# OpenAPI document states it with one ``oneOf`` branch per verb, built from the same
+# tables ``domain.control.check_intent`` (and ``api.control.admin_control``) enforce.
+
+_GIVEN: dict[str, Any] = {"type": "string", "minLength": 1}  # absent, null and "" mean "not given"
+_NOT_GIVEN: dict[str, Any] = {"enum": [None, ""]}
+
+
+def _given(*fields: str) -> dict[str, Any]:
+    return {"required": list(fields), "properties": {f: _GIVEN for f in fields}}
+
+
+def _verb(verb: str, *, needs: tuple[str, ...] = (), absent: tuple[str, ...] = (), rules: list[Any] | None = None) -> dict[str, Any]:
+    branch: dict[str, Any] = {
+        "properties": {"verb": {"const": verb}, **{f: _GIVEN for f in needs}, **{f: _NOT_GIVEN for f in absent}},
+        "required": ["verb", *needs],
+    }
+    if verb == "switch_agent_process":
+        rules = [*(rules or []), {"anyOf": [_given(f) for f in SWITCH_FIELDS]}]
+    if rules:
+        branch["allOf"] = rules
+    return branch
+
+
+def _branches(level: str) -> list[dict[str, Any]]:
+    if level == "run":
+        return [_verb(v, needs=REQUIRED.get(v, ())) for v in sorted(RUN_VERBS)]
+    if level == "session":
+        return [_verb(v, needs=REQUIRED.get(v, ())) for v in sorted(SESSION_VERBS)]
+    # The admin path: a run verb aims at no agent; a session verb is aimed by agent_id or
+    # target_agent_id; handoff_agent names its source in agent_id (target_agent_id is the
+    # handoff's target); retry_prompt is either.
+    aimed = {"anyOf": [_given("agent_id"), _given("target_agent_id")]}
+    branches = []
+    for verb in sorted(RUN_VERBS | SESSION_VERBS):
+        needs = REQUIRED.get(verb, ())
+        if verb in RUN_VERBS and verb in SESSION_VERBS:
+            branches.append(_verb(verb, needs=needs))
+        elif verb in RUN_VERBS:
+            branches.append(_verb(verb, absent=("agent_id", "target_agent_id")))
+        elif verb == "handoff_agent":
+            branches.append(_verb(verb, needs=("agent_id", *needs)))
+        else:
+            branches.append(_verb(verb, needs=needs, rules=[aimed]))
+    return branches
+
+
+def control_body_schema(components: Mapping[str, Any], *, level: str) -> dict[str, Any]:
+    """The control body at ``level`` (``run``, ``session`` or ``admin``): the struct's
+    schema plus one ``oneOf`` branch per verb allowed there."""
+    base = copy.deepcopy(components["AdminControlRequest" if level == "admin" else "ControlRequest"])
+    base["oneOf"] = _branches(level)
+    base["properties"]["verb"]["description"] = "one of the verbs below (C8)"
+    base.pop("title", None)
+    return base

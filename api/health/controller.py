@@ -17,6 +17,7 @@ from litestar.response import Response
 
 from api.context import part, read_models
 from api.errors import error_body
+from api.openapi import documented_schema
 from projections.engine.health import HealthProbe, ReadModelHealth
 
 RETRY_AFTER_SECONDS = 5
@@ -94,5 +95,4 @@ def readyz(state: State) -> Response[Health]:
 
 @get("/openapi.json", include_in_schema=False, sync_to_thread=False)
 def openapi_json(request: Request[Any, Any, Any]) -> Response[Any]:
-    schema = request.app.openapi_schema.to_schema()
-    return Response(schema, media_type="application/json")
+    return Response(documented_schema(request.app), media_type="application/json")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -27,30 +28,46 @@ from api.auth import (
     GROUPS_HEADER,
     TENANT_HEADER,
     Principal,
+    edge_jwt,
     provide_tenant,
     resolve_principal,
 )
 from api.context import CallerDep, ServiceParts, caller_dependency, part, read_models
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.live.hub import LiveHub, log_replay, sse_frame
+from api.openapi import answers
 from api.studio.reads import Reads
 from domain.shared.access import ProjectGrants, require_read
 from domain.shared.errors import DomainError
+from domain.shared.ids import END
 from projections.engine.runner import NotificationSource
+from projections.engine.unavailable import unavailable
 from projections.studio.live_channel import TOPIC_ROOT, parse_topic
 
 log = structlog.get_logger("squadops.api.live")
 
 TOPIC_FORM = f"{TOPIC_ROOT}:tenant:<tenant>:run:<run_id>"
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+RECONNECT_MS = 1000
+# The last frame of a stream ended by a stopping process: no id, so the client resumes
+# after the last event it got (``Last-Event-ID``), from another instance.
+RECONNECT_FRAME = b'retry: %d\nevent: reconnect\ndata: {"reason":"server_stopping","retry_ms":%d}\n\n' % (
+    RECONNECT_MS,
+    RECONNECT_MS,
+)
+WS_SERVICE_RESTART = 1012
+
+TOPIC_PATTERN = rf"^{TOPIC_ROOT}:tenant:[A-Za-z0-9_-]{{1,128}}:run:[A-Za-z0-9_-]{{1,128}}{END}"
+EVENT_ID_PATTERN = rf"^[0-9]{{0,18}}{END}"  # empty: from the start
+_EVENT_ID = re.compile(r"[0-9]{1,18}")
 
 Topic = Annotated[
-    str | None, QueryParameter(required=False, description=f"the run's live channel topic, {TOPIC_FORM}")
+    str, QueryParameter(pattern=TOPIC_PATTERN, description=f"the run's live channel topic, {TOPIC_FORM}")
 ]
-LastEventIdQuery = Annotated[
-    str | None, QueryParameter(name="last_event_id", required=False, description="resume after this event id")
-]
-LastEventIdHeader = Annotated[str | None, HeaderParameter(name="last-event-id", required=False)]
+# Documented here, checked by ``resume_point`` (which names them in ``loc`` as sent).
+_EVENT_ID_DOC: dict[str, Any] = {"description": "resume after this event id", "schema_extra": {"pattern": EVENT_ID_PATTERN}}
+LastEventIdQuery = Annotated[str | None, QueryParameter(name="last_event_id", required=False, **_EVENT_ID_DOC)]
+LastEventIdHeader = Annotated[str | None, HeaderParameter(name="last-event-id", required=False, **_EVENT_ID_DOC)]
 
 
 def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads) -> str:
@@ -75,11 +92,11 @@ def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads
 def resume_point(header: str | None, query: str | None) -> int | None:
     """The event id to resume after: the header (set by reconnecting browsers) wins."""
     for value, loc in ((header, ["header", "Last-Event-ID"]), (query, ["query", "last_event_id"])):
-        if value is None or not value.strip():
+        if not value:
             continue
-        if not value.strip().isdigit() or len(value.strip()) > 18:
-            raise RequestInvalid(loc, "must be an event id (a non-negative integer)", "int_parsing", value)
-        return int(value.strip())
+        if not _EVENT_ID.fullmatch(value):
+            raise RequestInvalid(loc, "must be an event id (up to 18 digits 0-9)", "int_parsing", value)
+        return int(value)
     return None
 
 
@@ -94,13 +111,14 @@ async def sse_frames(hub: LiveHub, tenant: str, run_id: str, after: int | None, 
             subscribed = True
             frames = b"retry: 2000\n: subscribed\n\n" + frames
         yield frames
+    yield RECONNECT_FRAME  # the hub drained: this process stops
 
 
-@get("/live", summary="Live run events (Server-Sent Events)")
+@get("/live", summary="Live run events (Server-Sent Events)", media_type="text/event-stream", opt=answers(401, 403, 404, 422))
 async def live_sse(
     state: State,
     caller: CallerDep,
-    topic: Topic = None,
+    topic: Topic,
     last_event_id: LastEventIdQuery = None,
     last_event_id_header: LastEventIdHeader = None,
 ) -> Stream:
@@ -121,6 +139,7 @@ def error_answer(exc: Exception) -> tuple[int, dict[str, Any]]:
         return 422, {"detail": exc.items}
     if isinstance(exc, ApiError):
         return exc.status, {"detail": exc.detail, "code": exc.code}
+    exc = unavailable(exc) or exc  # C19: the database cannot be reached (503)
     if isinstance(exc, DomainError):
         status = next((s for kind, s in STATUS_BY_ERROR if isinstance(exc, kind)), 400)
         return status, {"detail": exc.message, "code": exc.code}
@@ -147,15 +166,15 @@ async def live_ws(socket: WebSocket, state: State) -> None:
     4000 + the HTTP status (4401, 4403, 4404, 4422).
     """
     headers, query = socket.headers, socket.query_params
-    reads, hub, heartbeat, jwt_key = (
+    reads, hub, heartbeat, edge = (
         read_models(state),
         part(state, "hub"),
         part(state, "heartbeat"),
-        part(state, "jwt_key"),
+        part(state, "edge_jwt"),
     )
     try:
         principal = resolve_principal(
-            headers.get(EMAIL_HEADER), headers.get(GROUPS_HEADER), headers.get(ASSERTION_HEADER), jwt_key
+            headers.get(EMAIL_HEADER), headers.get(GROUPS_HEADER), headers.get(ASSERTION_HEADER), edge
         )
         tenant = provide_tenant(query.get("tenant_id"), headers.get(TENANT_HEADER))
         after = resume_point(headers.get("last-event-id"), query.get("last_event_id"))
@@ -179,6 +198,9 @@ async def live_ws(socket: WebSocket, state: State) -> None:
     for task in done:
         with contextlib.suppress(WebSocketDisconnect):
             task.result()
+    if hub.draining and sender in done:  # the process stops: "service restart", come back
+        with contextlib.suppress(Exception):
+            await socket.close(code=WS_SERVICE_RESTART, reason="server_stopping")
 
 
 @dataclass
@@ -207,7 +229,7 @@ def live_channel(container: ServiceParts) -> LiveChannel:
     router = Router(
         path="/control-plane/studio",
         route_handlers=[live_sse, live_ws],
-        dependencies=caller_dependency(settings.edge_jwt_key, admin=False),
+        dependencies=caller_dependency(edge_jwt(settings), admin=False),
         tags=["live"],
     )
     return LiveChannel(router=router, hub=hub)

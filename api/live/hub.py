@@ -6,6 +6,7 @@ queue up while its backlog is replayed: from the broker up to the hub's cursor, 
 the event store for what the broker no longer holds. Delivery then drops every event id
 not above the last one delivered, so the client sees no gap and no duplicate. A client
 too slow for its queue is not cut off: it replays from its last delivered event instead.
+When the process stops, ``drain`` ends every client's stream (each is told to reconnect).
 """
 
 from __future__ import annotations
@@ -70,7 +71,13 @@ class Subscriber:
         self.limit = limit
         self.pending: deque[LiveMessage] = deque()
         self.overflowed = False
+        self.closed = False
         self._signal = asyncio.Event()
+
+    def close(self) -> None:
+        """Ends the stream after what is queued (the process stops)."""
+        self.closed = True
+        self._signal.set()
 
     def replay_instead(self) -> None:
         """Drops what is queued: the client replays from its last delivered event."""
@@ -88,7 +95,7 @@ class Subscriber:
         self._signal.set()
 
     async def take(self, timeout: float) -> list[LiveMessage]:
-        if not self.pending and not self.overflowed:
+        if not self.pending and not self.overflowed and not self.closed:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._signal.wait(), timeout)
         self._signal.clear()
@@ -117,6 +124,7 @@ class LiveHub:
         self.cursor = 0  # broker sequence of the last message dispatched
         self.last_event_id = 0  # its event id
         self.ready = asyncio.Event()
+        self.draining = False
         self._subscribers: dict[str, set[Subscriber]] = defaultdict(set)
         self._task: asyncio.Task[None] | None = None
 
@@ -143,6 +151,16 @@ class LiveHub:
                 failures += 1
                 log.warning("live_hub_connect_failed", error=repr(exc), failures=failures)
                 await asyncio.sleep(backoff(failures))
+
+    def drain(self) -> None:
+        """Ends every client's stream, and any new one at once: the process stops, and
+        clients reconnect (to another instance) and resume without loss."""
+        self.draining = True
+        self.ready.set()  # wakes the streams still waiting for the broker
+        for subscribers in self._subscribers.values():
+            for subscriber in subscribers:
+                subscriber.close()
+        log.info("live_hub_draining", subscribers=self.subscriber_count)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -184,7 +202,7 @@ class LiveHub:
 
         Yields lists of messages in event-id order; the first list comes right after the
         subscription is in place (it holds the replayed backlog, maybe nothing); None
-        means ``heartbeat`` seconds passed without an event.
+        means ``heartbeat`` seconds passed without an event. Ends only on ``drain``.
         """
         subject = subject_for(self.subject_prefix, tenant, run_id)
         while not self.ready.is_set():
@@ -194,7 +212,7 @@ class LiveHub:
                 yield None
         last = after
         first = True
-        while True:
+        while not self.draining:
             subscriber = Subscriber(subject, self.queue_limit)
             self._subscribers[subject].add(subscriber)
             try:
@@ -216,8 +234,10 @@ class LiveHub:
                     if fresh:
                         last = fresh[-1].event_id
                         yield fresh
-                    elif not batch:
+                    elif not batch and not subscriber.closed:
                         yield None
+                    if subscriber.closed:
+                        return
             finally:
                 self._subscribers[subject].discard(subscriber)
                 if not self._subscribers[subject]:
@@ -232,6 +252,8 @@ class LiveHub:
             try:
                 return await self.backlog(subscriber.subject, tenant, run_id, after, self.cursor)
             except Exception as exc:  # broker away: live messages keep queueing meanwhile
+                if self.draining:
+                    return []
                 failures += 1
                 log.warning("live_replay_failed", error=repr(exc), failures=failures)
                 await asyncio.sleep(min(backoff(failures), heartbeat))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import msgspec
@@ -9,8 +11,10 @@ from litestar import Response, Router, post
 from litestar.datastructures import State
 from litestar.params import JSONBody
 
+from api.auth import EdgeJwt
 from api.context import CallerDep, caller_dependency, event_store, project_commands
 from api.errors import RequestInvalid
+from api.openapi import answers, link
 from api.positions import command_mark, positioned
 from domain.shared.errors import Invalid
 from projections.projects.projects import project_out
@@ -72,6 +76,23 @@ class PortalProjectCreateIn(msgspec.Struct, kw_only=True, omit_defaults=True):
     )
     agent_squad_suit_tester_roles: Any = None
     agent_squad_suit_tester_roles_camel: Any = msgspec.field(default=None, name="agentSquadSuitTesterRoles")
+
+
+# The slug comes from project_key, else display_name (``domain.projects.commands``): the
+# first of them given must hold a character ``domain.project.slugify`` keeps, that is one
+# whose lower case is an ASCII letter or digit (İ and the Kelvin sign K lower to i and k).
+_SLUG_SOURCE = {"type": "string", "pattern": "[A-Za-z0-9\u0130\u212a]"}
+
+
+def create_body_schema(components: Mapping[str, Any]) -> dict[str, Any]:
+    """The create request's schema, plus what a struct cannot say: where the slug comes from."""
+    base = copy.deepcopy(components["PortalProjectCreateIn"])
+    base["anyOf"] = [
+        {"required": ["project_key"], "properties": {"project_key": _SLUG_SOURCE}},
+        {"required": ["display_name"], "properties": {"project_key": {"enum": [None, ""]}, "display_name": _SLUG_SOURCE}},
+    ]
+    base.pop("title", None)
+    return base
 
 
 class ParticipantOut(msgspec.Struct, kw_only=True):
@@ -154,7 +175,25 @@ def request_meta(data: PortalProjectCreateIn) -> dict[str, Any]:
     return {k: v for k, v in raw.items() if v is not None}
 
 
-@post("/projects", status_code=201, sync_to_thread=True, summary="Create a project")
+@post(
+    "/projects",
+    status_code=201,
+    sync_to_thread=True,
+    summary="Create a project",
+    opt=answers(
+        401,
+        404,
+        409,
+        422,
+        links={
+            "LaunchRun": link(
+                "launch_run", body={"project_slug": "$response.body#/project_slug", "template_id": "delivery-core"}
+            ),
+            "GetBoard": link("fleet_board", project_slug="$response.body#/project_slug"),
+        },
+        body=("PortalProjectCreateRequest", create_body_schema),
+    ),
+)
 def create_project(
     data: JSONBody[PortalProjectCreateIn], state: State, caller: CallerDep
 ) -> Response[PortalProjectOut]:
@@ -168,17 +207,15 @@ def create_project(
     except Invalid as exc:
         if exc.code == "project_key_required":
             raise RequestInvalid(["body", "project_key"], exc.message, "missing") from None
-        if exc.code == "template_not_found":
-            raise RequestInvalid(["body", "template_id"], exc.message, "value_error", data.template_id) from None
         raise
     out = project_out(tenant, project.project_slug, project.request, project.created_by, project.created_at)
     return positioned(state, mark, msgspec.convert(out, PortalProjectOut), 201)
 
 
-def project_factory_router(jwt_key: str) -> Router:
+def project_factory_router(edge: EdgeJwt) -> Router:
     return Router(
         path="/v1/project-factory",
         route_handlers=[create_project],
-        dependencies=caller_dependency(jwt_key, admin=False),
+        dependencies=caller_dependency(edge, admin=False),
         tags=["project-factory"],
     )

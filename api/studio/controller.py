@@ -10,7 +10,15 @@ from litestar import Response, Router, get, post
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
-from api.context import CallerDep, caller_dependency, event_store, read_models, studio_commands
+from api.auth import EdgeJwt
+from api.context import (
+    CallerDep,
+    caller_dependency,
+    event_store,
+    read_models,
+    studio_commands,
+)
+from api.openapi import answers, link
 from api.positions import command_mark, positioned
 from api.studio.dto import (
     CleanupRequest,
@@ -33,7 +41,22 @@ log = structlog.get_logger("squadops.api.studio")
 
 RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
 
-
+# Links from an answer naming a run to what can be done with the run next.
+RUN_ID = "$response.body#/run_id"
+RUN_LINKS = {
+    "GetRun": link("get_run", run_id=RUN_ID),
+    "ExecuteRun": link("execute_run", run_id=RUN_ID),
+    "GetSessionState": link("session_state", run_id=RUN_ID),
+    "GetReports": link("reports", run_id=RUN_ID),
+    "GetHandoffTrail": link("handoff_trail", run_id=RUN_ID),
+    "SharePreview": link("share_preview", run_id=RUN_ID),
+    "CleanupRun": link("cleanup_run", run_id=RUN_ID),
+    "ReplayRun": link("replay_run", run_id=RUN_ID),
+    "ControlRun": link("control_run", run_id=RUN_ID),
+    "AdminControl": link("admin_control", run_id=RUN_ID),
+}
+READ = answers(401, 403, 404, 422, links={"GetRun": link("get_run", run_id="$request.path.run_id")})
+COMMAND = answers(401, 403, 404, 409, 422, links={"GetRun": link("get_run", run_id=RUN_ID)})
 
 def launch_answer(run: Any) -> LaunchResponse:
     return LaunchResponse(
@@ -44,12 +67,28 @@ def launch_answer(run: Any) -> LaunchResponse:
     )
 
 
-@get("/templates", sync_to_thread=False, summary="Studio templates")
+@get("/templates", sync_to_thread=False, summary="Studio templates", opt=answers(401, 403, 422))
 def list_templates(state: State, caller: CallerDep) -> list[Template]:
     return studio_commands(state).templates.all()
 
 
-@post("/runs", status_code=201, sync_to_thread=True, summary="Launch a run")
+@post(
+    "/runs",
+    status_code=201,
+    sync_to_thread=True,
+    summary="Launch a run",
+    opt=answers(
+        401,
+        403,
+        404,
+        409,
+        422,
+        links={
+            **RUN_LINKS,
+            "GetFeed": link("observability_feed", run_id=RUN_ID, project_slug="$request.body#/project_slug"),
+        },
+    ),
+)
 def launch_run(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -> Response[LaunchResponse]:
     mark = command_mark(event_store(state))
     run, _ = studio_commands(state).runs.launch_run(
@@ -66,12 +105,45 @@ def launch_run(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -
     return positioned(state, mark, launch_answer(run), 201)
 
 
-@get("/runs/{run_id:str}", sync_to_thread=True, summary="Run record")
+@get(
+    "/runs/{run_id:str}",
+    sync_to_thread=True,
+    summary="Run record",
+    opt=answers(
+        401,
+        403,
+        404,
+        422,
+        links={
+            "GetFeed": link("observability_feed", run_id=RUN_ID, project_slug="$response.body#/project_slug"),
+            "GetBoard": link("fleet_board", project_slug="$response.body#/project_slug"),
+            "ControlSession": link(
+                "control_session", run_id=RUN_ID, session_id="$response.body#/sessions/0/session_id"
+            ),
+        },
+    ),
+)
 def get_run(run_id: RunId, state: State, caller: CallerDep) -> RunRecord:
     return read_models(state).run_record(caller.tenant, run_id)
 
 
-@post("/runs/{run_id:str}/execute", status_code=202, sync_to_thread=True, summary="Schedule execution")
+@post(
+    "/runs/{run_id:str}/execute",
+    status_code=202,
+    sync_to_thread=True,
+    summary="Schedule execution",
+    opt=answers(
+        401,
+        403,
+        404,
+        409,
+        422,
+        links={
+            "GetRun": link("get_run", run_id=RUN_ID),
+            "GetSessionState": link("session_state", run_id=RUN_ID),
+        },
+    ),
+)
 def execute_run(run_id: RunId, state: State, caller: CallerDep) -> Response[ExecuteResponse]:
     mark = command_mark(event_store(state))
     run, requested_at, follow_up = studio_commands(state).runs.request_execution(
@@ -83,28 +155,50 @@ def execute_run(run_id: RunId, state: State, caller: CallerDep) -> Response[Exec
     return response
 
 
-@get("/runs/{run_id:str}/session-state", sync_to_thread=True, summary="Per-agent session state")
+@get(
+    "/runs/{run_id:str}/session-state",
+    sync_to_thread=True,
+    summary="Per-agent session state",
+    opt=answers(
+        401,
+        403,
+        404,
+        422,
+        links={
+            "ControlSession": link(
+                "control_session", run_id=RUN_ID, session_id="$response.body#/sessions/0/session_id"
+            ),
+        },
+    ),
+)
 def session_state(run_id: RunId, state: State, caller: CallerDep) -> SessionStateResponse:
     return read_models(state).session_state(caller.tenant, run_id)
 
 
-@get("/runs/{run_id:str}/reports", sync_to_thread=True, summary="One report per tick")
+@get("/runs/{run_id:str}/reports", sync_to_thread=True, summary="One report per tick", opt=READ)
 def reports(
     run_id: RunId,
     state: State,
     caller: CallerDep,
-    after_tick: Annotated[int, QueryParameter(ge=0, le=10**9)] = 0,
+    # Litestar's OpenAPI drops a bound of 0 (falsy); schema_extra states it.
+    after_tick: Annotated[int, QueryParameter(ge=0, le=10**9, schema_extra={"minimum": 0})] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 500,
 ) -> list[TickReport]:
     return read_models(state).reports(caller.tenant, run_id, after_tick=after_tick, limit=limit)
 
 
-@get("/runs/{run_id:str}/handoff-trail", sync_to_thread=True, summary="Handoff trail")
+@get("/runs/{run_id:str}/handoff-trail", sync_to_thread=True, summary="Handoff trail", opt=READ)
 def handoff_trail(run_id: RunId, state: State, caller: CallerDep) -> HandoffTrail:
     return read_models(state).handoff_trail(caller.tenant, run_id)
 
 
-@post("/runs/{run_id:str}/preview", status_code=200, sync_to_thread=True, summary="Upsert the shared preview")
+@post(
+    "/runs/{run_id:str}/preview",
+    status_code=200,
+    sync_to_thread=True,
+    summary="Upsert the shared preview",
+    opt=COMMAND,
+)
 def share_preview(
     run_id: RunId, data: JSONBody[PreviewRequest], state: State, caller: CallerDep
 ) -> Response[PreviewRecord]:
@@ -115,7 +209,13 @@ def share_preview(
     return positioned(state, mark, record, 200)
 
 
-@post("/runs/{run_id:str}/cleanup", status_code=200, sync_to_thread=True, summary="Clean up and end the run")
+@post(
+    "/runs/{run_id:str}/cleanup",
+    status_code=200,
+    sync_to_thread=True,
+    summary="Clean up and end the run",
+    opt=COMMAND,
+)
 def cleanup_run(
     run_id: RunId,
     state: State,
@@ -129,14 +229,20 @@ def cleanup_run(
     return positioned(state, mark, CleanupResponse(run_id=run.run_id, status=run.status, stopped_sessions=stopped), 200)
 
 
-@post("/runs/{run_id:str}/replay", status_code=201, sync_to_thread=True, summary="Launch again from the same inputs")
+@post(
+    "/runs/{run_id:str}/replay",
+    status_code=201,
+    sync_to_thread=True,
+    summary="Launch again from the same inputs",
+    opt=answers(401, 403, 404, 409, 422, links=RUN_LINKS),
+)
 def replay_run(run_id: RunId, state: State, caller: CallerDep) -> Response[LaunchResponse]:
     mark = command_mark(event_store(state))
     run, _ = studio_commands(state).runs.replay_run(tenant=caller.tenant, run_id=run_id, launched_by=caller.subject_key)
     return positioned(state, mark, launch_answer(run), 201)
 
 
-def studio_router(jwt_key: str) -> Router:
+def studio_router(edge: EdgeJwt) -> Router:
     return Router(
         path="/v1/admin/studio",
         route_handlers=[
@@ -151,6 +257,6 @@ def studio_router(jwt_key: str) -> Router:
             cleanup_run,
             replay_run,
         ],
-        dependencies=caller_dependency(jwt_key, admin=True),
+        dependencies=caller_dependency(edge, admin=True),
         tags=["studio"],
     )

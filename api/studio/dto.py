@@ -69,7 +69,8 @@ class PreviewRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
     project_slug: Annotated[str, msgspec.Meta(max_length=200)] | None = None
     url: Annotated[str, msgspec.Meta(max_length=2048)] | None = None
     domain_url: Annotated[str, msgspec.Meta(max_length=2048)] | None = None
-    port: Annotated[int, msgspec.Meta(ge=0, le=65535)] | None = None
+    # Litestar's OpenAPI drops a bound of 0 (falsy); the extra states it.
+    port: Annotated[int, msgspec.Meta(ge=0, le=65535, extra_json_schema={"extra": {"minimum": 0}})] | None = None
     sandbox_id: Annotated[str, msgspec.Meta(max_length=200)] | None = None
     signed: bool | None = None
     status: Annotated[str, msgspec.Meta(max_length=64)] | None = None

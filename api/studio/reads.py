@@ -18,6 +18,7 @@ from api.studio.dto import (
 from domain.shared.errors import run_not_found
 from domain.shared.ids import is_valid_id
 from projections.engine.store import DocStore
+from projections.engine.unavailable import unavailable
 from projections.projects.projects import project_doc_key
 from projections.studio.runs import handoff_partition, report_partition, run_doc_key
 
@@ -42,8 +43,17 @@ class Reads:
         self.log_position = log_position
 
     def settle(self, position: int) -> bool:
-        """Waits (bounded, only while a projector is alive) until read models reach ``position``."""
-        return self._settle(position)
+        """Waits (bounded, only while a projector is alive) until read models reach ``position``.
+
+        The command is recorded already: a database gone meanwhile ends the wait, it does
+        not turn the command's answer into an error (C19).
+        """
+        try:
+            return self._settle(position)
+        except Exception as exc:
+            if unavailable(exc) is None:
+                raise
+            return False
 
     def wake_ticker(self) -> None:
         self._wake_ticker()

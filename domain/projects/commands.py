@@ -8,7 +8,7 @@ from typing import Any, Protocol
 from eventsourcing.persistence import RecordConflictError
 
 from domain.projects.project import Project, slugify
-from domain.shared.errors import Conflict, Invalid
+from domain.shared.errors import Conflict, Invalid, template_not_found
 from domain.shared.event_store import EventStore
 from domain.shared.ids import is_valid_id, project_key
 
@@ -46,7 +46,7 @@ class ProjectCommands:
             )
         template_id = str(request.get("template_id") or "")
         if template_id and self.templates.get(template_id) is None:
-            raise Invalid(f"No template with id {template_id!r}.", code="template_not_found")
+            raise template_not_found(template_id)
         if self.store.get_or_none(project_key(tenant, slug)) is not None:
             raise ProjectExists(f"A project with slug {slug!r} already exists in this tenant.")
         project = Project(

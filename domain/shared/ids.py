@@ -6,12 +6,16 @@ import hashlib
 import re
 import secrets
 
-ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
-_ID = re.compile(ID_PATTERN)
+# ``(?!\n)``: in Python (msgspec, Litestar, ``re``) ``$`` also matches before a final
+# newline, so ``"run-1\n"`` would pass; the lookahead makes the pattern mean the same in
+# Python and in the JSON Schema (ECMA) dialect the OpenAPI document publishes it in.
+END = r"$(?!\n)"
+ID_PATTERN = rf"^[A-Za-z0-9_-]{{1,128}}{END}"
+_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def is_valid_id(value: str) -> bool:
-    return bool(_ID.match(value))
+    return _ID.fullmatch(value) is not None
 
 
 def new_id(prefix: str) -> str:

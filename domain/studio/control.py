@@ -70,6 +70,10 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 }
 
 
+# switch_agent_process needs at least one of these.
+SWITCH_FIELDS = ("provider", "model", "effort", "speed")
+
+
 def check_intent(intent: ControlIntent, *, level: str) -> None:
     """Raises InvalidControl for an unknown verb, a verb at the wrong level, or a missing field."""
     if intent.verb not in ALL_VERBS:
@@ -80,9 +84,7 @@ def check_intent(intent: ControlIntent, *, level: str) -> None:
     for name in REQUIRED.get(intent.verb, ()):
         if not getattr(intent, name):
             raise InvalidControl(f"Verb {intent.verb!r} needs {name}.", field=name)
-    if intent.verb == "switch_agent_process" and not (
-        intent.provider or intent.model or intent.effort or intent.speed
-    ):
+    if intent.verb == "switch_agent_process" and not any(getattr(intent, f) for f in SWITCH_FIELDS):
         raise InvalidControl(
             "switch_agent_process needs at least one of provider, model, effort, speed.", field="provider"
         )

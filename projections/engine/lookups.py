@@ -3,7 +3,8 @@
 A feed read needs a handful of documents from different read models and the newest items
 of the run's log dock; on PostgreSQL they all come back from one prepared ``UNION ALL``
 query instead of one query each. A read model whose table is missing (or a query that
-fails) answers None (or no rows) for its part only.
+fails) answers None (or no rows) for its part only; but a database that cannot be reached
+fails the whole lookup (C19: 503, never a false "not found").
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import NamedTuple
 import structlog
 
 from projections.engine.store import DocStore, table_name
+from projections.engine.unavailable import unavailable
 
 log = structlog.get_logger("squadops.lookups")
 
@@ -35,12 +37,16 @@ def fetch(
         try:
             return _union(store, docs, scans)
         except Exception as exc:  # one bad table must not cost the others: ask one by one
+            if unavailable(exc) is not None:  # no part can be answered: fail the lookup
+                raise
             log.warning("lookup_union_failed", error=repr(exc))
     found: dict[str, bytes | None] = {}
     for part, (name, key) in docs.items():
         try:
             found[part] = store.get(name, key)
         except Exception as exc:
+            if unavailable(exc) is not None:  # no part can be answered: fail the lookup
+                raise
             log.warning("lookup_failed", read_model=name, error=repr(exc))
             found[part] = None
     rows: dict[str, list[bytes]] = {}
@@ -48,6 +54,8 @@ def fetch(
         try:
             rows[part] = [r.body for r in store.scan(scan.name, p=scan.p, limit=scan.limit, descending=True)]
         except Exception as exc:
+            if unavailable(exc) is not None:  # no part can be answered: fail the lookup
+                raise
             log.warning("lookup_failed", read_model=scan.name, error=repr(exc))
             rows[part] = []
     return found, rows
@@ -69,8 +77,8 @@ def _union(
                 f"(SELECT {index} AS i, s, v FROM {table_name(scan.name)} WHERE p = %s ORDER BY s DESC LIMIT %s)"
             )
             params += [scan.p, scan.limit]
-    with store.pool.connection() as conn:  # type: ignore[attr-defined]
-        result = conn.execute(" UNION ALL ".join(selects), params, prepare=True).fetchall()
+    sql = " UNION ALL ".join(selects)
+    result = store.reading(lambda conn: conn.execute(sql, params, prepare=True).fetchall())  # type: ignore[attr-defined]
     found: dict[str, bytes | None] = dict.fromkeys(docs)
     listed: dict[str, list[tuple[str, bytes]]] = {part: [] for part in scans}
     for index, sort, body in result:

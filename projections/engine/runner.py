@@ -21,10 +21,12 @@ from typing import Any
 
 import structlog
 
+from domain.shared.retry import backoff
 from projections.engine.docs import BatchDocs, DocCache, Projector
 from projections.engine.envelope import Envelope, envelope
 from projections.engine.heartbeat import Heartbeats
 from projections.engine.store import Change, DocStore
+from projections.engine.unavailable import unavailable
 
 log = structlog.get_logger("squadops.projections")
 
@@ -180,14 +182,23 @@ class ProjectionRunner:
         self._wake.set()
 
     def _loop(self) -> None:
+        failures = 0
         while not self._stop.is_set():
             self._beat()
             try:
                 applied = self.run_once()
-            except Exception as exc:  # the database went away: keep trying, never die
-                log.warning("projection_pass_failed", error=repr(exc))
-                applied = 0
-                self._stop.wait(min(self.poll_seconds, 1.0))
+            except Exception as exc:  # the database went away: back off, resume by itself
+                failures += 1
+                with self._run_lock:  # folds may have changed remembered documents, uncommitted
+                    self._caches.clear()
+                    self._cached_at.clear()
+                delay = backoff(failures)
+                log.warning("projection_pass_failed", error=repr(exc), failures=failures, retry_in=delay)
+                self._stop.wait(delay)
+                continue
+            if failures:
+                log.info("projection_resumed", failures=failures)
+                failures = 0
             if applied == 0:
                 self._wake.wait(min(self.poll_seconds, self.heartbeat_seconds))
                 self._wake.clear()
@@ -325,6 +336,8 @@ class ProjectionRunner:
                     applied += 1
         except Exception as exc:
             self._forget(projector.name)  # documents mutated by a failed fold
+            if unavailable(exc) is not None:
+                raise  # the database, not this projector: the whole pass backs off
             status.failures += 1
             status.last_error = f"{type(exc).__name__}: {exc} (event {env.position} {env.kind})"
             status.retry_at = self.clock() + min(30.0, 0.5 * 2 ** min(status.failures, 6))

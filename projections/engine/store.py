@@ -12,11 +12,14 @@ from __future__ import annotations
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
+from projections.engine.unavailable import GuardedPool, connection_bounds, connection_lost
+
+T = TypeVar("T")
 TRACKING = "rm_tracking"
 
 
@@ -340,11 +343,15 @@ class PostgresDocStore(DocStore):
 
     dialect = "postgres"
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
-        from psycopg_pool import ConnectionPool
-
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 10, wait_seconds: float = 30.0, statement_seconds: float = 0.0
+    ) -> None:
         self.url = url
-        self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size, open=True, kwargs={"autocommit": True})
+        # C19: connections are checked before use; waits, connects and statements bounded.
+        kwargs = {"autocommit": True, **connection_bounds(statement_seconds)}
+        self.pool = GuardedPool(
+            url, min_size=min_size, max_size=max_size, open=True, kwargs=kwargs, timeout=wait_seconds
+        )
         with self.pool.connection() as conn:
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {TRACKING} ("
@@ -356,6 +363,18 @@ class PostgresDocStore(DocStore):
             f"CREATE TABLE IF NOT EXISTS {table} ({PG_COLUMNS})"
         )
         conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
+
+    def reading(self, query: Callable[[Any], T]) -> T:
+        """``query(connection)``, once more on a fresh connection if the first one died
+        under it (reads are safe to repeat; a pool wait or a timeout is not repeated)."""
+        try:
+            with self.pool.connection() as conn:
+                return query(conn)
+        except Exception as exc:
+            if not connection_lost(exc):
+                raise
+        with self.pool.connection() as conn:
+            return query(conn)
 
     def ensure(self, name: str) -> None:
         """Creates the read model's table and tracking row when missing.
@@ -383,29 +402,25 @@ class PostgresDocStore(DocStore):
                 )
 
     def position(self, name: str) -> int:
-        with self.pool.connection() as conn:
-            row = conn.execute(f"SELECT position FROM {TRACKING} WHERE name = %s", (name,)).fetchone()
+        sql = f"SELECT position FROM {TRACKING} WHERE name = %s"
+        row = self.reading(lambda conn: conn.execute(sql, (name,)).fetchone())
         return int(row[0]) if row else 0
 
     def positions(self) -> dict[str, int]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(f"SELECT name, position FROM {TRACKING} ORDER BY name").fetchall()
+        sql = f"SELECT name, position FROM {TRACKING} ORDER BY name"
+        rows = self.reading(lambda conn: conn.execute(sql).fetchall())
         return {name: int(pos) for name, pos in rows}
 
     def get(self, name: str, key: str) -> bytes | None:
-        with self.pool.connection() as conn:
-            row = conn.execute(
-                f"SELECT v FROM {table_name(name)} WHERE k = %s", (key,), prepare=True
-            ).fetchone()
+        sql = f"SELECT v FROM {table_name(name)} WHERE k = %s"
+        row = self.reading(lambda conn: conn.execute(sql, (key,), prepare=True).fetchone())
         return bytes(row[0]) if row else None
 
     def get_many(self, name: str, keys: Sequence[str]) -> dict[str, bytes]:
         if not keys:
             return {}
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT k, v FROM {table_name(name)} WHERE k = ANY(%s)", (list(keys),)
-            ).fetchall()
+        sql = f"SELECT k, v FROM {table_name(name)} WHERE k = ANY(%s)"
+        rows = self.reading(lambda conn: conn.execute(sql, (list(keys),)).fetchall())
         return {k: bytes(v) for k, v in rows}
 
     def scan(
@@ -423,13 +438,12 @@ class PostgresDocStore(DocStore):
         sql, params = self.scan_query(
             name, "%s", p=p, after=after, before=before, g=g, st=st, limit=limit, descending=descending
         )
-        with self.pool.connection() as conn:
-            rows = conn.execute(sql, params).fetchall()
+        rows = self.reading(lambda conn: conn.execute(sql, params).fetchall())
         return [Row(k, p_, g_, s_, st_, bytes(v)) for k, p_, g_, s_, st_, v in rows]
 
     def count(self, name: str, *, p: str) -> int:
-        with self.pool.connection() as conn:
-            row = conn.execute(f"SELECT COUNT(*) FROM {table_name(name)} WHERE p = %s", (p,)).fetchone()
+        sql = f"SELECT COUNT(*) FROM {table_name(name)} WHERE p = %s"
+        row = self.reading(lambda conn: conn.execute(sql, (p,)).fetchone())
         return int(row[0])
 
     def _write_rows(self, conn: Any, table: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
@@ -461,7 +475,9 @@ class PostgresDocStore(DocStore):
 
     def swap_in(self, name: str, rows: Iterable[Row], position: int, catch_up: Any) -> int:
         table, shadow = table_name(name), table_name(name) + "__shadow"
-        with self.pool.connection() as conn:
+        import psycopg  # a connection of its own: a whole read model is not bound like a request
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(f"DROP TABLE IF EXISTS {shadow}")
             conn.execute(
                 f"CREATE UNLOGGED TABLE {shadow} ({PG_COLUMNS})"
@@ -487,10 +503,8 @@ class PostgresDocStore(DocStore):
         return final
 
     def dump(self, name: str) -> list[Row]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT k, p, g, s, st, v FROM {table_name(name)} ORDER BY k"
-            ).fetchall()
+        sql = f"SELECT k, p, g, s, st, v FROM {table_name(name)} ORDER BY k"
+        rows = self.reading(lambda conn: conn.execute(sql).fetchall())
         return [Row(k, p, g, s, st, bytes(v)) for k, p, g, s, st, v in rows]
 
     def close(self) -> None:

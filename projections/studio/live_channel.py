@@ -18,7 +18,7 @@ from projections.engine.envelope import Envelope
 from projections.studio.live_events import live_event
 
 TOPIC_ROOT = "portal_live_events"
-_TOPIC = re.compile(rf"^{TOPIC_ROOT}:tenant:([A-Za-z0-9_-]{{1,128}}):run:([A-Za-z0-9_-]{{1,128}})$")
+_TOPIC = re.compile(rf"{TOPIC_ROOT}:tenant:([A-Za-z0-9_-]{{1,128}}):run:([A-Za-z0-9_-]{{1,128}})")
 _encode = msgspec.json.Encoder().encode
 
 
@@ -41,7 +41,7 @@ def topic_for(tenant: str, run_id: str) -> str:
 
 def parse_topic(topic: str) -> tuple[str, str] | None:
     """``(tenant, run_id)`` of a well-formed topic, else None."""
-    match = _TOPIC.match(topic)
+    match = _TOPIC.fullmatch(topic)
     return (match.group(1), match.group(2)) if match else None
 
 

@@ -14,6 +14,7 @@ at or before it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -209,9 +210,30 @@ def workspace_names(mirror_doc: bytes | None) -> list[str]:
     return sorted(workspaces) if isinstance(workspaces, dict) else []
 
 
+_RFC3339 = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})[Tt]([0-9]{2}:[0-9]{2}):([0-9]{2})(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})")
+EARLIEST = "0001-01-01T00:00:00.000000Z"
+LATEST = "9999-12-31T23:59:59.999999Z"
+
+
 def parse_moment(text: str) -> str:
-    """An ISO 8601 timestamp in the stored form (UTC, microseconds, ``Z``); ValueError if not."""
-    moment = datetime.fromisoformat(text.strip())
-    if moment.tzinfo is None:
-        raise ValueError("the timestamp needs a time zone (Z or an offset)")
-    return iso(moment)
+    """An RFC 3339 date-time (the OpenAPI ``date-time`` format) in the stored form (UTC,
+    microseconds, ``Z``); ValueError if it is not one.
+
+    Every RFC 3339 instant answers: a leap second is the last instant of its minute, and
+    one before year 1 or after 9999 in UTC is clamped to the first or last instant.
+    """
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        raise ValueError("expected an RFC 3339 date-time with a time zone, such as 2026-01-02T03:04:05Z")
+    day, minutes, seconds, fraction, offset = match.groups()
+    if day.startswith("0000-"):
+        return EARLIEST
+    leap = seconds == "60"
+    offset = "+00:00" if offset in ("Z", "z") else offset
+    moment = datetime.fromisoformat(f"{day}T{minutes}:{'59' if leap else seconds}{(fraction or '')[:7]}{offset}")
+    if leap:
+        moment = moment.replace(microsecond=999_999)
+    try:
+        return iso(moment)
+    except OverflowError:
+        return EARLIEST if moment.year == 1 else LATEST

@@ -123,7 +123,7 @@ def test_every_session_verb_has_its_effect(served: tuple[TestClient, Container])
     )
     assert session_verb(http, run_id, planner, {"verb": "handoff_agent", "target_agent_id": "planner"}).json()["code"] == "handoff_to_self"
     unknown = session_verb(http, run_id, planner, {"verb": "handoff_agent", "target_agent_id": "nobody"})
-    assert unknown.status_code == 400 and unknown.json()["code"] == "unknown_target_agent"
+    assert unknown.status_code == 404 and unknown.json()["code"] == "unknown_target_agent"
 
     # restart the workspace of an agent behind a sandbox wall
     block(container, run_id, "planner", "sandbox_missing")

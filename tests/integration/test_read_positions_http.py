@@ -111,13 +111,12 @@ def test_a_malformed_min_position_is_a_422(api: TestClient, raw: str) -> None:
     assert set(item) == {"loc", "msg", "type", "input", "ctx"}
 
 
-def test_a_position_beyond_the_log_names_no_write_and_is_a_422(api: TestClient) -> None:
+def test_a_position_beyond_the_log_names_no_write_and_is_a_409(api: TestClient) -> None:
     _, position = launched(api)
     started = time.monotonic()
     answer = api.get(f"{BASE}/runs/run-x", headers={MIN_POSITION: str(position + 1)})
-    assert answer.status_code == 422 and time.monotonic() - started < 0.4
-    (item,) = answer.json()["detail"]
-    assert item["loc"] == ["header", "x-squadops-min-position"] and item["ctx"] == {"le": position}
+    assert answer.status_code == 409 and time.monotonic() - started < 0.4
+    assert answer.json()["code"] == "position_ahead_of_log"  # as as_of_event beyond the log
 
 
 def test_health_is_degraded_and_not_ready_while_no_projector_runs(api: TestClient, projector: Container) -> None:

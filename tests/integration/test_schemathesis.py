@@ -1,53 +1,138 @@
-"""Generated requests against the app's own /openapi.json: no input yields a 5xx."""
+"""schemathesis over every operation of the app's own /openapi.json, with every default check.
+
+One run of schemathesis' own engine, phase after phase as ``st run`` runs them: coverage
+and fuzzing (positive and negative data) on every operation, then stateful sequences
+that follow the document's links (schemathesis' state machine, ``schema.as_state_machine``
+inside the engine): a project's slug to a launch, a launch's run_id to the run's reads,
+execute, control and session state ...
+Zero failures of any kind: no 5xx, only documented statuses, bodies and content types as
+documented, schema-valid requests accepted, invalid ones refused, created runs readable.
+Bounded for CI: a fixed seed, deterministic generation, a few examples per operation.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from litestar import Litestar
+from schemathesis.engine import events
+from schemathesis.hooks import GLOBAL_HOOK_DISPATCHER
 
 from api.app import create_app
 from tests.conftest import ADMIN, settings_for
-from workers.bootstrap import build
+from tests.schemathesis_rules import before_call
+from workers.bootstrap import Container, build
 from workers.cli import seed_demo
 
-
-def check_response(case: Any, response: Any) -> None:
-    where = f"{case.method} {case.formatted_path}"
-    assert response.status_code < 500, f"{where}: {response.status_code} {response.text[:300]}"
-    if response.status_code == 422:
-        body = response.json()
-        assert isinstance(body["detail"], list) and body["detail"], where
-        for item in body["detail"]:
-            assert {"loc", "msg", "type", "input", "ctx"} <= set(item), where
-    elif response.status_code >= 400:
-        assert set(response.json()) == {"detail", "code"}, f"{where}: {response.text[:300]}"
+SEED = 20261122
+MAX_EXAMPLES = 8
+STATEFUL_SCENARIOS = 20
+LAUNCH = "POST /v1/admin/studio/runs"
 
 
-def test_no_generated_input_makes_the_service_fail(tmp_path: Path) -> None:
-    container = build(settings_for(f"sqlite:///{tmp_path / 'squadops.db'}"))
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Litestar, Container]]:
+    database = tmp_path_factory.mktemp("schemathesis") / "squadops.db"
+    container = build(settings_for(f"sqlite:///{database}"))
+    seed_demo(container.projects)
+    container.start(("projector",))  # commands answer once read models include them
+    # case.call() runs global before_call hooks only: registered for this module's tests.
+    GLOBAL_HOOK_DISPATCHER.register_hook_with_name(before_call, "before_call")
     try:
-        seed_demo(container.projects)
-        container.start(("projector",))  # commands answer once read models include them
-        app = create_app(container, workers=())
-        schema = schemathesis.openapi.from_asgi("/openapi.json", app)
-        operations = [result.ok() for result in schema.get_all_operations()]
-        assert len(operations) >= 10
-        seen: dict[int, int] = {}
-        for operation in operations:
-
-            @given(case=operation.as_strategy())
-            @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-            def exercise(case: Any) -> None:
-                headers = {**ADMIN, **(case.headers or {})}
-                response = case.call(headers=headers)
-                seen[response.status_code] = seen.get(response.status_code, 0) + 1
-                check_response(case, response)
-
-            exercise()
-        # Generated input reached past validation too, not only 422s.
-        assert sum(seen.values()) >= 100 and set(seen) & {200, 201, 202, 404, 409}, seen
+        yield create_app(container, workers=()), container
     finally:
+        GLOBAL_HOOK_DISPATCHER.unregister(before_call)
         container.close()
+
+
+def load_schema(app: Litestar, *phases: str) -> Any:
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    schema.config.update(headers=dict(ADMIN))
+    schema.config.seed = SEED
+    schema.config.generation.update(max_examples=MAX_EXAMPLES, deterministic=True)
+    schema.config.phases.update(phases=list(phases))
+    return schema
+
+
+class Outcome:
+    """What one engine run reported: failures, statuses per operation, links followed."""
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+        self.answered: Counter[tuple[str, int]] = Counter()
+        self.followed: Counter[str] = Counter()
+        self.operations: set[str] = set()
+
+
+def run_engine(schema: Any) -> Outcome:
+    outcome = Outcome()
+    for event in schemathesis.engine.from_schema(schema).execute():
+        if isinstance(event, events.ScenarioFinished):
+            recorder = event.recorder
+            for checks in recorder.checks.values():
+                for check in checks:
+                    if check.failure_info is not None:
+                        failure = check.failure_info.failure
+                        outcome.failures.append(
+                            f"{event.label}: {check.name}: {failure.title}\n{failure.message}\n{check.failure_info.code_sample}"
+                        )
+            for case_id, interaction in recorder.interactions.items():
+                if interaction.response is None:
+                    continue
+                node = recorder.cases[case_id]
+                outcome.answered[(node.value.operation.label, interaction.response.status_code)] += 1
+                if node.transition is not None and node.is_transition_applied and interaction.response.status_code < 300:
+                    outcome.followed[node.transition.id] += 1
+        elif isinstance(event, events.NonFatalError):
+            outcome.failures.append(f"{event.label}: error: {event.value!r}")
+        elif isinstance(event, events.FatalError):
+            outcome.failures.append(f"engine error: {event.exception!r}")
+        elif isinstance(event, events.EngineFinished):
+            outcome.failures.extend(f"after run: {failure.title}: {failure.message}" for failure in event.failures)
+    return outcome
+
+
+@pytest.fixture(scope="module")
+def outcome(service: tuple[Litestar, Container]) -> Outcome:
+    """One engine run over every operation, phase after phase, as ``st run`` runs them."""
+    schema = load_schema(service[0], "coverage", "fuzzing", "stateful")
+    schema.config.phases.stateful.generation.update(max_examples=STATEFUL_SCENARIOS)
+    result = run_engine(schema)
+    result.operations = {r.ok().label for r in schema.get_all_operations()}
+    return result
+
+
+def test_no_generated_request_fails_any_check(outcome: Outcome) -> None:
+    assert not outcome.failures, "\n\n".join(outcome.failures[:10])
+
+
+def test_every_operation_was_called_and_reached_past_validation(outcome: Outcome) -> None:
+    assert {label for label, _ in outcome.answered} == outcome.operations
+    statuses = {status for _, status in outcome.answered}
+    assert {200, 201, 202, 404, 409, 422} <= statuses, sorted(statuses)
+
+
+def test_stateful_sequences_followed_links(outcome: Outcome) -> None:
+    # Links were followed to answers that worked; tests/integration/test_openapi_document.py
+    # follows every link once, deterministically.
+    assert sum(outcome.followed.values()) > 0, (outcome.followed, sorted(outcome.answered.items()))
+
+
+def test_the_document_links_runs_to_what_follows(service: tuple[Litestar, Container]) -> None:
+    schema = load_schema(service[0], "stateful")
+    operations = {result.ok().label: result.ok() for result in schema.get_all_operations()}
+    assert len(operations) >= 18
+    links = {
+        (label, name)
+        for label, operation in operations.items()
+        for response in operation.definition.raw.get("responses", {}).values()
+        for name in response.get("links", {})
+    }
+    for name in ("GetRun", "ExecuteRun", "GetSessionState", "ControlRun", "AdminControl", "GetFeed"):
+        assert (LAUNCH, name) in links, name
+    assert ("GET /v1/admin/studio/runs/{run_id}/session-state", "ControlSession") in links
+    assert ("POST /v1/project-factory/projects", "LaunchRun") in links

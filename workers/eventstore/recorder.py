@@ -5,6 +5,13 @@ dumps in Python text form: about 40 µs an event. This recorder sends four typed
 (text, bigint, text, bytea) in binary and unnests them in one ``INSERT … SELECT``: the
 same table lock, NOTIFY and RETURNING of notification ids, the same rows, at a fraction
 of the cost. Selected with ``APPLICATION_RECORDER_TOPIC`` (see workers/bootstrap.py).
+
+C19 bounds every wait: ``BoundedPostgresFactory`` validates pooled connections, bounds
+the wait for one (and all of a request's waits together) and each statement. The library
+retries a failed statement ten times, 0.2 s apart; here a read is tried once more only
+when its connection died under it, and an insert whose connection died during COMMIT
+asks the database whether it was recorded (rather than inserting again and letting a
+command apply twice).
 """
 
 from __future__ import annotations
@@ -13,9 +20,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder
-from eventsourcing.utils import retry
+from eventsourcing.postgres import ConnectionPool, PostgresApplicationRecorder, PostgresFactory
+from eventsourcing.utils import Environment, EnvType
 from psycopg.sql import SQL, Identifier
+
+from projections.engine.unavailable import (
+    CommitOutcomeUnknown,
+    PoolGuard,
+    connection_bounds,
+    connection_lost,
+)
+
+_Library = PostgresApplicationRecorder
 
 
 class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
@@ -31,14 +47,92 @@ class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
             table=Identifier(self.events_table_name),
             id_type=SQL(id_type),
         )
+        self.recorded_statement = SQL(
+            "SELECT originator_id, originator_version, notification_id, state FROM {schema}.{table} "
+            "WHERE (originator_id, originator_version) IN "
+            "(SELECT * FROM unnest(%b::{id_type}[], %b::bigint[]))"
+        ).format(
+            schema=Identifier(self.datastore.schema),
+            table=Identifier(self.events_table_name),
+            id_type=SQL(id_type),
+        )
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    # -- reads: once more on a fresh connection, only if the connection died ----------------
+
+    def _read(self, read: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return read(self, *args, **kwargs)
+        except (OperationalError, InterfaceError) as exc:
+            if not connection_lost(exc):
+                raise
+        return read(self, *args, **kwargs)
+
+    def select_events(self, *args: Any, **kwargs: Any) -> Any:
+        return self._read(_Library.select_events.__wrapped__, *args, **kwargs)  # type: ignore[attr-defined]
+
+    def select_notifications(self, *args: Any, **kwargs: Any) -> Any:
+        return self._read(_Library.select_notifications.__wrapped__, *args, **kwargs)  # type: ignore[attr-defined]
+
+    def max_notification_id(self) -> int | None:
+        return self._read(_Library.max_notification_id.__wrapped__)  # type: ignore[attr-defined]
+
+    # -- the insert ------------------------------------------------------------------------
+
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        """Inserts a save's events; once more if the first try surely recorded nothing."""
         if not stored_events:
             return []
-        with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
-            self._insert_stored_events(curs, stored_events, **kwargs)
-            return [row["notification_id"] for row in curs.fetchall()]
+        ids = self._insert(stored_events, once_more=True, **kwargs)
+        return ids if ids is not None else self._insert(stored_events, once_more=False, **kwargs)
+
+    def _insert(self, stored_events: Sequence[StoredEvent], *, once_more: bool, **kwargs: Any) -> list[int] | None:
+        """The events' notification ids; None if nothing was recorded and trying once more
+        is worth it (the connection died, and ``once_more``)."""
+        committing = False
+        try:
+            with self.datastore.get_connection() as conn, conn.cursor() as curs:
+                with conn.transaction():
+                    self._insert_stored_events(curs, stored_events, **kwargs)
+                    ids = [row["notification_id"] for row in curs.fetchall()]
+                    committing = True
+                return ids
+        except (OperationalError, InterfaceError) as exc:
+            if committing:  # COMMIT was sent: it may have been recorded
+                found = self._recorded_after(exc, stored_events)
+                if found is not None:
+                    return found
+            elif not connection_lost(exc):
+                raise
+            if not once_more:
+                raise
+            return None
+
+    def _recorded_after(self, lost: Exception, stored_events: Sequence[StoredEvent]) -> list[int] | None:
+        try:
+            return self._read(TypedArrayApplicationRecorder.recorded, stored_events)
+        except (OperationalError, InterfaceError) as exc:
+            raise CommitOutcomeUnknown(f"{lost} (and asking afterwards failed: {exc})") from lost
+
+    def recorded(self, stored_events: Sequence[StoredEvent]) -> list[int] | None:
+        """The notification ids of these very events if they are in the log; else None.
+
+        A save is one transaction: either all its events are stored, with these states,
+        or none is (a version taken by another writer holds another state).
+        """
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(
+                self.recorded_statement,
+                ([e.originator_id for e in stored_events], [e.originator_version for e in stored_events]),
+                binary=True,
+            )
+            rows = {(r["originator_id"], r["originator_version"]): r for r in curs.fetchall()}
+        ids = []
+        for event in stored_events:
+            row = rows.get((event.originator_id, event.originator_version))
+            if row is None or bytes(row["state"]) != event.state:
+                return None
+            ids.append(row["notification_id"])
+        return ids
 
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         self._lock_table(curs)
@@ -52,4 +146,40 @@ class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
                 [e.state for e in stored_events],
             ),
             binary=True,
+        )
+
+
+class EventPool(PoolGuard, ConnectionPool):  # type: ignore[misc]
+    """The library's pool (it may fetch a password per connection), guarded."""
+
+
+class BoundedPostgresFactory(PostgresFactory):
+    """The library's PostgreSQL factory, with this recorder and every wait bounded (C19).
+
+    The library takes the wait for a pooled connection in whole seconds and sets no
+    statement or connect timeout, so its pool (not opened yet) is replaced by the same pool
+    with ``POSTGRES_POOL_WAIT_SECONDS``, ``POSTGRES_STATEMENT_TIMEOUT_SECONDS`` and the
+    guard's check of each connection before it is handed out (the library's
+    ``POSTGRES_PRE_PING``): one killed while idle is never used.
+    """
+
+    application_recorder_class = TypedArrayApplicationRecorder
+    POOL_WAIT = "POSTGRES_POOL_WAIT_SECONDS"
+    STATEMENT_TIMEOUT = "POSTGRES_STATEMENT_TIMEOUT_SECONDS"
+
+    def __init__(self, env: Environment | EnvType | None) -> None:
+        super().__init__(env)
+        datastore, library = self.datastore, self.datastore.pool
+        statement = float(self.env.get(self.STATEMENT_TIMEOUT) or 0)
+        datastore.pool = EventPool(
+            get_password_func=library.get_password_func,
+            connection_class=library.connection_class,
+            kwargs={**(library.kwargs or {}), **connection_bounds(statement)},
+            min_size=library.min_size,
+            max_size=library.max_size,
+            open=False,
+            configure=datastore.after_connect_func(),
+            timeout=float(self.env.get(self.POOL_WAIT) or library.timeout),
+            max_waiting=library.max_waiting,
+            max_lifetime=library.max_lifetime,
         )

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from domain.shared.errors import Conflict, Invalid
+from domain.shared.errors import Conflict, NotFound
 from domain.shared.event_store import EventStore
 from domain.shared.ids import derived_id, lease_key, new_id
 from domain.shared.loading import Loader, one_copy, unique
@@ -266,7 +266,7 @@ class ControlCommands:
         target_id = intent.target_agent_id
         changed: list[Any] = [run]
         if target_id == session.agent_id:
-            raise Invalid("An agent cannot hand off to itself.", code="handoff_to_self")
+            raise Conflict("An agent cannot hand off to itself.", code="handoff_to_self")
         if target_id in run.sessions:
             target = self.runs.agent_session(run, target_id)
             if target.ended:
@@ -283,7 +283,7 @@ class ControlCommands:
                 suit = suit or {"suit_id": suit_id, "role_key": "role_tester", "title": suit_id}
             spec = template.spec(spec_id) if template else None
             if spec is None:
-                raise Invalid(
+                raise NotFound(
                     f"Template {run.template_id} has no agent {target_id!r} to hand off to.",
                     code="unknown_target_agent",
                 )

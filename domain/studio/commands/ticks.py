@@ -123,9 +123,11 @@ class TickCommands:
                     holdings.skip_own(self.store.save(*changed))
                 self._release_ended(changed)
                 return outcome
-            except RecordConflictError:
+            except BaseException as exc:  # not stored (or not known): the copies are ahead of the log
                 holdings.drop(changed)
                 holdings.drop(holdings.batch.values())
+                if not isinstance(exc, RecordConflictError):
+                    raise  # e.g. the database went away: saving from them would skip versions
             # A concurrent command touched one of the runs: tick each run on its own.
             outcome = TickOutcome(conflicts=1)
             for (tenant, run_id), starting in refs:

@@ -1,0 +1,63 @@
+"""The one place request bodies are decoded: anything undecodable is a 422, never a 500.
+
+Litestar decodes a JSON body with msgspec, which raises ``RecursionError`` for deep
+nesting and ``UnicodeDecodeError`` for invalid UTF-8 inside strings; neither is a
+``DecodeError``, so both used to escape as 500s. ``JsonRequest`` (the app's request
+class) refuses them, and every other malformed body, with the C3 validation body.
+
+Nesting is bounded well below the interpreter's recursion limit: a body nested just
+under it would decode here, then fail to encode or decode again later (in the event
+store, a projector, a replay) where no request can be refused any more.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request
+from litestar.exceptions import SerializationException
+
+from api.errors import RequestInvalid
+
+MAX_BODY_DEPTH = 64
+_CONTAINERS = (dict, list)
+
+
+def nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests objects/arrays deeper than ``limit`` levels (iteratively)."""
+    level = [value] if type(value) in _CONTAINERS else []
+    for _ in range(limit):
+        children: list[Any] = []
+        for node in level:
+            children.extend(node.values() if type(node) is dict else node)
+        level = [child for child in children if type(child) in _CONTAINERS]
+        if not level:
+            return False
+    return bool(level)
+
+
+def undecodable(message: str) -> RequestInvalid:
+    return RequestInvalid(["body"], f"Body is not valid JSON: {message}", "json_invalid")
+
+
+def check_depth(raw: bytes, value: Any, limit: int = MAX_BODY_DEPTH) -> None:
+    """Raises the 422 when ``value`` (decoded from ``raw``) nests deeper than ``limit``."""
+    # Fewer brackets than the limit cannot nest deeper: skip the walk for ordinary bodies.
+    if raw.count(b"[") + raw.count(b"{") > limit and nesting_exceeds(value, limit):
+        raise undecodable(f"it nests deeper than {limit} levels")
+
+
+class JsonRequest(Request[Any, Any, Any]):
+    """The app's request class: ``json()`` answers a 422 for any body it cannot decode."""
+
+    async def json(self) -> Any:
+        try:
+            value = await super().json()
+        except RecursionError:
+            raise undecodable(f"it nests deeper than {MAX_BODY_DEPTH} levels") from None
+        except UnicodeDecodeError as exc:
+            raise undecodable(f"invalid UTF-8 ({exc.reason})") from None
+        except SerializationException as exc:
+            raise undecodable(str(exc)) from None
+        check_depth(await self.body(), value)
+        return value
