@@ -18,12 +18,12 @@ from psycopg import errors as pg
 from psycopg_pool import PoolTimeout
 
 from domain.shared.errors import NotFound, Unavailable
+from domain.shared.retry import backoff
 from projections.engine.unavailable import (
     CODE,
     DETAIL,
     OUTCOME_UNKNOWN_DETAIL,
     CommitOutcomeUnknown,
-    backoff,
     connection_bounds,
     connection_lost,
     set_wait_budget,
