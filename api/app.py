@@ -12,8 +12,11 @@ from api.control_plane.controller import control_plane_router
 from api.control_plane.reads import ControlPlaneReads
 from api.control_plane.verbs import control_routers
 from api.errors import EXCEPTION_HANDLERS
+from api.gate.controller import gate_router
 from api.health.controller import healthz, openapi_json, readyz
 from api.health.metrics import metrics_handler, metrics_registry
+from api.jobs.controller import jobs_router
+from api.jobs.reads import JobReads
 from api.live.controller import live_channel
 from api.middleware import request_context
 from api.positions import ReadModelLagging, ReadPositions, handle_lagging
@@ -73,6 +76,8 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             control_plane_router(settings.edge_jwt_key),
             metrics_handler(registry),
             *control_routers(settings.edge_jwt_key),
+            jobs_router(settings.edge_jwt_key, settings.api_keys),
+            gate_router(settings.edge_jwt_key),
         ],
         exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
         # The service's parts, read by handlers from state (see api/context.py).
@@ -89,6 +94,10 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "heartbeat": settings.live_heartbeat_seconds,
                 "jwt_key": settings.edge_jwt_key,
                 "http_observer": http_metrics.observe,
+                "jobs": container.jobs,
+                "job_reads": JobReads(container.store),
+                "gate": container.gate,
+                "store": container.store,
             }
         ),
         middleware=[request_context],
