@@ -55,7 +55,7 @@ class ScenarioCatalog:
     def __init__(self, scenarios: list[Scenario]) -> None:
         self._by_key = {s.scenario_key: s for s in sorted(scenarios, key=lambda s: s.scenario_key)}
 
-    def keys(self) -> list[str]:
+    def scenario_keys(self) -> list[str]:
         return list(self._by_key)
 
     def get(self, scenario_key: str) -> Scenario | None:
