@@ -38,13 +38,26 @@ from domain.jobs.commands import JobCommands
 from domain.jobs.identity import LinkFacts, subject_id
 from domain.jobs.job import ACCESS_SYNC, NODE_POWER_SLEEP, NODE_POWER_WAKE, WIZARD_TRY
 from domain.shared.errors import Forbidden
-from domain.shared.ids import ID_PATTERN
+from domain.shared.ids import ID_PATTERN, is_valid_id
 
 JobCallerDep = NamedDependency[JobCaller]
 IdPath = Annotated[str, PathParameter(pattern=ID_PATTERN)]
 Name = Annotated[str | None, QueryParameter(required=False, min_length=1, max_length=320)]
-# ``email`` names the edge claim header in the caller dependency: the query is read under another name.
-EmailQuery = Annotated[str | None, QueryParameter(query="email", required=False, min_length=1, max_length=320)]
+# Two queries are read under other names (``email`` is the edge claim header of the caller
+# dependency, ``scope`` a name Litestar reserves); their rules are checked here, so a 422
+# names them as the client sent them.
+EmailQuery = Annotated[
+    str | None, QueryParameter(name="email", required=False, schema_extra={"minLength": 1, "maxLength": 320})
+]
+ScopeQuery = Annotated[
+    str, QueryParameter(name="scope", description="the checkpoint's scope", schema_extra={"pattern": ID_PATTERN})
+]
+
+
+def checked_query(name: str, value: str, ok: bool, rule: str, type_: str) -> str:
+    if not ok:
+        raise RequestInvalid(["query", name], f"{name} must {rule}", type_, value)
+    return value
 
 
 def job_commands(state: State) -> JobCommands:
@@ -126,8 +139,9 @@ def get_checkpoint(
     connector_id: IdPath,
     state: State,
     caller: JobCallerDep,
-    scope: Annotated[str, QueryParameter(pattern=ID_PATTERN, description="the checkpoint's scope")],
+    checkpoint_scope: ScopeQuery,
 ) -> SyncCheckpoint:
+    scope = checked_query("scope", checkpoint_scope, is_valid_id(checkpoint_scope), f"match {ID_PATTERN}", "string_pattern_mismatch")
     return job_reads(state).checkpoint(caller.tenant, connector_id, scope)
 
 
@@ -140,6 +154,8 @@ def get_identity_link(
     username: Name = None,
     email_query: EmailQuery = None,
 ) -> IdentityLinkState:
+    if email_query is not None:
+        checked_query("email", email_query, 0 < len(email_query) <= 320, "be 1 to 320 characters", "string_length")
     named = {k: v for k, v in (("user_id", user_id), ("username", username), ("email", email_query)) if v}
     return job_reads(state).link_state(caller.tenant, provider, caller, named)
 
