@@ -88,7 +88,7 @@ def write_connector(root: Path, connector_id: str, facts: dict[str, Any], record
 @contextmanager
 def service(database_url: str, data_dir: Path, **changes: Any) -> Iterator[Container]:
     """A built service whose files live in ``data_dir`` (workers not started)."""
-    container = build(settings_for(database_url, data_dir=str(data_dir), job_poll_seconds=0.02, **changes))
+    container = build(settings_for(database_url, **{"data_dir": str(data_dir), "job_poll_seconds": 0.02, **changes}))
     try:
         yield container
     finally:
