@@ -27,7 +27,7 @@ def check_response(case: Any, response: Any) -> None:
 
 
 def test_no_generated_input_makes_the_service_fail(tmp_path: Path) -> None:
-    container = build(settings_for(f"sqlite:///{tmp_path / 'squadops.db'}"))
+    container = build(settings_for(f"sqlite:///{tmp_path / 'squadops.db'}", data_dir=str(tmp_path)))
     try:
         seed_demo(container.projects)
         container.start(("projector",))  # commands answer once read models include them
