@@ -140,3 +140,14 @@ def test_gate_errors(setup: tuple[TestClient, Path]) -> None:
     person = {"x-edge-claim-email": "dev@example.com", "x-edge-claim-groups": "/org/dev"}
     assert client.post(f"{GATE}/threads/t-1/run", json={}, headers=person).status_code == 403
     assert client.get(f"{GATE}/scenarios/portal-dashboard-smoke", headers={"x-edge-claim-email": ""}).status_code == 401
+
+
+def test_a_failing_vcs_is_a_503_and_the_run_records_where_it_failed(sqlite_url: str, tmp_path: Path) -> None:
+    (tmp_path / "vcs").write_text("a file where the repositories should be")
+    with service(sqlite_url, tmp_path) as container, http(container, ADMIN) as client:
+        answer = client.post(f"{GATE}/threads/t-9/run", json={})
+        assert answer.status_code == 503 and answer.json()["code"] == "vcs_unavailable"
+        while container.runner.run_once():
+            pass
+        [failed] = client.get(f"{GATE}/threads/t-9/runs").json()["items"]
+        assert failed["status"] == "failed" and failed["error_message"].startswith("commit: ")

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 from domain.gate.policies import valid_repo
 from domain.gate.ports import Comment, Commit, PullRequest, VcsError
@@ -28,6 +29,7 @@ from domain.gate.ports import Comment, Commit, PullRequest, VcsError
 _EMAIL = re.compile(r"^(?P<name>.+?)\s*<(?P<email>[^<>@\s]+@[^<>\s]+)>$")
 _SLUG = re.compile(r"[^a-z0-9]+")
 _BRANCH = re.compile(r"^[A-Za-z0-9._/-]+$")
+T = TypeVar("T")
 
 
 def identity(author: str) -> tuple[str, str]:
@@ -37,6 +39,19 @@ def identity(author: str) -> tuple[str, str]:
         return match.group("name"), match.group("email")
     name = author.strip() or "squadops-gate"
     return name, f"{_SLUG.sub('-', name.lower()).strip('-') or 'gate'}@apps.squadops.local"
+
+
+def vcs_errors(method: Callable[..., T]) -> Callable[..., T]:
+    """The local files of a repository failing (disk full, permissions) is the vcs failing."""
+
+    @functools.wraps(method)
+    def guarded(*args: Any, **kwargs: Any) -> T:
+        try:
+            return method(*args, **kwargs)
+        except OSError as exc:
+            raise VcsError(f"{method.__name__}: {exc}") from None
+
+    return guarded
 
 
 def _now() -> str:
@@ -119,6 +134,7 @@ class LocalGitVcs:
 
     # -- the port ---------------------------------------------------------------------------
 
+    @vcs_errors
     def commit_branch(
         self, repo: str, *, base_branch: str, branch_name: str, files: Mapping[str, bytes], message: str, author: str
     ) -> Commit:
@@ -143,12 +159,14 @@ class LocalGitVcs:
             base = self.git("rev-parse", f"origin/{base_branch}", cwd=work).decode().strip()
         return Commit(branch_name=branch_name, base_sha=base, head_sha=head)
 
+    @vcs_errors
     def read_file(self, repo: str, sha: str, path: str) -> bytes | None:
         try:
             return self.git("--git-dir", str(self.bare(repo)), "cat-file", "blob", f"{sha}:{path}")
         except VcsError:
             return None
 
+    @vcs_errors
     def open_pull_request(
         self, repo: str, *, branch_name: str, base_branch: str, title: str, body: str, labels: list[str], author: str
     ) -> PullRequest:
@@ -181,6 +199,7 @@ class LocalGitVcs:
             ref=f"refs/pull/{number}/merge" if merge else f"refs/pull/{number}/head",
         )
 
+    @vcs_errors
     def comment(self, repo: str, number: int, *, body: str, author: str) -> Comment:
         with self.locked(repo) as bare:
             record = self._read_pull(bare, number)
@@ -190,6 +209,7 @@ class LocalGitVcs:
             self._write_pull(bare, number, record)
         return Comment(id=comment_id, url=url)
 
+    @vcs_errors
     def check_run(
         self, repo: str, number: int, *, head_sha: str, name: str, conclusion: str, summary: str, author: str
     ) -> int:

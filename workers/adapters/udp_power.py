@@ -44,8 +44,12 @@ class UdpPowerDevice:
             sock = socket.socket(family, kind, proto)
         except OSError as exc:
             raise PowerDeviceError(f"{self.addr}: {exc}") from None
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)  # WOL is often broadcast
-        sock.connect(target)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)  # WOL is often broadcast
+            sock.connect(target)
+        except OSError as exc:
+            sock.close()
+            raise PowerDeviceError(f"{self.addr}: {exc}") from None
         return sock
 
     def _send(self, packet: bytes) -> None:
