@@ -89,6 +89,12 @@ def test_a_gate_run_commits_publishes_and_the_feed_shows_it_delivered(setup: tup
         record["pr_url"], "acme", "api", 1,
     )
     assert shown["evidence"]["proof_count"] == 1 and shown["evidence"]["scope"] == "implementation"
+    position = answer.headers["X-Squadops-Position"]
+    back_then = client.get(
+        "/control-plane/studio/observability-feed",
+        params={"project_slug": "acme", "run_id": run_id, "as_of_event": position},
+    )
+    assert back_then.json() == feed(client, "acme", run_id, position)  # time travel sees the gate too
 
     runs = client.get(f"{GATE}/threads/{run_id}/runs", headers={"X-Squadops-Min-Position": answer.headers["X-Squadops-Position"]})
     assert runs.json()["items"] == [record]  # the read model folds the same record
