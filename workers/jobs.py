@@ -74,6 +74,8 @@ class JobRunner:
     def run_once(self) -> int:
         """One pass; answers how many steps it ran."""
         due = self.due()
+        if not due:  # nothing to claim: no write at all (SQLite has one writer)
+            return 0
         keys = {job_key(d.tenant, d.job_id): d for d in due}
         self.claims.offer([(key, d.due_at) for key, d in keys.items()])
         ran = 0
