@@ -157,3 +157,16 @@ def test_a_failing_vcs_is_a_503_and_the_run_records_where_it_failed(sqlite_url: 
             pass
         [failed] = client.get(f"{GATE}/threads/t-9/runs").json()["items"]
         assert failed["status"] == "failed" and failed["error_message"].startswith("commit: ")
+
+
+def test_concurrent_runs_of_one_thread_get_their_own_attempt_branch_and_pull_request(setup: tuple[TestClient, Path]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    client, vcs = setup
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        records = [a.json() for a in pool.map(lambda _: client.post(f"{GATE}/threads/busy/run", json={}), range(3))]
+    assert sorted(r["attempt"] for r in records) == [1, 2, 3]
+    assert sorted(int(r["pr_url"].rsplit("/", 1)[1]) for r in records) == [1, 2, 3]
+    bare = vcs / "squadops" / "gate-default.git"
+    heads = {r["branch_name"]: git(bare, "rev-parse", f"refs/heads/{r['branch_name']}") for r in records}
+    assert len(set(heads.values())) == 3 and all(heads[r["branch_name"]] == r["publication"]["head_sha"] for r in records)
