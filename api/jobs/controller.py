@@ -37,6 +37,7 @@ from api.positions import command_mark, positioned
 from domain.jobs.commands import JobCommands
 from domain.jobs.identity import LinkFacts, subject_id
 from domain.jobs.job import ACCESS_SYNC, NODE_POWER_SLEEP, NODE_POWER_WAKE, WIZARD_TRY
+from domain.jobs.policies import may_act_for
 from domain.shared.errors import Forbidden
 from domain.shared.ids import ID_PATTERN, is_valid_id
 
@@ -170,7 +171,7 @@ def post_identity_link(
         if not own:
             raise RequestInvalid(["body", "subject_key"], "An API key caller names the subject_key", "missing")
         subject = own
-    if subject != own and not caller.privileged:
+    if not may_act_for(own_subject=own, privileged=caller.privileged, subject=subject):
         raise Forbidden("Only super_admin or an API key may link another subject.", code="identity_link_forbidden")
     if data.linked and not data.provider_user_id:
         raise RequestInvalid(["body", "provider_user_id"], "A link needs the provider_user_id", "missing")

@@ -11,6 +11,7 @@ from api.jobs.auth import JobCaller
 from api.jobs.dto import IdentityLinkState, JobOut, SyncCheckpoint
 from domain.jobs.commands import job_not_found
 from domain.jobs.identity import subject_id
+from domain.jobs.policies import may_act_for
 from domain.shared.errors import Forbidden, NotFound
 from projections.engine.docs import decode
 from projections.engine.store import DocStore
@@ -80,15 +81,16 @@ class JobReads:
         """The caller's (or the named subject's) link at ``provider``; ``linked: false`` with
         empty provider fields when there is none (never a 404 for a known subject)."""
         own = subject_id(tenant, caller.principal.subject_key) if caller.principal is not None else ""
+        forbidden = Forbidden("Only super_admin or an API key may look up other subjects.", code="identity_read_forbidden")
         if named:
             try:
                 sid = self._named_subject(tenant, named)
             except (NotFound, RequestInvalid):
                 if not caller.privileged:  # others' existence is not told to non-privileged callers
-                    raise Forbidden("Only super_admin or an API key may look up other subjects.", code="identity_read_forbidden") from None
+                    raise forbidden from None
                 raise
-            if sid != own and not caller.privileged:
-                raise Forbidden("Only super_admin or an API key may look up other subjects.", code="identity_read_forbidden")
+            if not may_act_for(own_subject=own, privileged=caller.privileged, subject=sid):
+                raise forbidden
         elif caller.principal is None:
             raise RequestInvalid(
                 ["query", LOOKUP_FIELDS[0]], "An API key caller names the subject by user_id, username or email", "missing"

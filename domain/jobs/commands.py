@@ -91,12 +91,12 @@ class JobCommands:
         """Queues a job; answers (job, created). The same ``idempotency_key`` with the same
         request answers the job it queued first; with another request, 409."""
         key = str(request.get("idempotency_key") or "")
-        print_ = fingerprint(job_type, request)
+        request_print = fingerprint(job_type, request)
         job_id = derived_id("job", tenant, key) if key else new_id("job")
         if key:
             existing = self.store.get_or_none(job_key(tenant, job_id))
             if existing is not None:
-                return self._same_request(existing, print_), False
+                return self._same_request(existing, request_print), False
         job = Job(
             tenant=tenant,
             job_id=job_id,
@@ -105,7 +105,7 @@ class JobCommands:
             proposal_id=proposal_id,
             payload=dict(request),
             idempotency_key=key,
-            fingerprint=print_,
+            fingerprint=request_print,
             requested_by=requested_by,
             queued_at=self.clock(),
             max_attempts=self.policy.max_attempts,
@@ -116,12 +116,12 @@ class JobCommands:
             existing = self.store.get_or_none(job_key(tenant, job_id))
             if existing is None:
                 raise
-            return self._same_request(existing, print_), False
+            return self._same_request(existing, request_print), False
         return job, True
 
     @staticmethod
-    def _same_request(job: Job, print_: str) -> Job:
-        if job.fingerprint != print_:
+    def _same_request(job: Job, request_print: str) -> Job:
+        if job.fingerprint != request_print:
             raise IdempotencyKeyReused(
                 "This idempotency_key was used with a different request; use a new key."
             )

@@ -184,6 +184,15 @@ def binding_action(
     return "confirmation_required"
 
 
+# -- identity links: who may act for whom ----------------------------------------------------------
+
+
+def may_act_for(*, own_subject: str, privileged: bool, subject: str) -> bool:
+    """A person reads and links their own identities; super_admin and automation (an API
+    key) those of any subject of the tenant."""
+    return privileged or (bool(own_subject) and own_subject == subject)
+
+
 # -- node power ------------------------------------------------------------------------------------
 
 EXPECTED_STATE = {"node_power_sleep": "asleep", "node_power_wake": "awake"}
