@@ -13,8 +13,11 @@ from api.control_plane.controller import control_plane_router
 from api.control_plane.reads import ControlPlaneReads
 from api.control_plane.verbs import control_routers
 from api.errors import EXCEPTION_HANDLERS
+from api.gate.controller import gate_router
 from api.health.controller import healthz, openapi_json, readyz
 from api.health.metrics import metrics_handler, metrics_registry
+from api.jobs.controller import jobs_router
+from api.jobs.reads import JobReads
 from api.live.controller import live_channel
 from api.mcp.controller import mcp_router
 from api.middleware import request_context
@@ -78,6 +81,8 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             metrics_handler(registry),
             *control_routers(edge),
             mcp_router(),
+            jobs_router(edge, settings.api_keys),
+            gate_router(edge),
         ],
         exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
         request_class=JsonRequest,  # every body is decoded there (api/body.py)
@@ -100,6 +105,10 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "mcp_token_key": getattr(container, "mcp_token_key", ""),
                 "base_url": settings.base_url,
                 "database_wait_budget": settings.database_request_wait_seconds,
+                "jobs": container.jobs,
+                "job_reads": JobReads(container.store),
+                "gate": container.gate,
+                "store": container.store,
             }
         ),
         middleware=[request_context],

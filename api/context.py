@@ -42,6 +42,8 @@ class ServiceParts(Protocol):
     health: Any
     studio: StudioCommands
     projects: ProjectCommands
+    jobs: Any  # domain.jobs.commands.JobCommands
+    gate: Any  # domain.gate.commands.GateCommands
     store: Any
     runner: Any
     ticker: Any

@@ -11,6 +11,11 @@ from typing import Any
 
 import structlog
 
+from domain.gate.commands import GateCommands
+from domain.gate.ports import ProposalRuns, Vcs
+from domain.gate.scenarios import shipped_scenarios
+from domain.jobs.commands import JobCommands, JobPolicy
+from domain.jobs.ports import Connectors, PowerDevice
 from domain.projects.commands import ProjectCommands
 from domain.shared.clock import utc_now_iso
 from domain.shared.event_store import EventStore
@@ -26,6 +31,11 @@ from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
 from projections.engine.runner import NotificationSource, ProjectionRunner
 from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.gate.proposals import ProposalIndex, ProposalsProjector
+from projections.gate.runs import GateRunsProjector
+from projections.jobs.checkpoints import CheckpointsProjector
+from projections.jobs.identity import IdentityLinksProjector
+from projections.jobs.jobs import JobsProjector
 from projections.projects.projects import ProjectsProjector
 from projections.studio.fleet import FleetProjector
 from projections.studio.live_channel import Broker
@@ -34,7 +44,12 @@ from projections.studio.pixels import PixelsProjector
 from projections.studio.runs import RunsProjector
 from projections.studio.surfaces import SurfacesProjector
 from projections.studio.workspace_mirror import MirrorProjector
+from workers.adapters.local_connectors import LocalDirectoryConnectors
+from workers.adapters.local_git import LocalGitVcs
+from workers.adapters.udp_power import UdpPowerDevice
 from workers.fanout import LiveFanout
+from workers.job_claims import JobClaims, PostgresJobClaims, SqliteJobClaims
+from workers.jobs import JobRunner
 from workers.live_broker import MemoryBroker
 from workers.logging import configure_logging
 from workers.planes.local import LocalConfig, LocalPlane
@@ -45,7 +60,7 @@ from workers.watcher import EventStoreProjectAssets, Watcher, load_project_asset
 
 log = structlog.get_logger("squadops")
 
-WORKERS = ("projector", "ticker", "fanout")
+WORKERS = ("projector", "ticker", "fanout", "jobs")
 STARTUP_WAIT_SECONDS = 30.0
 # Workers that run only when named (``squadops worker watcher`` or ``serve --workers``).
 OPTIONAL_WORKERS = ("watcher",)
@@ -117,7 +132,31 @@ def read_projectors() -> list[Projector]:
         SurfacesProjector(),
         LogDockProjector(),
         FleetProjector(),
+        JobsProjector(),
+        CheckpointsProjector(),
+        IdentityLinksProjector(),
+        GateRunsProjector(),
+        ProposalsProjector(),
     ]
+
+
+@dataclass
+class Adapters:
+    """The built-in adapters of the jobs' and the gate's ports."""
+
+    connectors: Connectors
+    power: PowerDevice
+    vcs: Vcs
+    proposals: ProposalRuns | None = None  # without read models, threads are named by run id
+
+    @classmethod
+    def from_settings(cls, settings: Settings, proposals: ProposalRuns | None = None) -> Adapters:
+        return cls(
+            connectors=LocalDirectoryConnectors(settings.connectors_path),
+            power=UdpPowerDevice(settings.power_device_addr, timeout=settings.power_device_timeout_seconds),
+            vcs=LocalGitVcs(settings.vcs_path, settings.vcs_base_url),
+            proposals=proposals,
+        )
 
 
 @dataclass
@@ -128,6 +167,8 @@ class Services:
     projects: ProjectCommands
     studio: StudioCommands
     clock: Callable[[], str]
+    jobs: JobCommands
+    gate: GateCommands
 
 
 def wire_services(
@@ -137,8 +178,12 @@ def wire_services(
     agent_domain: str = "agents.squadops.local",
     aliases: ModelProxyAliases | None = None,
     clock: Callable[[], str] = utc_now_iso,
+    settings: Settings | None = None,
+    adapters: Adapters | None = None,
 ) -> Services:
     """Each area's commands over one event store (in memory when none is given)."""
+    settings = settings or Settings()
+    adapters = adapters or Adapters.from_settings(settings)
     event_store = event_store if event_store is not None else EventStore()
     templates = templates or shipped_templates()
     projects = ProjectCommands(event_store, templates=templates, clock=clock)
@@ -150,7 +195,39 @@ def wire_services(
         aliases=aliases or ModelProxyAliases(),
         clock=clock,
     )
-    return Services(event_store=event_store, projects=projects, studio=studio, clock=clock)
+    jobs = JobCommands(
+        event_store,
+        connectors=adapters.connectors,
+        power=adapters.power,
+        clock=clock,
+        policy=JobPolicy(
+            max_attempts=settings.job_max_attempts,
+            retry_base_seconds=settings.job_retry_base_seconds,
+            retry_cap_seconds=settings.job_retry_cap_seconds,
+            lease_seconds=settings.job_lease_seconds,
+        ),
+    )
+    gate = GateCommands(
+        event_store,
+        projects,
+        vcs=adapters.vcs,
+        proposals=adapters.proposals,
+        templates=templates,
+        scenarios=shipped_scenarios(),
+        app_identity=settings.gate_app_identity,
+        default_repo=settings.gate_default_repo,
+        clock=clock,
+    )
+    return Services(
+        event_store=event_store, projects=projects, studio=studio, clock=clock, jobs=jobs, gate=gate
+    )
+
+
+def job_claims(settings: Settings, store: DocStore) -> JobClaims:
+    """Claims beside the read models: PostgreSQL row locks, or the SQLite single writer."""
+    if isinstance(store, PostgresDocStore):
+        return PostgresJobClaims(store.pool)
+    return SqliteJobClaims(settings.sqlite_path)
 
 
 @dataclass
@@ -167,6 +244,7 @@ class Container(Services):
     health: HealthProbe | None = None
     started: list[str] = field(default_factory=list)
     watcher: Watcher | None = None
+    job_runner: JobRunner | None = None
     _alive_until: float = field(default=0.0, init=False, repr=False)
     # The squad's MCP server (``/mcp``): its command object and the agent token key.
     agent_tools: AgentToolCalls | None = None
@@ -188,6 +266,9 @@ class Container(Services):
         if "watcher" in workers and self.watcher is not None:
             self.watcher.start()
             self.started.append("watcher")
+        if "jobs" in workers and self.job_runner is not None:
+            self.job_runner.start()
+            self.started.append("jobs")
 
     def await_reads(self, position: int | None = None, timeout: float = 2.0) -> bool:
         """Read-your-writes: waits until read models include this thread's last save."""
@@ -227,6 +308,8 @@ class Container(Services):
     def stop(self) -> None:
         """Stops the workers: those that append first, then the projector and the fan-out
         once they caught up with what was appended (bounded), their positions committed."""
+        if "jobs" in self.started and self.job_runner is not None:
+            self.job_runner.stop()
         if "watcher" in self.started and self.watcher is not None:
             self.watcher.stop()
         if "ticker" in self.started:
@@ -263,6 +346,8 @@ class Container(Services):
     def close(self) -> None:
         self.stop()
         self.close_plane()
+        if self.job_runner is not None:
+            self.job_runner.claims.close()
         self.store.close()
         self.event_store.close()
 
@@ -305,6 +390,13 @@ def build(settings: Settings) -> Container:
         )
     else:
         store = SqliteDocStore(Path(settings.sqlite_path))
+    services = wire_services(
+        event_store,
+        agent_domain=settings.agent_domain,
+        aliases=ModelProxyAliases(settings.model_proxy_aliases),
+        settings=settings,
+        adapters=Adapters.from_settings(settings, ProposalIndex(store)),
+    )
     heartbeats = heartbeats_for(store)
     runner = ProjectionRunner(
         NotificationSource(event_store.recorder),
@@ -357,10 +449,18 @@ def build(settings: Settings) -> Container:
         strict=settings.strict_observation,
         explicit_assets=load_project_assets(settings.project_assets_path) if settings.project_assets_path else None,
     )
+    job_runner = JobRunner(
+        services.jobs,
+        store,
+        job_claims(settings, store),
+        poll_seconds=settings.job_poll_seconds,
+        lease_seconds=settings.job_lease_seconds,
+    )
     return Container(
         event_store=event_store, projects=services.projects, studio=services.studio, clock=services.clock,
+        jobs=services.jobs, gate=services.gate,
         settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
-        fanout=fanout, live_broker=live_broker, watcher=watcher, health=health,
+        fanout=fanout, live_broker=live_broker, watcher=watcher, health=health, job_runner=job_runner,
         agent_tools=AgentToolCalls(services.studio.runs), mcp_token_key=mcp_token_key,
     )
 

@@ -86,6 +86,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     model_proxy_base_url: str = ""
     model_proxy_token: str = ""
     mcp_token_key: str = ""
+    # Jobs, sync and the gate: their files live under ``data_dir``.
+    connector_dir: str = ""  # the local connector source; "" = <data_dir>/connectors
+    vcs_dir: str = ""  # the gate's bare repositories; "" = <data_dir>/vcs
+    vcs_base_url: str = "https://vcs.squadops.local"
+    gate_app_identity: str = "squadops-gate[bot]"
+    gate_default_repo: str = "squadops/gate-default"
+    power_device_addr: str = "127.0.0.1:9"
+    power_device_timeout_seconds: float = 2.0
+    job_poll_seconds: float = 0.25
+    job_max_attempts: int = 3
+    job_retry_base_seconds: float = 1.0
+    job_retry_cap_seconds: float = 60.0
+    job_lease_seconds: float = 300.0
 
     @property
     def is_postgres(self) -> bool:
@@ -100,6 +113,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if self.database_url.startswith("sqlite://"):
             return Path(self.database_url.removeprefix("sqlite://"))
         return DEFAULT_SQLITE_PATH
+
+    @property
+    def connectors_path(self) -> Path:
+        return Path(self.connector_dir or Path(self.data_dir) / "connectors")
+
+    @property
+    def vcs_path(self) -> Path:
+        return Path(self.vcs_dir or Path(self.data_dir) / "vcs")
 
     def replace(self, **changes: object) -> Settings:
         return msgspec.structs.replace(self, **changes)
@@ -195,6 +216,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             shlex.split(settings.local_agent_command)
         except ValueError as exc:
             raise SettingsError(f"SQUADOPS_LOCAL_AGENT_COMMAND cannot be shell-split: {exc}") from None
+    _check_jobs(settings)
     if settings.database_url and not (
         settings.is_postgres or settings.database_url.startswith("sqlite:")
     ):
@@ -202,3 +224,21 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "SQUADOPS_DATABASE_URL must start with postgresql:// or sqlite:///"
         )
     return settings
+
+
+def _check_jobs(settings: Settings) -> None:
+    """The jobs' and the gate's settings (see the README's jobs section)."""
+    host, sep, port = settings.power_device_addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SettingsError(f"SQUADOPS_POWER_DEVICE_ADDR must be host:port, got {settings.power_device_addr!r}")
+    if settings.job_max_attempts < 1:
+        raise SettingsError("SQUADOPS_JOB_MAX_ATTEMPTS must be at least 1")
+    if settings.job_lease_seconds <= 0 or settings.job_poll_seconds <= 0:
+        raise SettingsError("SQUADOPS_JOB_LEASE_SECONDS and SQUADOPS_JOB_POLL_SECONDS must be positive")
+    if settings.job_retry_cap_seconds < settings.job_retry_base_seconds:
+        raise SettingsError("SQUADOPS_JOB_RETRY_CAP_SECONDS must not be below SQUADOPS_JOB_RETRY_BASE_SECONDS")
+    owner, sep, name = settings.gate_default_repo.partition("/")
+    if not sep or not owner or not name or "/" in name:
+        raise SettingsError(f"SQUADOPS_GATE_DEFAULT_REPO must be owner/name, got {settings.gate_default_repo!r}")
+    if not settings.gate_app_identity.strip():
+        raise SettingsError("SQUADOPS_GATE_APP_IDENTITY must name the gate's application identity")

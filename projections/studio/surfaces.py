@@ -22,6 +22,8 @@ Rules:
 - delivery_feedback: a reviewer's change request wins over acceptance.
 - evidence: proofs de-duplicated by key (a lane pull request's URL, a suit proven by a
   tester); a pull request on the assembly repository is orchestration, not a proof.
+- the gate's publication of the run's proposal (``GateThread`` events naming the run)
+  counts as the run's pull request and, off the assembly repository, as its evidence.
 - freshness: ``latest_activity_at`` = max of event and session timestamps.
 """
 
@@ -142,7 +144,7 @@ def any_blocked(state: dict[str, Any]) -> bool:
 def fold_delivery(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
     track(state, env)
     d, kind = env.data, env.kind
-    if kind == "AgentSession.PullRequestOpened":
+    if kind in PULL_REQUESTS:
         state["prs"] += 1
         out.update(
             pr_url=str(d.get("pr_url", "")),
@@ -265,7 +267,12 @@ def fold_evidence(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc
         }
         return
     proof = ""
-    if kind == "AgentSession.PullRequestOpened":
+    if kind == "GateThread.EvidenceRecorded":  # the gate's publication of the run's proposal
+        if d.get("scope") == "implementation" and str(d.get("repository_key", "")) not in state["assembly"]:
+            proof = "pr:" + str(d.get("pr_url") or d.get("evidence_url") or "")
+        else:
+            state["orchestration"] = True
+    elif kind == "AgentSession.PullRequestOpened":
         if str(d.get("repository_key", "")) in state["assembly"]:
             state["orchestration"] = True
         else:
@@ -297,9 +304,11 @@ STATUS_KINDS = frozenset(
     )
 )
 RUN_END = frozenset({"Run.Completed", "Run.CleanedUp"})
+# Pull requests of a run: an agent's, or the gate's publication of the run's proposal.
+PULL_REQUESTS = frozenset({"AgentSession.PullRequestOpened", "GateThread.PullRequestPublished"})
 # The event kinds each surface reads; the others leave it as it is.
 INTERESTS: dict[str, frozenset[str]] = {
-    "delivery": STATUS_KINDS | RUN_END | {"AgentSession.PullRequestOpened", "Run.PreviewShared"},
+    "delivery": STATUS_KINDS | RUN_END | PULL_REQUESTS | {"Run.PreviewShared"},
     "source_ref": frozenset({"Run.Launched"}),
     "proposal": frozenset({"Run.Launched"}),
     "queue": STATUS_KINDS | RUN_END | {"Run.Launched", "Run.ExecutionRequested", "Run.ExecutionStarted", "Run.TickRecorded"},
@@ -308,7 +317,8 @@ INTERESTS: dict[str, frozenset[str]] = {
         {"AgentSession.Opened", "AgentSession.Completed", "AgentSession.TaskCardChanged", "AgentSession.MessageDelivered"}
     ),
     "evidence": frozenset(
-        {"Run.Launched", "AgentSession.Opened", "AgentSession.PullRequestOpened", "AgentSession.Completed"}
+        {"Run.Launched", "AgentSession.Opened", "AgentSession.PullRequestOpened", "AgentSession.Completed",
+         "GateThread.EvidenceRecorded"}
     ),
 }
 
@@ -360,13 +370,14 @@ def new_doc(env: Envelope) -> dict[str, Any]:
 class SurfacesProjector(Projector):
     name = "surfaces"
     # Every run and session event: kinds added later still move the times and counts.
-    prefixes = ("Run.", "AgentSession.")
+    # Gate thread events name the run they publish for in ``run_id``.
+    prefixes = ("Run.", "AgentSession.", "GateThread.")
 
     def wants(self, env: Envelope) -> bool:
         return env.kind.startswith(self.prefixes)
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        key = surfaces_doc_key(env.tenant, env.run_id)
+        key = surfaces_doc_key(env.tenant, env.run_id or str(env.data.get("run_id") or ""))
         if env.kind == "Run.Launched":
             doc: dict[str, Any] | None = new_doc(env)
         else:

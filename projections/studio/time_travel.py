@@ -1,8 +1,9 @@
 """Time travel: a run's feed exactly as it was at a log position, from the event log.
 
 Only the events that can change the run's feed are read: the run's own events, those of
-its sessions (named by the run's ``SessionOpened`` events) and those of its project's
-workspace leases (the mirror is per project), selected by aggregate id with the log
+its sessions (named by the run's ``SessionOpened`` events), those of its project's
+workspace leases (the mirror is per project) and the gate's events for the run (from the
+threads named by the run's id or its proposal's), selected by aggregate id with the log
 position bound in SQL. They are folded in memory by the same projectors that keep the
 live read models, and composed by the same ``compose_feed``: nothing is stored, nothing
 re-fires. Every per-run document depends only on those events, so the answer equals the
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from domain.gate.thread import thread_key_id
 from domain.shared.clock import iso
 from domain.shared.ids import lease_key, run_key, session_key
 from projections.engine.docs import MemoryDocs, Projector, decode, encode
@@ -152,7 +154,12 @@ class TimeTravel:
         }
         leases = [lease_key(tenant, project_slug, name) for name in names]
         lease_events = self.selector.select(leases, upto)
-        return sorted(run_events + session_events + lease_events, key=lambda e: e.position)
+        # The gate publishes for a run from a thread named by the run's id or its proposal's.
+        launched = next((e for e in run_events if e.kind == "Run.Launched"), None)
+        proposal = str(((launched.data.get("proposal") or {}).get("proposal_id") or "") if launched else "")
+        threads = [thread_key_id(tenant, key) for key in (run_id, proposal) if key]
+        gate_events = [e for e in self.selector.select(threads, upto) if e.data.get("run_id") == run_id]
+        return sorted(run_events + session_events + lease_events + gate_events, key=lambda e: e.position)
 
     def position_at(self, events: Sequence[Envelope], moment: str) -> int:
         """The position of the last event stamped at or before ``moment`` (0: none)."""

@@ -34,7 +34,9 @@ def test_the_legacy_log_projects_the_same_read_models_byte_for_byte(tmp_path: Pa
         while container.runner.run_once():
             pass
         expected = json.loads((FIXTURE / "expected_read_models.json").read_text())
-        for projector in read_projectors():
+        # Every read model the old code had; read models added since have no old answer.
+        assert set(expected) <= {p.name for p in read_projectors()}
+        for projector in (p for p in read_projectors() if p.name in expected):
             rows = [[bytes(v).decode() if isinstance(v, (bytes, memoryview)) else v for v in row]
                     for row in container.store.dump(projector.name)]
             assert rows == expected[projector.name], projector.name

@@ -159,3 +159,57 @@ def test_events_appended_during_a_rebuild_are_in_the_swapped_model(tmp_path: Pat
     finally:
         store.close()
         app.event_store.close()
+
+
+def test_rebuild_of_jobs_sync_identity_and_gate_equals_live_and_fires_no_side_effect(database_url: str, tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.helpers import DEMO_LIKE
+    from tests.jobs_support import LoopbackPowerDevice, service, write_connector
+
+    device = LoopbackPowerDevice()
+    try:
+        with service(database_url, tmp_path, power_device_addr=device.addr, projection_page_size=3) as app:
+            assert app.job_runner is not None
+            app.projects.create_project(tenant=TENANT, request={**DEMO_LIKE, "proposal_id": "p-1"}, created_by="op@example.com")
+            run, _ = app.studio.runs.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="acme", launched_by="op")
+            source = tmp_path / "connectors"
+            write_connector(source, "idp", {"provider": "vcs"}, [{"subject_key": "ann@example.com", "provider_user_id": "1"}])
+            requests = [
+                ("access_sync", {"tenant_id": TENANT, "proposal_id": "p-1", "mode": "delta_cursor"}),
+                ("access_sync", {"tenant_id": TENANT, "proposal_id": "p-1", "mode": "reconcile", "dry_run": True}),
+                ("wizard_try", {"tenant_id": TENANT, "proposal_id": "p-1", "provider": "idp", "apply_binding": True, "ssot": {}}),
+                ("node_power_sleep", {"tenant_id": TENANT, "node_name": "n1", "mac_address": "52:54:00:12:34:56", "verify_after_seconds": 0}),
+            ]
+            for job_type, request in requests:
+                app.jobs.enqueue(tenant=TENANT, job_type=job_type, provider_kind="k", proposal_id=request.get("proposal_id"), request=request, requested_by="op")
+            from domain.gate.commands import GateRequest
+            from domain.jobs.identity import LinkFacts
+
+            app.jobs.link_identity(tenant=TENANT, provider="board", facts=LinkFacts("bob@example.com", "7"), linked=True, source="test")
+            for _ in range(20):  # live: small pages, projector and runner interleaved
+                app.runner.run_once()
+                app.job_runner.run_once()
+            write_connector(source, "idp", {"provider": "vcs"}, [{"subject_key": "ann@example.com", "linked": False}])
+            app.jobs.enqueue(tenant=TENANT, job_type="access_sync", provider_kind="k", proposal_id="p-1",
+                             request={"tenant_id": TENANT, "proposal_id": "p-1", "mode": "delta_cursor", "x": 2}, requested_by="op")
+            for _ in range(5):
+                app.runner.run_once()
+                app.job_runner.run_once()
+            record = app.gate.run_thread(GateRequest(tenant=TENANT, thread_key=run.run_id, actor="op", agent_key="backend"))
+            assert record["status"] == "published"
+            while app.runner.run_once():
+                pass
+            jobs = [r for r in app.store.dump("jobs") if r.key.startswith("job/")]
+            assert len(jobs) == 5 and {r.st for r in jobs} == {"succeeded"}
+            bare = tmp_path / "vcs" / "acme" / "api.git"
+            refs = subprocess.run(["git", "--git-dir", str(bare), "for-each-ref"], capture_output=True, text=True).stdout
+            sent = list(device.received)
+            live = dumps(app.store)
+            assert all(live[name] for name in ("jobs", "sync_checkpoints", "identity_links", "gate_runs", "gate_proposals"))
+            rebuild(app.store, NotificationSource(app.event_store.recorder), read_projectors(), page_size=4)
+            assert dumps(app.store) == live
+            assert device.received == sent  # no datagram went out again
+            assert subprocess.run(["git", "--git-dir", str(bare), "for-each-ref"], capture_output=True, text=True).stdout == refs
+    finally:
+        device.close()

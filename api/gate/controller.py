@@ -1,0 +1,82 @@
+"""Gate endpoints under ``/v1/admin/gate`` (super_admin, C2).
+
+- ``POST threads/{thread_key}/run``: publishes the thread's proposal as a pull request with
+  evidence through the vcs port, authored by the gate's application identity; answers the
+  gate run record.
+- ``GET threads/{thread_key}/runs``: the thread's runs, from the gate runs read model.
+- ``GET scenarios/{scenario_key}``: a shipped scenario with its probe steps (404 if unknown).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from litestar import Response, Router, get, post
+from litestar.datastructures import State
+from litestar.params import JSONBody, PathParameter
+
+from api.auth import EdgeJwt
+from api.context import CallerDep, caller_dependency, event_store, part
+from api.errors import RequestInvalid
+from api.gate.dto import GateRunIn, GateRunList, GateRunOut
+from api.positions import command_mark, positioned
+from domain.gate.commands import GateCommands, GateRequest
+from domain.gate.scenarios import Scenario
+from domain.shared.ids import ID_PATTERN
+from projections.engine.store import DocStore
+from projections.gate.runs import gate_runs_partition
+
+KeyPath = Annotated[str, PathParameter(pattern=ID_PATTERN)]
+_run = msgspec.json.Decoder(GateRunOut)
+
+
+def gate_commands(state: State) -> GateCommands:
+    return part(state, "gate")
+
+
+@post("/threads/{thread_key:str}/run", status_code=200, sync_to_thread=True, summary="Run a gate thread")
+def run_thread(
+    thread_key: KeyPath, data: JSONBody[GateRunIn], state: State, caller: CallerDep
+) -> Response[GateRunOut]:
+    # The body may name the tenant (the sample's ``default``); a tenant header naming another
+    # one is a contradiction.
+    tenant = data.tenant_id or caller.tenant
+    if data.tenant_id is not None and caller.tenant not in (data.tenant_id, "default"):
+        raise RequestInvalid(["body", "tenant_id"], "tenant_id differs from the request's tenant", "value_error", data.tenant_id)
+    mark = command_mark(event_store(state))
+    record = gate_commands(state).run_thread(
+        GateRequest(
+            tenant=tenant,
+            thread_key=thread_key,
+            actor=caller.subject_key,
+            agent_key=data.agent_key,
+            provider_key=data.provider_key,
+            scenario_key=data.scenario_key,
+            notes=data.notes,
+            publish=data.publish,
+            dry_run=data.dry_run,
+        )
+    )
+    return positioned(state, mark, msgspec.convert(record, GateRunOut), 200)
+
+
+@get("/threads/{thread_key:str}/runs", sync_to_thread=True, summary="Runs of a gate thread")
+def thread_runs(thread_key: KeyPath, state: State, caller: CallerDep) -> GateRunList:
+    store: DocStore = part(state, "store")
+    rows = store.scan("gate_runs", p=gate_runs_partition(caller.tenant, thread_key), limit=500)
+    return GateRunList(items=[_run.decode(row.body) for row in rows])
+
+
+@get("/scenarios/{scenario_key:str}", sync_to_thread=False, summary="A gate scenario")
+def get_scenario(scenario_key: KeyPath, state: State, caller: CallerDep) -> Scenario:
+    return gate_commands(state).scenarios.require(scenario_key)
+
+
+def gate_router(edge: EdgeJwt) -> Router:
+    return Router(
+        path="/v1/admin/gate",
+        route_handlers=[run_thread, thread_runs, get_scenario],
+        dependencies=caller_dependency(edge, admin=True),
+        tags=["gate"],
+    )

@@ -1,0 +1,158 @@
+"""The gate's event contracts: what a GateThread (``gth:<tenant>:<thread_key>``) stores.
+
+One Struct per stored kind, tagged by that kind, with exactly the fields the aggregate's
+``@event`` method records. Every step of a gate run is one event naming its ``attempt``;
+``run_id`` names the studio run a thread publishes for, so the run's feed can show it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class GateEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="event"):
+    """A fact of the gate, as stored (the store keeps id, version and time apart)."""
+
+
+class ThreadOpened(GateEvent, tag="GateThread.Opened"):
+    tenant: str
+    thread_key: str
+    at: str
+
+
+class RunStarted(GateEvent, tag="GateThread.RunStarted"):
+    attempt: int
+    run_id: str
+    project_slug: str
+    repo: str
+    repository_key: str
+    repository_type: str
+    agent_key: str
+    engine_key: str
+    runner_kind: str
+    scenario_key: str
+    proposal_id: str
+    proposal_key: str
+    notes: str
+    publish: bool
+    dry_run: bool
+    actor: str
+    transport_actor: str
+    pr_submission_policy: str
+    pr_submission_pipeline: str
+    pr_submission_actor_agent_key: str
+    at: str
+
+
+class PublicationPlanned(GateEvent, tag="GateThread.PublicationPlanned"):
+    """What the run publishes (branch, paths, title, body, labels, checks), before any write."""
+
+    attempt: int
+    mode: str
+    branch_name: str
+    base_branch: str
+    committed_paths: list[str]
+    pr_title: str
+    pr_body: str
+    labels: list[str]
+    check_run_names: list[str]
+    artifact_path: str
+    at: str
+
+
+class BranchCommitted(GateEvent, tag="GateThread.BranchCommitted"):
+    attempt: int
+    branch_name: str
+    base_sha: str
+    head_sha: str
+    committed_paths: list[str]
+    at: str
+
+
+class PullRequestPublished(GateEvent, tag="GateThread.PullRequestPublished"):
+    attempt: int
+    run_id: str
+    repo: str
+    repository_key: str
+    pr_number: int
+    pr_url: str
+    pr_owner: str
+    pr_repo: str
+    head_sha: str
+    merge_sha: str
+    github_ref: str
+    author: str
+    at: str
+
+
+class CheckRunRecorded(GateEvent, tag="GateThread.CheckRunRecorded"):
+    attempt: int
+    check_run_id: int
+    name: str
+    conclusion: str
+    summary: str
+    at: str
+
+
+class CommentPosted(GateEvent, tag="GateThread.CommentPosted"):
+    attempt: int
+    comment_id: int
+    comment_url: str
+    body: str
+    at: str
+
+
+class EvidenceRecorded(GateEvent, tag="GateThread.EvidenceRecorded"):
+    """The run's evidence: ``scope`` is ``implementation`` unless only the assembly
+    repository was touched (``orchestration``: not implementation evidence)."""
+
+    attempt: int
+    run_id: str
+    repo: str
+    repository_key: str
+    repository_type: str
+    scope: str
+    evidence_url: str
+    artifact_path: str
+    pr_url: str
+    at: str
+
+
+class PromotionDecided(GateEvent, tag="GateThread.PromotionDecided"):
+    attempt: int
+    decision: str
+    reasons: list[str]
+    at: str
+
+
+class RunCompleted(GateEvent, tag="GateThread.RunCompleted"):
+    attempt: int
+    status: str
+    at: str
+
+
+class RunFailed(GateEvent, tag="GateThread.RunFailed"):
+    attempt: int
+    step: str
+    error_message: str
+    at: str
+
+
+EVENTS: tuple[type[GateEvent], ...] = (
+    ThreadOpened, RunStarted, PublicationPlanned, BranchCommitted, PullRequestPublished,
+    CheckRunRecorded, CommentPosted, EvidenceRecorded, PromotionDecided, RunCompleted, RunFailed,
+)
+
+
+def kind_of(event_type: type[GateEvent]) -> str:
+    return str(event_type.__struct_config__.tag)
+
+
+BY_KIND: dict[str, type[GateEvent]] = {kind_of(e): e for e in EVENTS}
+
+
+def typed(kind: str, data: dict[str, Any]) -> GateEvent:
+    """A stored payload as its declared Struct."""
+    return msgspec.convert(data, BY_KIND[kind])

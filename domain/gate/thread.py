@@ -1,0 +1,160 @@
+"""The GateThread aggregate: a thread's gate runs, each step of each run one event.
+
+A run is numbered (``attempt``) when it starts; its steps are recorded as they happen
+(planned, branch committed, pull request published, check runs, summary comment,
+evidence, promotion decision) and it ends completed or failed. The record of each run is
+folded from these events by ``domain.gate.record.fold``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.domain import event
+
+from domain.gate import events as ev
+from domain.gate.record import fold
+from domain.shared.base import Aggregate
+from domain.shared.errors import Conflict
+
+
+def thread_key_id(tenant: str, thread_key: str) -> str:
+    return f"gth:{tenant}:{thread_key}"
+
+
+class GateThread(Aggregate):
+    """One gate thread of a tenant and the records of its runs."""
+
+    @staticmethod
+    def create_id(tenant: str, thread_key: str) -> str:
+        return thread_key_id(tenant, thread_key)
+
+    @event("Opened")
+    def __init__(self, *, tenant: str, thread_key: str, at: str) -> None:
+        self.tenant = tenant
+        self.thread_key = thread_key
+        self.attempts = 0
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.ended: set[int] = set()
+
+    def _fold(self, payload: ev.GateEvent) -> None:
+        fold(self.runs, self.thread_key, payload)
+
+    def record(self, attempt: int) -> dict[str, Any]:
+        return self.runs[str(attempt)]
+
+    def _require_open(self, attempt: int) -> None:
+        if str(attempt) not in self.runs:
+            raise Conflict(f"Gate thread {self.thread_key} has no run {attempt}.")
+        if attempt in self.ended:
+            raise Conflict(f"Gate run {attempt} of thread {self.thread_key} has ended.")
+
+    # -- start ------------------------------------------------------------------------------
+
+    def start_run(self, **fields: Any) -> int:
+        """Starts the next run; answers its attempt number. ``fields`` are RunStarted's."""
+        attempt = self.attempts + 1
+        self._run_started(attempt=attempt, **fields)
+        return attempt
+
+    @event("RunStarted")
+    def _run_started(
+        self, attempt: int, run_id: str, project_slug: str, repo: str, repository_key: str,
+        repository_type: str, agent_key: str, engine_key: str, runner_kind: str, scenario_key: str,
+        proposal_id: str, proposal_key: str, notes: str, publish: bool, dry_run: bool, actor: str,
+        transport_actor: str, pr_submission_policy: str, pr_submission_pipeline: str,
+        pr_submission_actor_agent_key: str, at: str,
+    ) -> None:
+        self.attempts = attempt
+        self._fold(ev.RunStarted(**{k: v for k, v in locals().items() if k != "self"}))
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def plan(self, **fields: Any) -> None:
+        self._require_open(fields["attempt"])
+        self._publication_planned(**fields)
+
+    @event("PublicationPlanned")
+    def _publication_planned(
+        self, attempt: int, mode: str, branch_name: str, base_branch: str, committed_paths: list[str],
+        pr_title: str, pr_body: str, labels: list[str], check_run_names: list[str], artifact_path: str, at: str,
+    ) -> None:
+        self._fold(ev.PublicationPlanned(**{k: v for k, v in locals().items() if k != "self"}))
+
+    def commit(self, **fields: Any) -> None:
+        self._require_open(fields["attempt"])
+        self._branch_committed(**fields)
+
+    @event("BranchCommitted")
+    def _branch_committed(
+        self, attempt: int, branch_name: str, base_sha: str, head_sha: str, committed_paths: list[str], at: str
+    ) -> None:
+        self._fold(ev.BranchCommitted(**{k: v for k, v in locals().items() if k != "self"}))
+
+    def publish(self, **fields: Any) -> None:
+        self._require_open(fields["attempt"])
+        self._pull_request_published(**fields)
+
+    @event("PullRequestPublished")
+    def _pull_request_published(
+        self, attempt: int, run_id: str, repo: str, repository_key: str, pr_number: int, pr_url: str,
+        pr_owner: str, pr_repo: str, head_sha: str, merge_sha: str, github_ref: str, author: str, at: str,
+    ) -> None:
+        self._fold(ev.PullRequestPublished(**{k: v for k, v in locals().items() if k != "self"}))
+
+    def check_run(self, **fields: Any) -> None:
+        self._require_open(fields["attempt"])
+        self._check_run_recorded(**fields)
+
+    @event("CheckRunRecorded")
+    def _check_run_recorded(
+        self, attempt: int, check_run_id: int, name: str, conclusion: str, summary: str, at: str
+    ) -> None:
+        self._fold(ev.CheckRunRecorded(**{k: v for k, v in locals().items() if k != "self"}))
+
+    def comment(self, **fields: Any) -> None:
+        self._require_open(fields["attempt"])
+        self._comment_posted(**fields)
+
+    @event("CommentPosted")
+    def _comment_posted(self, attempt: int, comment_id: int, comment_url: str, body: str, at: str) -> None:
+        self._fold(ev.CommentPosted(**{k: v for k, v in locals().items() if k != "self"}))
+
+    def evidence(self, **fields: Any) -> None:
+        self._require_open(fields["attempt"])
+        self._evidence_recorded(**fields)
+
+    @event("EvidenceRecorded")
+    def _evidence_recorded(
+        self, attempt: int, run_id: str, repo: str, repository_key: str, repository_type: str, scope: str,
+        evidence_url: str, artifact_path: str, pr_url: str, at: str,
+    ) -> None:
+        self._fold(ev.EvidenceRecorded(**{k: v for k, v in locals().items() if k != "self"}))
+
+    def decide(self, **fields: Any) -> None:
+        self._require_open(fields["attempt"])
+        self._promotion_decided(**fields)
+
+    @event("PromotionDecided")
+    def _promotion_decided(self, attempt: int, decision: str, reasons: list[str], at: str) -> None:
+        self._fold(ev.PromotionDecided(**{k: v for k, v in locals().items() if k != "self"}))
+
+    # -- ends -------------------------------------------------------------------------------
+
+    def complete(self, *, attempt: int, status: str, at: str) -> None:
+        self._require_open(attempt)
+        self._run_completed(attempt=attempt, status=status, at=at)
+
+    @event("RunCompleted")
+    def _run_completed(self, attempt: int, status: str, at: str) -> None:
+        self.ended.add(attempt)
+        self._fold(ev.RunCompleted(attempt=attempt, status=status, at=at))
+
+    def fail(self, *, attempt: int, step: str, error_message: str, at: str) -> None:
+        self._require_open(attempt)
+        self._run_failed(attempt=attempt, step=step, error_message=error_message, at=at)
+
+    @event("RunFailed")
+    def _run_failed(self, attempt: int, step: str, error_message: str, at: str) -> None:
+        self.ended.add(attempt)
+        self._fold(ev.RunFailed(attempt=attempt, step=step, error_message=error_message, at=at))

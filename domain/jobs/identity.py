@@ -1,0 +1,142 @@
+"""The IdentityLink aggregate: one subject's account at one provider, linked or not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from eventsourcing.domain import event
+
+from domain.shared.base import Aggregate
+from domain.shared.ids import derived_id
+
+
+def subject_id(tenant: str, subject_key: str) -> str:
+    """A subject's opaque id: derived from its (lower-cased) subject key."""
+    return derived_id("sub", tenant, subject_key.lower())
+
+
+def identity_key(tenant: str, provider: str, subject_key: str) -> str:
+    return f"idl:{tenant}:{provider}:{subject_id(tenant, subject_key)}"
+
+
+@dataclass(frozen=True)
+class LinkFacts:
+    """What a link says: who the subject is here, and who it is at the provider."""
+
+    subject_key: str
+    provider_user_id: str
+    user_id: str = ""
+    username: str = ""
+    email: str = ""
+    provider_username: str = ""
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    def fields(self) -> dict[str, object]:
+        return {
+            "user_id": self.user_id,
+            "username": self.username,
+            "email": self.email,
+            "provider_user_id": self.provider_user_id,
+            "provider_username": self.provider_username,
+            "attributes": dict(self.attributes),
+        }
+
+
+class IdentityLink(Aggregate):
+    """A subject's link to a provider account (written by access sync and the link endpoint)."""
+
+    @staticmethod
+    def create_id(tenant: str, provider: str, subject_key: str) -> str:
+        return identity_key(tenant, provider, subject_key)
+
+    @classmethod
+    def link_new(cls, *, tenant: str, provider: str, facts: LinkFacts, source: str, at: str) -> IdentityLink:
+        return cls(
+            tenant=tenant,
+            provider=provider,
+            subject_id=subject_id(tenant, facts.subject_key),
+            subject_key=facts.subject_key.lower(),
+            source=source,
+            at=at,
+            **facts.fields(),  # type: ignore[arg-type]
+        )
+
+    @event("Linked")
+    def __init__(
+        self,
+        *,
+        tenant: str,
+        provider: str,
+        subject_id: str,
+        subject_key: str,
+        user_id: str,
+        username: str,
+        email: str,
+        provider_user_id: str,
+        provider_username: str,
+        attributes: dict[str, str],
+        source: str,
+        at: str,
+    ) -> None:
+        self.tenant = tenant
+        self.provider = provider
+        self.subject_id = subject_id
+        self.subject_key = subject_key
+        self.user_id = user_id
+        self.username = username
+        self.email = email
+        self.provider_user_id = provider_user_id
+        self.provider_username = provider_username
+        self.attributes = attributes
+        self.linked = True
+        self.updated_at = at
+
+    def current(self) -> dict[str, object]:
+        return {
+            "user_id": self.user_id,
+            "username": self.username,
+            "email": self.email,
+            "provider_user_id": self.provider_user_id,
+            "provider_username": self.provider_username,
+            "attributes": dict(self.attributes),
+        }
+
+    def relink(self, facts: LinkFacts, *, source: str, at: str) -> bool:
+        """Links again (or with new facts); answers False (records nothing) when unchanged."""
+        if self.linked and self.current() == facts.fields():
+            return False
+        self._relinked(source=source, at=at, **facts.fields())  # type: ignore[arg-type]
+        return True
+
+    @event("Relinked")
+    def _relinked(
+        self,
+        user_id: str,
+        username: str,
+        email: str,
+        provider_user_id: str,
+        provider_username: str,
+        attributes: dict[str, str],
+        source: str,
+        at: str,
+    ) -> None:
+        self.user_id = user_id
+        self.username = username
+        self.email = email
+        self.provider_user_id = provider_user_id
+        self.provider_username = provider_username
+        self.attributes = attributes
+        self.linked = True
+        self.updated_at = at
+
+    def unlink(self, *, source: str, at: str) -> bool:
+        """Unlinks; answers False (records nothing) when already unlinked."""
+        if not self.linked:
+            return False
+        self._unlinked(source=source, at=at)
+        return True
+
+    @event("Unlinked")
+    def _unlinked(self, source: str, at: str) -> None:
+        self.linked = False
+        self.updated_at = at

@@ -1,0 +1,101 @@
+"""Identity links read model: links by provider and subject, and subjects by their names.
+
+- ``link/<tenant>/<provider>/<subject_id>``: the identity link state (C17) of one subject
+  at one provider; an unlinked one keeps its subject fields and empties the provider's.
+- ``subject/<tenant>/<subject_id>``: what is known of a subject (key, user id, username,
+  e-mail), from its latest link event at any provider.
+- ``by/<tenant>/<field>/<value>``: the subject named by a ``user_id``, ``username`` or
+  ``email`` (the last two lower-cased), for look-ups by query.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.jobs import events as ev
+from projections.engine.docs import Docs, Projector
+from projections.engine.envelope import Envelope
+from projections.jobs.typed import typed
+
+LOOKUP_FIELDS = ("user_id", "username", "email")
+
+
+def link_doc_key(tenant: str, provider: str, subject_id: str) -> str:
+    return f"link/{tenant}/{provider}/{subject_id}"
+
+
+def subject_doc_key(tenant: str, subject_id: str) -> str:
+    return f"subject/{tenant}/{subject_id}"
+
+
+def lookup_doc_key(tenant: str, field: str, value: str) -> str:
+    return f"by/{tenant}/{field}/{value if field == 'user_id' else value.lower()}"
+
+
+class IdentityLinksProjector(Projector):
+    name = "identity_links"
+    topics = frozenset(ev.kind_of(e) for e in ev.IDENTITY_EVENTS)
+
+    def apply(self, env: Envelope, docs: Docs) -> None:
+        event = typed(env)
+        _, tenant, provider, subject_id = env.originator_id.split(":", 3)
+        key = link_doc_key(tenant, provider, subject_id)
+        if isinstance(event, ev.IdentityLinked):
+            link: dict[str, Any] = {
+                "subject_id": event.subject_id,
+                "subject_key": event.subject_key,
+                "provider": event.provider,
+                "linked": True,
+                "updated_at": event.at,
+            }
+            self.take(link, event)
+        else:
+            found = docs.get(key)
+            if found is None:
+                return
+            link = found
+            link["updated_at"] = max(link["updated_at"], event.at)
+            if isinstance(event, ev.IdentityRelinked):
+                link["linked"] = True
+                self.take(link, event)
+            else:
+                link.update(linked=False, provider_user_id="", provider_username="", attributes={})
+        docs.put(key, link, p=f"links/{tenant}/{subject_id}", s=provider)
+        if not isinstance(event, ev.IdentityUnlinked):
+            self.index_subject(tenant, link, docs)
+
+    @staticmethod
+    def take(link: dict[str, Any], event: Any) -> None:
+        link.update(
+            user_id=event.user_id,
+            username=event.username,
+            email=event.email,
+            provider_user_id=event.provider_user_id,
+            provider_username=event.provider_username,
+            attributes=dict(event.attributes),
+        )
+
+    @staticmethod
+    def index_subject(tenant: str, link: dict[str, Any], docs: Docs) -> None:
+        """The subject's names as this link states them (an empty one keeps what was known)."""
+        subject_id = link["subject_id"]
+        key = subject_doc_key(tenant, subject_id)
+        subject = docs.get(key) or {
+            "subject_id": subject_id,
+            "subject_key": link["subject_key"],
+            "user_id": "",
+            "username": "",
+            "email": "",
+        }
+        for field in LOOKUP_FIELDS:
+            value = str(link.get(field) or "")
+            old = subject[field]
+            if not value or value == old:
+                continue
+            if old:
+                stale = lookup_doc_key(tenant, field, old)
+                if (docs.get(stale) or {}).get("subject_id") == subject_id:
+                    docs.delete(stale)
+            subject[field] = value
+            docs.put(lookup_doc_key(tenant, field, value), {"subject_id": subject_id}, p=f"subject-names/{tenant}")
+        docs.put(key, subject, p=f"subjects/{tenant}", s=subject["subject_key"])

@@ -1,0 +1,260 @@
+"""The built-in vcs adapter: one local bare git repository per repository, via the git CLI.
+
+``<root>/<owner>/<name>.git`` is created on first use with an initial commit on the base
+branch. A branch is committed in a temporary clone and pushed; a pull request is kept the
+way hosted vcs keep it: ``refs/pull/<n>/head`` and a test merge at ``refs/pull/<n>/merge``
+(``git merge-tree``), with its title, body, labels, comments and check runs in
+``<repo>.git/squadops/pulls/<n>.json``. Numbers and ids are given out under a file lock,
+so several processes may publish to one repository at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import json
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
+
+from domain.gate.policies import valid_repo
+from domain.gate.ports import Comment, Commit, PullRequest, VcsError
+
+_EMAIL = re.compile(r"^(?P<name>.+?)\s*<(?P<email>[^<>@\s]+@[^<>\s]+)>$")
+_SLUG = re.compile(r"[^a-z0-9]+")
+_BRANCH = re.compile(r"^[A-Za-z0-9._/-]+$")
+T = TypeVar("T")
+
+
+def identity(author: str) -> tuple[str, str]:
+    """``(name, email)`` of an author given as ``Name <email>`` or as a bare name."""
+    match = _EMAIL.match(author.strip())
+    if match:
+        return match.group("name"), match.group("email")
+    name = author.strip() or "squadops-gate"
+    return name, f"{_SLUG.sub('-', name.lower()).strip('-') or 'gate'}@apps.squadops.local"
+
+
+def vcs_errors(method: Callable[..., T]) -> Callable[..., T]:
+    """The local files of a repository failing (disk full, permissions) is the vcs failing."""
+
+    @functools.wraps(method)
+    def guarded(*args: Any, **kwargs: Any) -> T:
+        try:
+            return method(*args, **kwargs)
+        except OSError as exc:
+            raise VcsError(f"{method.__name__}: {exc}") from None
+
+    return guarded
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class LocalGitVcs:
+    """Bare repositories under ``root``; pull request URLs under ``base_url``."""
+
+    kind = "local_git"
+
+    def __init__(self, root: str | Path, base_url: str, *, timeout: float = 30.0) -> None:
+        self.root = Path(root)
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def bare(self, repo: str) -> Path:
+        if not valid_repo(repo):
+            raise VcsError(f"{repo!r} is not an owner/name repository")
+        owner, name = repo.split("/")
+        return self.root / owner / f"{name}.git"
+
+    def git(self, *args: str, cwd: Path | None = None, author: str = "", data: bytes | None = None) -> bytes:
+        env = {
+            **os.environ,
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+        }
+        if author:
+            name, email = identity(author)
+            env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name, GIT_COMMITTER_EMAIL=email)
+        command = ["git", "-c", "commit.gpgsign=false", "-c", "core.hooksPath=" + os.devnull, *args]
+        try:
+            done = subprocess.run(
+                command, cwd=cwd, env=env, input=data, capture_output=True, timeout=self.timeout, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise VcsError(f"git {args[0]} could not run: {exc}") from None
+        if done.returncode != 0:
+            raise VcsError(f"git {args[0]} failed: {done.stderr.decode(errors='replace').strip()[:500]}")
+        return done.stdout
+
+    @contextlib.contextmanager
+    def locked(self, repo: str) -> Iterator[Path]:
+        """The repository's directory, held under its lock file (across processes)."""
+        bare = self.bare(repo)
+        bare.parent.mkdir(parents=True, exist_ok=True)
+        with open(bare.parent / f".{bare.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield bare
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def rev(self, bare: Path, ref: str) -> str:
+        return self.git("--git-dir", str(bare), "rev-parse", "--verify", "--quiet", ref).decode().strip()
+
+    def ensure(self, repo: str, base_branch: str, author: str) -> Path:
+        """The bare repository, created with an initial commit on ``base_branch`` if new."""
+        if not _BRANCH.match(base_branch):
+            raise VcsError(f"{base_branch!r} is not a branch name")
+        with self.locked(repo) as bare:
+            if not (bare / "HEAD").exists():
+                self.git("init", "--quiet", "--bare", f"--initial-branch={base_branch}", str(bare))
+            try:
+                self.rev(bare, f"refs/heads/{base_branch}")
+            except VcsError:
+                tree = self.git("--git-dir", str(bare), "mktree", data=b"").decode().strip()
+                commit = self.git(
+                    "--git-dir", str(bare), "commit-tree", tree, "-m", f"Initial commit of {repo}", author=author
+                ).decode().strip()
+                self.git("--git-dir", str(bare), "update-ref", f"refs/heads/{base_branch}", commit, "0" * 40)
+            return bare
+
+    def repo_url(self, repo: str) -> str:
+        return f"{self.base_url}/{repo}"
+
+    # -- the port ---------------------------------------------------------------------------
+
+    @vcs_errors
+    def commit_branch(
+        self, repo: str, *, base_branch: str, branch_name: str, files: Mapping[str, bytes], message: str, author: str
+    ) -> Commit:
+        if not _BRANCH.match(branch_name) or ".." in branch_name:
+            raise VcsError(f"{branch_name!r} is not a branch name")
+        bare = self.ensure(repo, base_branch, author)
+        with tempfile.TemporaryDirectory(prefix="squadops-gate-") as tmp:
+            work = Path(tmp) / "work"
+            self.git("clone", "--quiet", "--no-tags", "--single-branch", "--branch", base_branch, str(bare), str(work))
+            self.git("checkout", "--quiet", "-b", branch_name, cwd=work)
+            for path, content in files.items():
+                relative = PurePosixPath(path)
+                if relative.is_absolute() or ".." in relative.parts or relative.parts[:1] == (".git",):
+                    raise VcsError(f"{path!r} is not a path inside the repository")
+                target = work / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
+            self.git("add", "--", *files, cwd=work)
+            self.git("commit", "--quiet", "-m", message, cwd=work, author=author)
+            self.git("push", "--quiet", "origin", f"HEAD:refs/heads/{branch_name}", cwd=work)
+            head = self.git("rev-parse", "HEAD", cwd=work).decode().strip()
+            base = self.git("rev-parse", f"origin/{base_branch}", cwd=work).decode().strip()
+        return Commit(branch_name=branch_name, base_sha=base, head_sha=head)
+
+    @vcs_errors
+    def read_file(self, repo: str, sha: str, path: str) -> bytes | None:
+        try:
+            return self.git("--git-dir", str(self.bare(repo)), "cat-file", "blob", f"{sha}:{path}")
+        except VcsError:
+            return None
+
+    @vcs_errors
+    def open_pull_request(
+        self, repo: str, *, branch_name: str, base_branch: str, title: str, body: str, labels: list[str], author: str
+    ) -> PullRequest:
+        with self.locked(repo) as bare:
+            git_dir = ("--git-dir", str(bare))
+            head = self.rev(bare, f"refs/heads/{branch_name}")
+            base = self.rev(bare, f"refs/heads/{base_branch}")
+            number = self._next_id(bare, "pull")
+            self.git(*git_dir, "update-ref", f"refs/pull/{number}/head", head)
+            merge = ""
+            try:
+                tree = self.git(*git_dir, "merge-tree", "--write-tree", base, head).decode().split()[0]
+                message = f"Merge {head} into {base}"
+                merge = self.git(*git_dir, "commit-tree", tree, "-p", base, "-p", head, "-m", message, author=author)
+                merge = merge.decode().strip()
+                self.git(*git_dir, "update-ref", f"refs/pull/{number}/merge", merge)
+            except VcsError:  # the branches conflict: no test merge, as hosted vcs say
+                merge = ""
+            owner, name = repo.split("/")
+            url = f"{self.repo_url(repo)}/pull/{number}"
+            record = {
+                "number": number, "url": url, "title": title, "body": body, "labels": list(labels),
+                "author": author, "head": branch_name, "base": base_branch, "head_sha": head,
+                "base_sha": base, "merge_sha": merge, "mergeable": bool(merge), "state": "open",
+                "created_at": _now(), "comments": [], "check_runs": [],
+            }
+            self._write_pull(bare, number, record)
+        return PullRequest(
+            number=number, url=url, owner=owner, name=name, head_sha=head, merge_sha=merge,
+            ref=f"refs/pull/{number}/merge" if merge else f"refs/pull/{number}/head",
+        )
+
+    @vcs_errors
+    def comment(self, repo: str, number: int, *, body: str, author: str) -> Comment:
+        with self.locked(repo) as bare:
+            record = self._read_pull(bare, number)
+            comment_id = self._next_id(bare, "comment")
+            url = f"{record['url']}#issuecomment-{comment_id}"
+            record["comments"].append({"id": comment_id, "url": url, "body": body, "author": author, "created_at": _now()})
+            self._write_pull(bare, number, record)
+        return Comment(id=comment_id, url=url)
+
+    @vcs_errors
+    def check_run(
+        self, repo: str, number: int, *, head_sha: str, name: str, conclusion: str, summary: str, author: str
+    ) -> int:
+        with self.locked(repo) as bare:
+            record = self._read_pull(bare, number)
+            check_id = self._next_id(bare, "check_run")
+            record["check_runs"].append(
+                {
+                    "id": check_id, "name": name, "head_sha": head_sha, "status": "completed",
+                    "conclusion": conclusion, "summary": summary, "app": author, "completed_at": _now(),
+                }
+            )
+            self._write_pull(bare, number, record)
+        return check_id
+
+    # -- records (called under the lock) ----------------------------------------------------
+
+    def pull(self, repo: str, number: int) -> dict[str, Any]:
+        """A pull request's record (what a hosted vcs would answer for it)."""
+        return self._read_pull(self.bare(repo), number)
+
+    @staticmethod
+    def _meta(bare: Path) -> Path:
+        meta = bare / "squadops"
+        (meta / "pulls").mkdir(parents=True, exist_ok=True)
+        return meta
+
+    def _next_id(self, bare: Path, kind: str) -> int:
+        path = self._meta(bare) / "ids.json"
+        ids = json.loads(path.read_text()) if path.exists() else {}
+        ids[kind] = int(ids.get(kind, 0)) + 1
+        self._replace(path, json.dumps(ids, sort_keys=True).encode())
+        return ids[kind]
+
+    def _read_pull(self, bare: Path, number: int) -> dict[str, Any]:
+        path = self._meta(bare) / "pulls" / f"{number}.json"
+        if not path.exists():
+            raise VcsError(f"no pull request {number}")
+        return json.loads(path.read_text())
+
+    def _write_pull(self, bare: Path, number: int, record: dict[str, Any]) -> None:
+        self._replace(self._meta(bare) / "pulls" / f"{number}.json", json.dumps(record, indent=2, sort_keys=True).encode())
+
+    @staticmethod
+    def _replace(path: Path, content: bytes) -> None:
+        temporary = path.with_suffix(path.suffix + ".tmp")
+        temporary.write_bytes(content)
+        os.replace(temporary, path)
