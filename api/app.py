@@ -17,10 +17,12 @@ from api.health.metrics import metrics_handler, metrics_registry
 from api.live.controller import live_channel
 from api.mcp.controller import mcp_router
 from api.middleware import request_context
+from api.portal.controller import portal_router
 from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory.controller import project_factory_router
 from api.studio.controller import studio_router
 from api.studio.reads import Reads
+from projections.portal.relations import store_graph
 from projections.studio.time_travel import EventSelector, TimeTravel
 
 
@@ -40,11 +42,15 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
         [p.name for p in container.runner.projectors],
         wait_seconds=settings.min_position_wait_seconds,
     )
+    # The permission graph every access decision asks: the built-in one over the
+    # relationship read model unless the composition root hands another (an OpenFGA adapter).
+    graph = getattr(container, "permission_graph", None) or store_graph(container.store)
     control_plane = ControlPlaneReads(
         container.store,
         TimeTravel(EventSelector(container.event_store.recorder)),
         container.event_store.max_position,
         cache_seconds=settings.feed_cache_seconds,
+        graph=graph,
     )
     registry, http_metrics = metrics_registry(
         container.store,
@@ -70,6 +76,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             openapi_json,
             studio_router(settings.edge_jwt_key),
             project_factory_router(settings.edge_jwt_key),
+            portal_router(settings.edge_jwt_key),
             live.router,
             control_plane_router(settings.edge_jwt_key),
             metrics_handler(registry),
@@ -87,6 +94,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "read_positions": read_positions,
                 "health": container.health,
                 "control_plane": control_plane,
+                "permission_graph": graph,
                 "hub": live.hub,
                 "heartbeat": settings.live_heartbeat_seconds,
                 "jwt_key": settings.edge_jwt_key,

@@ -25,6 +25,7 @@ from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
 from projections.engine.runner import NotificationSource, ProjectionRunner
 from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.portal.relations import RelationsProjector
 from projections.projects.projects import ProjectsProjector
 from projections.studio.fleet import FleetProjector
 from projections.studio.live_channel import Broker
@@ -111,6 +112,7 @@ def read_projectors() -> list[Projector]:
         SurfacesProjector(),
         LogDockProjector(),
         FleetProjector(),
+        RelationsProjector(),
     ]
 
 

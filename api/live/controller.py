@@ -34,9 +34,11 @@ from api.context import CallerDep, ServiceParts, caller_dependency, part, read_m
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.live.hub import LiveHub, log_replay, sse_frame
 from api.studio.reads import Reads
-from domain.shared.access import ProjectGrants, require_read
+from domain.portal.relations import graph_grants
+from domain.shared.access import require_read
 from domain.shared.errors import DomainError
 from projections.engine.runner import NotificationSource
+from projections.portal.relations import store_graph
 from projections.studio.live_channel import TOPIC_ROOT, parse_topic
 
 log = structlog.get_logger("squadops.api.live")
@@ -67,8 +69,7 @@ def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads
         raise ApiError(403, "The topic belongs to another tenant than the request's.", "tenant_mismatch")
     run = reads.run_doc(tenant, run_id)
     if not principal.is_super_admin:
-        project = reads.project_doc(tenant, run["project_slug"]) or {}
-        require_read(principal, ProjectGrants.from_participants(run["project_slug"], project.get("participants", [])))
+        require_read(principal, graph_grants(store_graph(reads.store), tenant, run["project_slug"]))
     return run_id
 
 

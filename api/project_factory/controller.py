@@ -1,19 +1,34 @@
-"""Project factory: ``POST /v1/project-factory/projects``."""
+"""Project factory: ``POST /v1/project-factory/projects``, and the projects the permission
+graph lets the caller read: ``GET /v1/project-factory/projects`` and ``…/projects/{slug}``
+(403 ``not_a_participant`` without a path of tuples, 404 for no such project)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Response, Router, post
+from litestar import Response, Router, get, post
 from litestar.datastructures import State
-from litestar.params import JSONBody
+from litestar.params import JSONBody, PathParameter
 
-from api.context import CallerDep, caller_dependency, event_store, project_commands
+from api.context import (
+    CallerDep,
+    caller_dependency,
+    event_store,
+    part,
+    project_commands,
+    read_models,
+)
 from api.errors import RequestInvalid
 from api.positions import command_mark, positioned
-from domain.shared.errors import Invalid
+from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
+from domain.portal.relations import graph_grants
+from domain.shared.access import require_read
+from domain.shared.errors import Invalid, project_not_found
+from domain.shared.ids import ID_PATTERN
 from projections.projects.projects import project_out
+
+Slug = Annotated[str, PathParameter(pattern=ID_PATTERN, description="project slug")]
 
 Short = Annotated[str, msgspec.Meta(max_length=200)]
 Long = Annotated[str, msgspec.Meta(max_length=20_000)]
@@ -175,10 +190,49 @@ def create_project(
     return positioned(state, mark, msgspec.convert(out, PortalProjectOut), 201)
 
 
+_project = msgspec.json.Decoder(PortalProjectOut)
+
+
+class PortalProjectList(msgspec.Struct, kw_only=True):
+    projects: list[PortalProjectOut]
+    count: int
+
+
+@get("/projects/{project_slug:str}", sync_to_thread=True, summary="A project the caller may read")
+def get_project(project_slug: Slug, state: State, caller: CallerDep) -> PortalProjectOut:
+    reads = read_models(state)
+    doc = reads.project_doc(caller.tenant, project_slug)
+    if doc is None:
+        raise project_not_found(project_slug)
+    require_read(caller.principal, graph_grants(part(state, "permission_graph"), caller.tenant, project_slug))
+    return msgspec.convert(doc, PortalProjectOut)
+
+
+@get("/projects", sync_to_thread=True, summary="The projects the caller may read")
+def list_projects(state: State, caller: CallerDep) -> PortalProjectList:
+    principal, tenant = caller.principal, caller.tenant
+    slugs = sorted(
+        obj.partition(":")[2]
+        for obj in part(state, "permission_graph").list_objects(
+            ListObjectsRequest(
+                store=tenant,
+                user=user_ref(principal.subject_key),
+                relation="viewer",
+                type="project",
+                contextual_tuples=identity_tuples(principal.subject_key, principal.groups),
+            )
+        )
+    )
+    reads = read_models(state)
+    found = [doc for slug in slugs if (doc := reads.project_doc(tenant, slug)) is not None]
+    projects = [msgspec.convert(doc, PortalProjectOut) for doc in found]
+    return PortalProjectList(projects=projects, count=len(projects))
+
+
 def project_factory_router(jwt_key: str) -> Router:
     return Router(
         path="/v1/project-factory",
-        route_handlers=[create_project],
+        route_handlers=[create_project, get_project, list_projects],
         dependencies=caller_dependency(jwt_key, admin=False),
         tags=["project-factory"],
     )
