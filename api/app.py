@@ -95,6 +95,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "health": container.health,
                 "control_plane": control_plane,
                 "permission_graph": graph,
+                "provisioning": getattr(container, "provisioning", None),
                 "hub": live.hub,
                 "heartbeat": settings.live_heartbeat_seconds,
                 "jwt_key": settings.edge_jwt_key,

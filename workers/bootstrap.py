@@ -12,6 +12,7 @@ from typing import Any
 import structlog
 
 from domain.projects.commands import ProjectCommands
+from domain.projects.provisioning import ProjectProvisioning
 from domain.shared.clock import utc_now_iso
 from domain.shared.event_store import EventStore
 from domain.shared.ids import run_key
@@ -34,6 +35,8 @@ from projections.studio.pixels import PixelsProjector
 from projections.studio.runs import RunsProjector
 from projections.studio.surfaces import SurfacesProjector
 from projections.studio.workspace_mirror import MirrorProjector
+from workers.adapters.error_tracking import NoDsn, SentryKeysDsn
+from workers.adapters.local_vcs import LocalBareGitVcs
 from workers.fanout import LiveFanout
 from workers.live_broker import MemoryBroker
 from workers.logging import configure_logging
@@ -167,6 +170,8 @@ class Container(Services):
     # The squad's MCP server (``/mcp``): its command object and the agent token key.
     agent_tools: AgentToolCalls | None = None
     mcp_token_key: str = ""
+    # Project provisioning (VCS repositories, the error-reporting DSN) through its ports.
+    provisioning: ProjectProvisioning | None = None
 
     def start(self, workers: tuple[str, ...] = WORKERS) -> None:
         """Starts the named workers in this process (the embedded default runs all)."""
@@ -316,7 +321,18 @@ def build(settings: Settings) -> Container:
         settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health,
         agent_tools=AgentToolCalls(services.studio.runs), mcp_token_key=mcp_token_key,
+        provisioning=build_provisioning(settings, event_store, services.clock),
     )
+
+
+def build_provisioning(settings: Settings, event_store: EventStore, clock: Callable[[], str]) -> ProjectProvisioning:
+    """Project provisioning: local bare git repositories under the data directory, and a
+    DSN from Sentry's client-keys API when ``SQUADOPS_ERROR_TRACKING_URL`` is set."""
+    dsn: Any = NoDsn()
+    if settings.error_tracking_url:
+        dsn = SentryKeysDsn(settings.error_tracking_url, settings.error_tracking_token, settings.error_tracking_org)
+    vcs = LocalBareGitVcs(Path(settings.data_dir) / "vcs")
+    return ProjectProvisioning(event_store, vcs=vcs, dsn=dsn, clock=clock)
 
 
 def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> Any:

@@ -77,6 +77,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     model_proxy_base_url: str = ""
     model_proxy_token: str = ""
     mcp_token_key: str = ""
+    # Error-reporting DSNs for new projects (Sentry's client-keys API); empty: none.
+    error_tracking_url: str = ""
+    error_tracking_token: str = ""
+    error_tracking_org: str = "squadops"
 
     @property
     def is_postgres(self) -> bool:

@@ -26,7 +26,7 @@ from domain.portal.relations import graph_grants
 from domain.shared.access import require_read
 from domain.shared.errors import Invalid, project_not_found
 from domain.shared.ids import ID_PATTERN
-from projections.projects.projects import project_out
+from projections.projects.projects import apply_provisioning, project_out
 
 Slug = Annotated[str, PathParameter(pattern=ID_PATTERN, description="project slug")]
 
@@ -187,6 +187,10 @@ def create_project(
             raise RequestInvalid(["body", "template_id"], exc.message, "value_error", data.template_id) from None
         raise
     out = project_out(tenant, project.project_slug, project.request, project.created_by, project.created_at)
+    provisioning = part(state, "provisioning")
+    if provisioning is not None:  # fails open inside: outcomes are recorded, never raised
+        for kind, outcome in provisioning.provision(tenant, project.project_slug):
+            apply_provisioning(out, kind, outcome)
     return positioned(state, mark, msgspec.convert(out, PortalProjectOut), 201)
 
 
