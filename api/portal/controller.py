@@ -19,6 +19,7 @@ from litestar.params import QueryParameter
 from api.context import CallerDep, caller_dependency, part
 from api.errors import RequestInvalid
 from api.portal.dto import PathStep, PermissionCheckOut
+from api.portal.workspace import workspace, workspace_graph_view
 from domain.portal.graph import PermissionGraph
 from domain.portal.relations import subject_request
 from domain.shared.access import ROLES
@@ -65,7 +66,7 @@ def permission_check(
 def portal_router(jwt_key: str) -> Router:
     return Router(
         path="/v1/portal",
-        route_handlers=[permission_check],
+        route_handlers=[permission_check, workspace, workspace_graph_view],
         dependencies=caller_dependency(jwt_key, admin=False),
         tags=["portal"],
     )
