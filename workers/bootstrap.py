@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import Any
 
 import structlog
 
+from domain.portal.notifications import Inboxes, InboxWorkflow, NotificationWorkflow
 from domain.projects.commands import ProjectCommands
 from domain.projects.provisioning import ProjectProvisioning
 from domain.shared.clock import utc_now_iso
@@ -26,6 +28,7 @@ from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
 from projections.engine.runner import NotificationSource, ProjectionRunner
 from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.portal.notifications import InboxProjector, NotifyOutboxProjector
 from projections.portal.relations import RelationsProjector
 from projections.projects.projects import ProjectsProjector
 from projections.studio.fleet import FleetProjector
@@ -37,9 +40,11 @@ from projections.studio.surfaces import SurfacesProjector
 from projections.studio.workspace_mirror import MirrorProjector
 from workers.adapters.error_tracking import NoDsn, SentryKeysDsn
 from workers.adapters.local_vcs import LocalBareGitVcs
+from workers.adapters.novu import NovuWorkflow
 from workers.fanout import LiveFanout
 from workers.live_broker import MemoryBroker
 from workers.logging import configure_logging
+from workers.notify_relay import NotificationRelay
 from workers.planes.local import LocalConfig, LocalPlane
 from workers.planes.simulator import SimulatorPlane
 from workers.settings import Settings
@@ -50,7 +55,7 @@ log = structlog.get_logger("squadops")
 
 WORKERS = ("projector", "ticker", "fanout")
 # Workers that run only when named (``squadops worker watcher`` or ``serve --workers``).
-OPTIONAL_WORKERS = ("watcher",)
+OPTIONAL_WORKERS = ("watcher", "notifier")
 
 
 def eventsourcing_env(settings: Settings) -> dict[str, str]:
@@ -116,6 +121,8 @@ def read_projectors() -> list[Projector]:
         LogDockProjector(),
         FleetProjector(),
         RelationsProjector(),
+        NotifyOutboxProjector(),
+        InboxProjector(),
     ]
 
 
@@ -172,6 +179,12 @@ class Container(Services):
     mcp_token_key: str = ""
     # Project provisioning (VCS repositories, the error-reporting DSN) through its ports.
     provisioning: ProjectProvisioning | None = None
+    # Notifications: the inbox commands, the workflow port and the outbox relay worker.
+    inboxes: Inboxes | None = None
+    notification_workflow: NotificationWorkflow | None = None
+    notify_relay: NotificationRelay | None = None
+    notification_secret: Callable[[], str] | None = None
+    notification_config: dict[str, str] = field(default_factory=dict)
 
     def start(self, workers: tuple[str, ...] = WORKERS) -> None:
         """Starts the named workers in this process (the embedded default runs all)."""
@@ -189,6 +202,9 @@ class Container(Services):
         if "watcher" in workers and self.watcher is not None:
             self.watcher.start()
             self.started.append("watcher")
+        if "notifier" in workers and self.notify_relay is not None:
+            self.notify_relay.start()
+            self.started.append("notifier")
 
     def await_reads(self, position: int | None = None, timeout: float = 2.0) -> bool:
         """Read-your-writes: waits until read models include this thread's last save."""
@@ -226,6 +242,8 @@ class Container(Services):
         return self.await_reads(position, self.settings.min_position_wait_seconds)
 
     def stop(self) -> None:
+        if "notifier" in self.started and self.notify_relay is not None:
+            self.notify_relay.stop()
         if "watcher" in self.started and self.watcher is not None:
             self.watcher.stop()
         if "fanout" in self.started:
@@ -322,7 +340,35 @@ def build(settings: Settings) -> Container:
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health,
         agent_tools=AgentToolCalls(services.studio.runs), mcp_token_key=mcp_token_key,
         provisioning=build_provisioning(settings, event_store, services.clock),
+        **build_notifications(settings, event_store, store, services.clock),
     )
+
+
+def build_notifications(
+    settings: Settings, event_store: EventStore, store: DocStore, clock: Callable[[], str]
+) -> dict[str, Any]:
+    """The inbox, the workflow (Novu when ``SQUADOPS_NOVU_API_URL`` is set) and the relay."""
+    inboxes = Inboxes(event_store, clock)
+    workflow: NotificationWorkflow = InboxWorkflow(inboxes)
+    if settings.novu_api_url:
+        workflow = NovuWorkflow(settings.novu_api_url, settings.novu_api_key, settings.novu_workflow_id, inboxes)
+    relay = NotificationRelay(store, inboxes, workflow, poll_seconds=max(settings.projection_poll_seconds, 0.2))
+    config = {
+        "provider": workflow.name,
+        "application_identifier": settings.novu_application_identifier,
+        "backend_url": settings.novu_api_url,
+        "socket_url": settings.novu_socket_url,
+    }
+    return {
+        "inboxes": inboxes, "notification_workflow": workflow, "notify_relay": relay,
+        "notification_secret": notification_secret, "notification_config": config,
+    }
+
+
+def notification_secret() -> str:
+    """The subscriber-hash secret, read from the environment on every call (never cached),
+    so a rotated ``SQUADOPS_NOVU_SECRET_KEY`` applies to the next request."""
+    return os.environ.get("SQUADOPS_NOVU_SECRET_KEY", "")
 
 
 def build_provisioning(settings: Settings, event_store: EventStore, clock: Callable[[], str]) -> ProjectProvisioning:

@@ -81,6 +81,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     error_tracking_url: str = ""
     error_tracking_token: str = ""
     error_tracking_org: str = "squadops"
+    # Notifications: Novu's trigger API when a URL is set, else the in-portal inbox. The
+    # subscriber-hash secret is read from SQUADOPS_NOVU_SECRET_KEY on every request.
+    novu_api_url: str = ""
+    novu_api_key: str = ""
+    novu_workflow_id: str = "squadops"
+    novu_application_identifier: str = ""
+    novu_socket_url: str = ""
 
     @property
     def is_postgres(self) -> bool:

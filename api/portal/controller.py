@@ -19,6 +19,7 @@ from litestar.params import QueryParameter
 from api.context import CallerDep, caller_dependency, part
 from api.errors import RequestInvalid
 from api.portal.dto import PathStep, PermissionCheckOut
+from api.portal.notifications import inbox, mark_read, novu_config, send_test
 from api.portal.workspace import workspace, workspace_graph_view
 from domain.portal.graph import PermissionGraph
 from domain.portal.relations import subject_request
@@ -66,7 +67,9 @@ def permission_check(
 def portal_router(jwt_key: str) -> Router:
     return Router(
         path="/v1/portal",
-        route_handlers=[permission_check, workspace, workspace_graph_view],
+        route_handlers=[
+            permission_check, workspace, workspace_graph_view, novu_config, send_test, inbox, mark_read,
+        ],
         dependencies=caller_dependency(jwt_key, admin=False),
         tags=["portal"],
     )
