@@ -22,6 +22,7 @@ from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory.controller import project_factory_router
 from api.studio.controller import studio_router
 from api.studio.reads import Reads
+from domain.portal.copilot import ComposedAnswerer
 from projections.portal.relations import store_graph
 from projections.studio.time_travel import EventSelector, TimeTravel
 
@@ -100,6 +101,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "notification_workflow": getattr(container, "notification_workflow", None),
                 "notification_secret": getattr(container, "notification_secret", None) or (lambda: ""),
                 "notification_config": getattr(container, "notification_config", None) or {},
+                "copilot_answerer": getattr(container, "copilot_answerer", None) or ComposedAnswerer(),
                 "hub": live.hub,
                 "heartbeat": settings.live_heartbeat_seconds,
                 "jwt_key": settings.edge_jwt_key,

@@ -40,6 +40,7 @@ from projections.studio.surfaces import SurfacesProjector
 from projections.studio.workspace_mirror import MirrorProjector
 from workers.adapters.error_tracking import NoDsn, SentryKeysDsn
 from workers.adapters.local_vcs import LocalBareGitVcs
+from workers.adapters.model_proxy import ModelProxyAnswerer
 from workers.adapters.novu import NovuWorkflow
 from workers.fanout import LiveFanout
 from workers.live_broker import MemoryBroker
@@ -185,6 +186,7 @@ class Container(Services):
     notify_relay: NotificationRelay | None = None
     notification_secret: Callable[[], str] | None = None
     notification_config: dict[str, str] = field(default_factory=dict)
+    copilot_answerer: Any = None  # ModelProxyAnswerer when SQUADOPS_MODEL_PROXY_URL is set
 
     def start(self, workers: tuple[str, ...] = WORKERS) -> None:
         """Starts the named workers in this process (the embedded default runs all)."""
@@ -341,6 +343,10 @@ def build(settings: Settings) -> Container:
         agent_tools=AgentToolCalls(services.studio.runs), mcp_token_key=mcp_token_key,
         provisioning=build_provisioning(settings, event_store, services.clock),
         **build_notifications(settings, event_store, store, services.clock),
+        copilot_answerer=(
+            ModelProxyAnswerer(settings.model_proxy_url, settings.model_proxy_token, settings.copilot_model)
+            if settings.model_proxy_url else None
+        ),
     )
 
 

@@ -88,6 +88,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     novu_workflow_id: str = "squadops"
     novu_application_identifier: str = ""
     novu_socket_url: str = ""
+    # The copilot's model: an OpenAI-compatible chat-completions endpoint; empty: built-in.
+    model_proxy_url: str = ""
+    copilot_model: str = "copilot"
 
     @property
     def is_postgres(self) -> bool:

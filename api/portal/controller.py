@@ -18,6 +18,7 @@ from litestar.params import QueryParameter
 
 from api.context import CallerDep, caller_dependency, part
 from api.errors import RequestInvalid
+from api.portal.copilot import copilot_action
 from api.portal.dto import PathStep, PermissionCheckOut
 from api.portal.notifications import inbox, mark_read, novu_config, send_test
 from api.portal.workspace import workspace, workspace_graph_view
@@ -69,6 +70,7 @@ def portal_router(jwt_key: str) -> Router:
         path="/v1/portal",
         route_handlers=[
             permission_check, workspace, workspace_graph_view, novu_config, send_test, inbox, mark_read,
+            copilot_action,
         ],
         dependencies=caller_dependency(jwt_key, admin=False),
         tags=["portal"],
