@@ -28,6 +28,7 @@ from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
 from projections.engine.runner import NotificationSource, ProjectionRunner
 from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.portal.impact import ImpactProjector
 from projections.portal.notifications import InboxProjector, NotifyOutboxProjector
 from projections.portal.relations import RelationsProjector
 from projections.projects.projects import ProjectsProjector
@@ -124,6 +125,7 @@ def read_projectors() -> list[Projector]:
         RelationsProjector(),
         NotifyOutboxProjector(),
         InboxProjector(),
+        ImpactProjector(),
     ]
 
 

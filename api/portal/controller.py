@@ -20,6 +20,7 @@ from api.context import CallerDep, caller_dependency, part
 from api.errors import RequestInvalid
 from api.portal.copilot import copilot_action
 from api.portal.dto import PathStep, PermissionCheckOut
+from api.portal.impact import impact_view
 from api.portal.notifications import inbox, mark_read, novu_config, send_test
 from api.portal.workspace import workspace, workspace_graph_view
 from domain.portal.graph import PermissionGraph
@@ -70,7 +71,7 @@ def portal_router(jwt_key: str) -> Router:
         path="/v1/portal",
         route_handlers=[
             permission_check, workspace, workspace_graph_view, novu_config, send_test, inbox, mark_read,
-            copilot_action,
+            copilot_action, impact_view,
         ],
         dependencies=caller_dependency(jwt_key, admin=False),
         tags=["portal"],
