@@ -18,6 +18,7 @@ from api.live.controller import live_channel
 from api.mcp.controller import mcp_router
 from api.middleware import request_context
 from api.portal.controller import portal_router
+from api.portal.skills import skills
 from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory.controller import project_factory_router
 from api.studio.controller import studio_router
@@ -78,6 +79,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             studio_router(settings.edge_jwt_key),
             project_factory_router(settings.edge_jwt_key),
             portal_router(settings.edge_jwt_key),
+            skills,
             live.router,
             control_plane_router(settings.edge_jwt_key),
             metrics_handler(registry),
@@ -101,6 +103,8 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "notification_workflow": getattr(container, "notification_workflow", None),
                 "notification_secret": getattr(container, "notification_secret", None) or (lambda: ""),
                 "notification_config": getattr(container, "notification_config", None) or {},
+                "skill_sources": getattr(container, "skill_sources", None) or [],
+                "skill_deadline": getattr(settings, "skills_deadline_seconds", 5.0),
                 "copilot_answerer": getattr(container, "copilot_answerer", None) or ComposedAnswerer(),
                 "hub": live.hub,
                 "heartbeat": settings.live_heartbeat_seconds,

@@ -43,6 +43,7 @@ from workers.adapters.error_tracking import NoDsn, SentryKeysDsn
 from workers.adapters.local_vcs import LocalBareGitVcs
 from workers.adapters.model_proxy import ModelProxyAnswerer
 from workers.adapters.novu import NovuWorkflow
+from workers.adapters.skill_files import DirectorySkills
 from workers.fanout import LiveFanout
 from workers.live_broker import MemoryBroker
 from workers.logging import configure_logging
@@ -189,6 +190,7 @@ class Container(Services):
     notification_secret: Callable[[], str] | None = None
     notification_config: dict[str, str] = field(default_factory=dict)
     copilot_answerer: Any = None  # ModelProxyAnswerer when SQUADOPS_MODEL_PROXY_URL is set
+    skill_sources: list[Any] = field(default_factory=list)  # GET /v1/skills beyond the shipped files
 
     def start(self, workers: tuple[str, ...] = WORKERS) -> None:
         """Starts the named workers in this process (the embedded default runs all)."""
@@ -349,6 +351,7 @@ def build(settings: Settings) -> Container:
             ModelProxyAnswerer(settings.model_proxy_url, settings.model_proxy_token, settings.copilot_model)
             if settings.model_proxy_url else None
         ),
+        skill_sources=[DirectorySkills(Path(settings.skills_path))] if settings.skills_path else [],
     )
 
 

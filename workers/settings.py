@@ -91,6 +91,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # The copilot's model: an OpenAI-compatible chat-completions endpoint; empty: built-in.
     model_proxy_url: str = ""
     copilot_model: str = "copilot"
+    # Extra skill files (a directory of *.json) for GET /v1/skills, asked under a deadline.
+    skills_path: str = ""
+    skills_deadline_seconds: float = 5.0
 
     @property
     def is_postgres(self) -> bool:
