@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Response, Router, get, post
+from litestar import Response, Router, delete, get, post
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
@@ -19,11 +19,11 @@ from api.context import (
     project_commands,
     read_models,
 )
-from api.errors import RequestInvalid
+from api.errors import ApiError, RequestInvalid
 from api.positions import command_mark, positioned
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
 from domain.portal.relations import graph_grants
-from domain.shared.access import require_read
+from domain.shared.access import require_control, require_read
 from domain.shared.errors import Invalid, project_not_found
 from domain.shared.ids import ID_PATTERN
 from projections.projects.projects import apply_provisioning, project_out
@@ -233,10 +233,34 @@ def list_projects(state: State, caller: CallerDep) -> PortalProjectList:
     return PortalProjectList(projects=projects, count=len(projects))
 
 
+SubjectKey = Annotated[str, PathParameter(max_length=200, description="participant subject key")]
+
+
+@delete("/projects/{project_slug:str}/participants/{subject_key:str}", status_code=200, sync_to_thread=True,
+        summary="Remove a participant (owner or maintainer)")
+def remove_participant(
+    project_slug: Slug, subject_key: SubjectKey, state: State, caller: CallerDep
+) -> Response[PortalProjectOut]:
+    reads, tenant = read_models(state), caller.tenant
+    doc = reads.project_doc(tenant, project_slug)
+    if doc is None:
+        raise project_not_found(project_slug)
+    require_control(caller.principal, graph_grants(part(state, "permission_graph"), tenant, project_slug))
+    key = subject_key.lower()
+    if all(p["subject_key"] != key for p in doc["participants"]):
+        raise ApiError(404, f"{key!r} is not a participant of project {project_slug!r}.", "participant_not_found")
+    mark = command_mark(event_store(state))
+    project_commands(state).remove_participant(
+        tenant=tenant, project_slug=project_slug, subject_key=key, removed_by=caller.subject_key
+    )
+    apply_provisioning(doc, "Project.ParticipantRemoved", {"subject_key": key, "at": doc["updated_at"]})
+    return positioned(state, mark, msgspec.convert(doc, PortalProjectOut), 200)
+
+
 def project_factory_router(jwt_key: str) -> Router:
     return Router(
         path="/v1/project-factory",
-        route_handlers=[create_project, get_project, list_projects],
+        route_handlers=[create_project, get_project, list_projects, remove_participant],
         dependencies=caller_dependency(jwt_key, admin=False),
         tags=["project-factory"],
     )

@@ -56,6 +56,10 @@ class Project(Aggregate):
     def record_dsn(self, *, status: str, dsn: str, error: str, at: str) -> None:
         self.updated_at = max(self.updated_at, at)
 
+    @event("ParticipantRemoved")
+    def remove_participant(self, *, subject_key: str, removed_by: str, at: str) -> None:
+        self.updated_at = max(self.updated_at, at)
+
     # -- facts for runs ------------------------------------------------------------------
 
     @property

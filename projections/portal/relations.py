@@ -45,10 +45,18 @@ class RelationsProjector(Projector):
     the creator as owner, member teams and group paths)."""
 
     name = NAME
-    topics = frozenset({"Project.Created"})
+    topics = frozenset({"Project.Created", "Project.ParticipantRemoved"})
 
     def apply(self, env: Envelope, docs: Docs) -> None:
         d = env.data
+        if env.kind == "Project.ParticipantRemoved":  # every tuple naming the user goes
+            slug = env.scope[2] if len(env.scope) > 2 else ""
+            doc = docs.get(relations_key(env.tenant, slug))
+            if doc is not None:
+                user = f"user:{d['subject_key']}"
+                doc["tuples"] = [t for t in doc["tuples"] if t[2] != user]
+                docs.put(relations_key(env.tenant, slug), doc, p=relations_partition(env.tenant), s=slug)
+            return
         tenant, slug, request = env.tenant, d["project_slug"], d["request"]
         out = project_out(tenant, slug, request, d["created_by"], d["created_at"])
         tuples = project_tuples(

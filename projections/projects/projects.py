@@ -98,7 +98,7 @@ def project_out(tenant: str, slug: str, request: dict[str, Any], created_by: str
     }
 
 
-PROVISIONING = frozenset({"Project.RepositoryProvisioned", "Project.DsnProvisioned"})
+PROVISIONING = frozenset({"Project.RepositoryProvisioned", "Project.DsnProvisioned", "Project.ParticipantRemoved"})
 
 
 def apply_provisioning(project: dict[str, Any], kind: str, d: dict[str, Any]) -> None:
@@ -106,6 +106,10 @@ def apply_provisioning(project: dict[str, Any], kind: str, d: dict[str, Any]) ->
     (URL, commit, status) and the project's summary status; the DSN's status in the
     assembly's ``error_reporting`` and each lane binding's metadata."""
     project["updated_at"] = max(project["updated_at"], d["at"])
+    if kind == "Project.ParticipantRemoved":
+        project["participants"] = [p for p in project["participants"] if p["subject_key"] != d["subject_key"]]
+        project["member_subject_keys"] = [k for k in project["member_subject_keys"] if k != d["subject_key"]]
+        return
     bindings = project["repository_bindings"]
     if kind == "Project.DsnProvisioned":
         project["project_assembly"]["error_reporting"] = {"status": d["status"], "dsn": d["dsn"], "error": d["error"]}

@@ -91,3 +91,20 @@ def test_control_plane_board_reads_through_the_graph(http: TestClient) -> None:
     assert board.status_code == 200, board.text
     denied = http.get("/control-plane/studio/runs", params={"project_slug": "acme"}, headers=STRANGER)
     assert denied.status_code == 403 and denied.json()["code"] == "not_a_participant"
+
+
+def test_removing_a_participant_removes_the_access_it_gave(http: TestClient) -> None:
+    path = f"{PROJECTS}/acme/participants/Viewer@Example.com"
+    assert check(http, VIEWER, "viewer")["allowed"]
+    refused = http.delete(path, headers=ENG)  # a contributor through a group may not
+    assert refused.status_code == 403 and refused.json()["code"] == "control_role_required"
+    removed = http.delete(path, headers=OWNER)
+    assert removed.status_code == 200, removed.text
+    assert "viewer@example.com" not in removed.json()["member_subject_keys"]
+    http.headers["x-squadops-min-position"] = removed.headers["x-squadops-position"]
+    assert not check(http, VIEWER, "viewer")["allowed"]
+    assert http.get(f"{PROJECTS}/acme", headers=VIEWER).status_code == 403
+    assert [p["project_slug"] for p in http.get(PROJECTS, headers=VIEWER).json()["projects"]] == ["other"]
+    assert check(http, ENG, "contributor")["allowed"]  # access through a group is not the participant's
+    again = http.delete(path, headers=OWNER)
+    assert again.status_code == 404 and again.json()["code"] == "participant_not_found"
