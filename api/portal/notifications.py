@@ -2,7 +2,8 @@
 
 - ``GET /novu-config``: the notification-plane client config; ``subscriber_hash`` is Novu's
   HMAC (hex HMAC-SHA256 of the subject key under the secret), the secret resolved on every
-  request (``notification_secret`` in state is a resolver, never a cached value).
+  request (``notification_secret`` in state is a resolver, never a cached value); without
+  a secret, ``enabled`` is false and the hash empty.
 - ``POST /test``: sends the caller a test notification through the workflow port.
 - ``GET /`` lists the caller's inbox (newest first, ``unread_only``); ``POST /{id}/read``.
 """
@@ -71,9 +72,9 @@ _note = msgspec.json.Decoder(NotificationOut)
 def novu_config(state: State, caller: CallerDep) -> NovuConfigOut:
     config = part(state, "notification_config")
     secret = part(state, "notification_secret")()  # resolved now, every time
-    if not secret:
-        raise ApiError(503, "No notification secret is configured (SQUADOPS_NOVU_SECRET_KEY).", "notifications_not_configured")
     subscriber = caller.subject_key
+    if not secret:  # no secret configured: the client stays off (no hash without one)
+        return NovuConfigOut(enabled=False, provider=config["provider"], subscriber_id=subscriber, subscriber_hash="")
     return NovuConfigOut(
         enabled=True, provider=config["provider"], subscriber_id=subscriber,
         subscriber_hash=subscriber_hash(subscriber, secret),
