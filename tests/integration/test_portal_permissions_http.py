@@ -29,8 +29,8 @@ PROJECT = {
 
 
 @pytest.fixture
-def http(sqlite_url: str) -> Iterator[TestClient]:
-    container: Container = build(settings_for(sqlite_url))
+def http(database_url: str) -> Iterator[TestClient]:
+    container: Container = build(settings_for(database_url))
     with TestClient(create_app(container, workers=("projector",))) as client:
         created = client.post(PROJECTS, json=PROJECT, headers=ADMIN)
         assert created.status_code == 201, created.text
