@@ -14,7 +14,7 @@ import structlog
 
 from domain.portal.notifications import Inboxes, InboxWorkflow, NotificationWorkflow
 from domain.projects.commands import ProjectCommands
-from domain.projects.provisioning import ProjectProvisioning
+from domain.projects.provisioning import ProjectProvisioning, SurfacePorts
 from domain.shared.clock import utc_now_iso
 from domain.shared.event_store import EventStore
 from domain.shared.ids import run_key
@@ -43,6 +43,7 @@ from workers.adapters.error_tracking import NoDsn, SentryKeysDsn
 from workers.adapters.local_vcs import LocalBareGitVcs
 from workers.adapters.model_proxy import ModelProxyAnswerer
 from workers.adapters.novu import NovuWorkflow
+from workers.adapters.portal_surfaces import LocalBoard, LocalCatalog, LocalDesign
 from workers.adapters.skill_files import DirectorySkills
 from workers.fanout import LiveFanout
 from workers.live_broker import MemoryBroker
@@ -389,7 +390,8 @@ def build_provisioning(settings: Settings, event_store: EventStore, clock: Calla
     if settings.error_tracking_url:
         dsn = SentryKeysDsn(settings.error_tracking_url, settings.error_tracking_token, settings.error_tracking_org)
     vcs = LocalBareGitVcs(Path(settings.data_dir) / "vcs")
-    return ProjectProvisioning(event_store, vcs=vcs, dsn=dsn, clock=clock)
+    surfaces = SurfacePorts(board=LocalBoard(), design=LocalDesign(), catalog=LocalCatalog())
+    return ProjectProvisioning(event_store, vcs=vcs, dsn=dsn, clock=clock, surfaces=surfaces)
 
 
 def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> Any:

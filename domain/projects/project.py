@@ -56,6 +56,12 @@ class Project(Aggregate):
     def record_dsn(self, *, status: str, dsn: str, error: str, at: str) -> None:
         self.updated_at = max(self.updated_at, at)
 
+    @event("SurfacesRecorded")
+    def record_surfaces(
+        self, *, board: dict[str, Any], design: dict[str, Any], catalog: dict[str, Any], at: str
+    ) -> None:
+        self.updated_at = max(self.updated_at, at)
+
     @event("ParticipantRemoved")
     def remove_participant(self, *, subject_key: str, removed_by: str, at: str) -> None:
         self.updated_at = max(self.updated_at, at)

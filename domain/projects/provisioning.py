@@ -45,6 +45,31 @@ class DsnPort(Protocol):
     def provision(self, *, tenant: str, project_slug: str) -> str: ...
 
 
+class BoardPort(Protocol):
+    """Projects the project onto a work board: ``{board_projection, board_sync_status}``."""
+
+    def project(self, *, tenant: str, project_slug: str, board_project_uid: str) -> dict[str, Any]: ...
+
+
+class DesignPort(Protocol):
+    """The project's design hub (``design_hub``), or ``{}`` when design sync is not asked."""
+
+    def project(self, *, tenant: str, project_slug: str, enabled: bool) -> dict[str, Any]: ...
+
+
+class CatalogPort(Protocol):
+    """Registers the project in a service catalog: ``{catalog_entity_ref, catalog_annotations}``."""
+
+    def register(self, *, tenant: str, project_slug: str, repo_urls: list[str]) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class SurfacePorts:
+    board: BoardPort
+    design: DesignPort
+    catalog: CatalogPort
+
+
 def wants_repository(request: Mapping[str, Any], binding: Mapping[str, Any]) -> bool:
     project_default = request.get("create_vcs_repo", True) is not False
     return bool(binding.get("create_vcs_repo", project_default)) and project_default
@@ -59,8 +84,11 @@ def starter_files(project_slug: str, binding: Mapping[str, Any], dsn: str) -> di
 
 
 class ProjectProvisioning:
-    def __init__(self, store: EventStore, *, vcs: VcsPort, dsn: DsnPort, clock: Callable[[], str]) -> None:
-        self.store, self.vcs, self.dsn, self.clock = store, vcs, dsn, clock
+    def __init__(
+        self, store: EventStore, *, vcs: VcsPort, dsn: DsnPort, clock: Callable[[], str],
+        surfaces: SurfacePorts | None = None,
+    ) -> None:
+        self.store, self.vcs, self.dsn, self.clock, self.surfaces = store, vcs, dsn, clock, surfaces
 
     def provision(self, tenant: str, project_slug: str) -> list[tuple[str, dict[str, Any]]]:
         """Provisions and records; answers the recorded outcomes as ``(kind, data)``."""
@@ -69,6 +97,8 @@ class ProjectProvisioning:
         for binding in repository_bindings(project.request):
             if wants_repository(project.request, binding):
                 self._repository(project, binding, dsn)
+        if self.surfaces is not None:
+            self._surfaces(project)
         pending = list(project.pending_events)
         self.store.save(project)
         outcomes = []
@@ -76,6 +106,28 @@ class ProjectProvisioning:
             data = {k: v for k, v in vars(e).items() if k not in ("originator_id", "originator_version", "timestamp")}
             outcomes.append((f"Project.{type(e).__name__}", data))
         return outcomes
+
+    def _surfaces(self, project: Project) -> None:
+        """Board, design and catalog through their ports; a failing port is recorded, not raised."""
+        urls = [e.vcs_repo_url for e in project.pending_events
+                if type(e).__name__ == "RepositoryProvisioned" and e.vcs_repo_url]
+        request, tenant, slug = project.request, project.tenant, project.project_slug
+        answers: dict[str, dict[str, Any]] = {}
+        calls = {
+            "board": lambda: self.surfaces.board.project(
+                tenant=tenant, project_slug=slug, board_project_uid=str(request.get("board_project_uid") or "")),
+            "design": lambda: self.surfaces.design.project(
+                tenant=tenant, project_slug=slug, enabled=bool(request.get("establish_design_sync"))),
+            "catalog": lambda: self.surfaces.catalog.register(tenant=tenant, project_slug=slug, repo_urls=urls),
+        }
+        for name, call in calls.items():
+            try:
+                answers[name] = dict(call())
+            except Exception as exc:
+                log.warning("surface_projection_failed", surface=name, error=repr(exc))
+                answers[name] = {"error": str(exc) or type(exc).__name__}
+        project.record_surfaces(board=answers["board"], design=answers["design"], catalog=answers["catalog"],
+                                at=self.clock())
 
     def _dsn(self, project: Project) -> str:
         try:

@@ -98,7 +98,9 @@ def project_out(tenant: str, slug: str, request: dict[str, Any], created_by: str
     }
 
 
-PROVISIONING = frozenset({"Project.RepositoryProvisioned", "Project.DsnProvisioned", "Project.ParticipantRemoved"})
+PROVISIONING = frozenset({
+    "Project.RepositoryProvisioned", "Project.DsnProvisioned", "Project.ParticipantRemoved", "Project.SurfacesRecorded",
+})
 
 
 def apply_provisioning(project: dict[str, Any], kind: str, d: dict[str, Any]) -> None:
@@ -106,6 +108,15 @@ def apply_provisioning(project: dict[str, Any], kind: str, d: dict[str, Any]) ->
     (URL, commit, status) and the project's summary status; the DSN's status in the
     assembly's ``error_reporting`` and each lane binding's metadata."""
     project["updated_at"] = max(project["updated_at"], d["at"])
+    if kind == "Project.SurfacesRecorded":
+        board, design, catalog = d["board"], d["design"], d["catalog"]
+        project["board_projection"] = board.get("board_projection", {"error": board.get("error", "")})
+        project["board_sync_status"] = board.get("board_sync_status", "failed" if "error" in board else "")
+        project["design_hub"] = design or None
+        project["design_team_ref"] = str((design or {}).get("design_team_ref", ""))
+        project["catalog_entity_ref"] = str(catalog.get("catalog_entity_ref", ""))
+        project["catalog_annotations"] = dict(catalog.get("catalog_annotations", {}))
+        return
     if kind == "Project.ParticipantRemoved":
         project["participants"] = [p for p in project["participants"] if p["subject_key"] != d["subject_key"]]
         project["member_subject_keys"] = [k for k in project["member_subject_keys"] if k != d["subject_key"]]

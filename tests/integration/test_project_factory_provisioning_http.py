@@ -132,3 +132,19 @@ def test_camel_and_snake_case_metadata_read_the_same(tmp_path: Path) -> None:
         # source references are never mixed into the bindings
         assert {b["vcs_repo_slug"] for b in snake["repository_bindings"]}.isdisjoint({"acme/design-system"})
         assert snake["ai_config"]["source_ref_repos"][0]["slug"] == "acme/design-system"
+
+
+def test_board_design_and_catalog_go_through_their_ports(tmp_path: Path) -> None:
+    for http in client(tmp_path):
+        out = create(http, {"project_key": "acme", "board_project_uid": "B-1", "establish_design_sync": True,
+                            "repository_bindings": BINDINGS[1:2]})
+        assert out["board_projection"] == {"provider": "none", "board_project_uid": "B-1", "status": "unlinked"}
+        assert out["board_sync_status"] == "not_configured" and out["board_project_uid"] == "B-1"
+        assert out["design_hub"]["design_enabled"] and out["design_hub"]["access_status"] == "not_configured"
+        assert out["catalog_entity_ref"] == "component:default/acme"
+        assert out["catalog_annotations"]["squadops.io/vcs-repos"] == out["repository_bindings"][0]["vcs_repo_url"]
+        read = http.get(f"{PROJECTS}/acme").json()
+        for key in ("board_projection", "board_sync_status", "design_hub", "catalog_entity_ref", "catalog_annotations"):
+            assert read[key] == out[key], key
+        plain = create(http, {"project_key": "plain"})
+        assert (plain["board_sync_status"], plain["design_hub"], plain["board_projection"]) == ("disabled", None, {})
