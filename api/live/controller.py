@@ -55,7 +55,7 @@ LastEventIdQuery = Annotated[
 LastEventIdHeader = Annotated[str | None, HeaderParameter(name="last-event-id", required=False)]
 
 
-def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads) -> str:
+def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads, graph: Any = None) -> str:
     """The run id of ``topic`` if ``principal`` may read it in ``tenant``; raises otherwise."""
     if topic is None:
         raise RequestInvalid(["query", "topic"], "Field required", "missing")
@@ -69,7 +69,8 @@ def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads
         raise ApiError(403, "The topic belongs to another tenant than the request's.", "tenant_mismatch")
     run = reads.run_doc(tenant, run_id)
     if not principal.is_super_admin:
-        require_read(principal, graph_grants(store_graph(reads.store), tenant, run["project_slug"]))
+        graph = graph if graph is not None else store_graph(reads.store)
+        require_read(principal, graph_grants(graph, tenant, run["project_slug"]))
     return run_id
 
 
@@ -108,7 +109,7 @@ async def live_sse(
     principal, tenant = caller.principal, caller.tenant
     reads, hub, heartbeat = read_models(state), part(state, "hub"), part(state, "heartbeat")
     after = resume_point(last_event_id_header, last_event_id)
-    run_id = await asyncio.to_thread(authorize, topic, principal, tenant, reads)
+    run_id = await asyncio.to_thread(authorize, topic, principal, tenant, reads, state.get("permission_graph"))
     structlog.contextvars.bind_contextvars(run_id=run_id)
     log.info("live_subscribed", transport="sse", after=after)
     return Stream(
@@ -160,7 +161,9 @@ async def live_ws(socket: WebSocket, state: State) -> None:
         )
         tenant = provide_tenant(query.get("tenant_id"), headers.get(TENANT_HEADER))
         after = resume_point(headers.get("last-event-id"), query.get("last_event_id"))
-        run_id = await asyncio.to_thread(authorize, query.get("topic"), principal, tenant, reads)
+        run_id = await asyncio.to_thread(
+            authorize, query.get("topic"), principal, tenant, reads, state.get("permission_graph")
+        )
     except Exception as exc:
         status, body = error_answer(exc)
         await socket.accept()
