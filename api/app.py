@@ -22,10 +22,14 @@ from api.live.controller import live_channel
 from api.mcp.controller import mcp_router
 from api.middleware import request_context
 from api.openapi import DocumentedJsonRenderPlugin
+from api.portal.controller import portal_router
+from api.portal.skills import skills
 from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory.controller import project_factory_router
 from api.studio.controller import studio_router
 from api.studio.reads import Reads
+from domain.portal.copilot import ComposedAnswerer
+from projections.portal.relations import store_graph
 from projections.studio.time_travel import EventSelector, TimeTravel
 
 
@@ -45,11 +49,15 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
         [p.name for p in container.runner.projectors],
         wait_seconds=settings.min_position_wait_seconds,
     )
+    # The permission graph every access decision asks: the built-in one over the
+    # relationship read model unless the composition root hands another (an OpenFGA adapter).
+    graph = getattr(container, "permission_graph", None) or store_graph(container.store)
     control_plane = ControlPlaneReads(
         container.store,
         TimeTravel(EventSelector(container.event_store.recorder)),
         container.event_store.max_position,
         cache_seconds=settings.feed_cache_seconds,
+        graph=graph,
     )
     registry, http_metrics = metrics_registry(
         container.store,
@@ -76,6 +84,8 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             openapi_json,
             studio_router(edge),
             project_factory_router(edge),
+            portal_router(edge),
+            skills,
             live.router,
             control_plane_router(edge),
             metrics_handler(registry),
@@ -96,6 +106,15 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "read_positions": read_positions,
                 "health": container.health,
                 "control_plane": control_plane,
+                "permission_graph": graph,
+                "provisioning": getattr(container, "provisioning", None),
+                "inboxes": getattr(container, "inboxes", None),
+                "notification_workflow": getattr(container, "notification_workflow", None),
+                "notification_secret": getattr(container, "notification_secret", None) or (lambda: ""),
+                "notification_config": getattr(container, "notification_config", None) or {},
+                "skill_sources": getattr(container, "skill_sources", None) or [],
+                "skill_deadline": getattr(settings, "skills_deadline_seconds", 5.0),
+                "copilot_answerer": getattr(container, "copilot_answerer", None) or ComposedAnswerer(),
                 "hub": live.hub,
                 "heartbeat": settings.live_heartbeat_seconds,
                 "edge_jwt": edge,

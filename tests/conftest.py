@@ -63,6 +63,8 @@ def settings_for(database_url: str, **changes: object) -> Settings:
         log_level="warning",
         projection_poll_seconds=0.05,
         projection_gap_timeout_seconds=1.0,
+        # Provisioned repositories (local bare git) land in a fresh directory, not ./var.
+        data_dir=tempfile.mkdtemp(prefix="squadops-data-"),
     )
     return base.replace(**changes) if changes else base
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -16,7 +17,9 @@ from domain.gate.ports import ProposalRuns, Vcs
 from domain.gate.scenarios import shipped_scenarios
 from domain.jobs.commands import JobCommands, JobPolicy
 from domain.jobs.ports import Connectors, PowerDevice
+from domain.portal.notifications import Inboxes, InboxWorkflow, NotificationWorkflow
 from domain.projects.commands import ProjectCommands
+from domain.projects.provisioning import ProjectProvisioning, SurfacePorts
 from domain.shared.clock import utc_now_iso
 from domain.shared.event_store import EventStore
 from domain.shared.ids import run_key
@@ -36,6 +39,9 @@ from projections.gate.runs import GateRunsProjector
 from projections.jobs.checkpoints import CheckpointsProjector
 from projections.jobs.identity import IdentityLinksProjector
 from projections.jobs.jobs import JobsProjector
+from projections.portal.impact import ImpactProjector
+from projections.portal.notifications import InboxProjector, NotifyOutboxProjector
+from projections.portal.relations import RelationsProjector
 from projections.projects.projects import ProjectsProjector
 from projections.studio.fleet import FleetProjector
 from projections.studio.live_channel import Broker
@@ -44,14 +50,21 @@ from projections.studio.pixels import PixelsProjector
 from projections.studio.runs import RunsProjector
 from projections.studio.surfaces import SurfacesProjector
 from projections.studio.workspace_mirror import MirrorProjector
+from workers.adapters.error_tracking import NoDsn, SentryKeysDsn
 from workers.adapters.local_connectors import LocalDirectoryConnectors
 from workers.adapters.local_git import LocalGitVcs
+from workers.adapters.local_vcs import LocalBareGitVcs
+from workers.adapters.model_proxy import ModelProxyAnswerer
+from workers.adapters.novu import NovuWorkflow
+from workers.adapters.portal_surfaces import LocalBoard, LocalCatalog, LocalDesign
+from workers.adapters.skill_files import DirectorySkills
 from workers.adapters.udp_power import UdpPowerDevice
 from workers.fanout import LiveFanout
 from workers.job_claims import JobClaims, PostgresJobClaims, SqliteJobClaims
 from workers.jobs import JobRunner
 from workers.live_broker import MemoryBroker
 from workers.logging import configure_logging
+from workers.notify_relay import NotificationRelay
 from workers.planes.local import LocalConfig, LocalPlane
 from workers.planes.simulator import SimulatorPlane
 from workers.settings import Settings
@@ -63,7 +76,7 @@ log = structlog.get_logger("squadops")
 WORKERS = ("projector", "ticker", "fanout", "jobs")
 STARTUP_WAIT_SECONDS = 30.0
 # Workers that run only when named (``squadops worker watcher`` or ``serve --workers``).
-OPTIONAL_WORKERS = ("watcher",)
+OPTIONAL_WORKERS = ("watcher", "notifier")
 
 
 def eventsourcing_env(settings: Settings) -> dict[str, str]:
@@ -137,6 +150,10 @@ def read_projectors() -> list[Projector]:
         IdentityLinksProjector(),
         GateRunsProjector(),
         ProposalsProjector(),
+        RelationsProjector(),
+        NotifyOutboxProjector(),
+        InboxProjector(),
+        ImpactProjector(),
     ]
 
 
@@ -249,6 +266,16 @@ class Container(Services):
     # The squad's MCP server (``/mcp``): its command object and the agent token key.
     agent_tools: AgentToolCalls | None = None
     mcp_token_key: str = ""
+    # Project provisioning (VCS repositories, the error-reporting DSN) through its ports.
+    provisioning: ProjectProvisioning | None = None
+    # Notifications: the inbox commands, the workflow port and the outbox relay worker.
+    inboxes: Inboxes | None = None
+    notification_workflow: NotificationWorkflow | None = None
+    notify_relay: NotificationRelay | None = None
+    notification_secret: Callable[[], str] | None = None
+    notification_config: dict[str, str] = field(default_factory=dict)
+    copilot_answerer: Any = None  # ModelProxyAnswerer when SQUADOPS_MODEL_PROXY_URL is set
+    skill_sources: list[Any] = field(default_factory=list)  # GET /v1/skills beyond the shipped files
 
     def start(self, workers: tuple[str, ...] = WORKERS) -> None:
         """Starts the named workers in this process (the embedded default runs all)."""
@@ -269,6 +296,9 @@ class Container(Services):
         if "jobs" in workers and self.job_runner is not None:
             self.job_runner.start()
             self.started.append("jobs")
+        if "notifier" in workers and self.notify_relay is not None:
+            self.notify_relay.start()
+            self.started.append("notifier")
 
     def await_reads(self, position: int | None = None, timeout: float = 2.0) -> bool:
         """Read-your-writes: waits until read models include this thread's last save."""
@@ -310,6 +340,8 @@ class Container(Services):
         once they caught up with what was appended (bounded), their positions committed."""
         if "jobs" in self.started and self.job_runner is not None:
             self.job_runner.stop()
+        if "notifier" in self.started and self.notify_relay is not None:
+            self.notify_relay.stop()
         if "watcher" in self.started and self.watcher is not None:
             self.watcher.stop()
         if "ticker" in self.started:
@@ -462,7 +494,52 @@ def build(settings: Settings) -> Container:
         settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health, job_runner=job_runner,
         agent_tools=AgentToolCalls(services.studio.runs), mcp_token_key=mcp_token_key,
+        provisioning=build_provisioning(settings, event_store, services.clock),
+        **build_notifications(settings, event_store, store, services.clock),
+        copilot_answerer=(
+            ModelProxyAnswerer(settings.model_proxy_url, settings.model_proxy_token, settings.copilot_model)
+            if settings.model_proxy_url else None
+        ),
+        skill_sources=[DirectorySkills(Path(settings.skills_path))] if settings.skills_path else [],
     )
+
+
+def build_notifications(
+    settings: Settings, event_store: EventStore, store: DocStore, clock: Callable[[], str]
+) -> dict[str, Any]:
+    """The inbox, the workflow (Novu when ``SQUADOPS_NOVU_API_URL`` is set) and the relay."""
+    inboxes = Inboxes(event_store, clock)
+    workflow: NotificationWorkflow = InboxWorkflow(inboxes)
+    if settings.novu_api_url:
+        workflow = NovuWorkflow(settings.novu_api_url, settings.novu_api_key, settings.novu_workflow_id, inboxes)
+    relay = NotificationRelay(store, inboxes, workflow, poll_seconds=max(settings.projection_poll_seconds, 0.2))
+    config = {
+        "provider": workflow.name,
+        "application_identifier": settings.novu_application_identifier,
+        "backend_url": settings.novu_api_url,
+        "socket_url": settings.novu_socket_url,
+    }
+    return {
+        "inboxes": inboxes, "notification_workflow": workflow, "notify_relay": relay,
+        "notification_secret": notification_secret, "notification_config": config,
+    }
+
+
+def notification_secret() -> str:
+    """The subscriber-hash secret, read from the environment on every call (never cached),
+    so a rotated ``SQUADOPS_NOVU_SECRET_KEY`` applies to the next request."""
+    return os.environ.get("SQUADOPS_NOVU_SECRET_KEY", "")
+
+
+def build_provisioning(settings: Settings, event_store: EventStore, clock: Callable[[], str]) -> ProjectProvisioning:
+    """Project provisioning: local bare git repositories under the data directory, and a
+    DSN from Sentry's client-keys API when ``SQUADOPS_ERROR_TRACKING_URL`` is set."""
+    dsn: Any = NoDsn()
+    if settings.error_tracking_url:
+        dsn = SentryKeysDsn(settings.error_tracking_url, settings.error_tracking_token, settings.error_tracking_org)
+    vcs = LocalBareGitVcs(Path(settings.data_dir) / "vcs")
+    surfaces = SurfacePorts(board=LocalBoard(), design=LocalDesign(), catalog=LocalCatalog())
+    return ProjectProvisioning(event_store, vcs=vcs, dsn=dsn, clock=clock, surfaces=surfaces)
 
 
 def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> Any:

@@ -99,6 +99,23 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     job_retry_base_seconds: float = 1.0
     job_retry_cap_seconds: float = 60.0
     job_lease_seconds: float = 300.0
+    # Error-reporting DSNs for new projects (Sentry's client-keys API); empty: none.
+    error_tracking_url: str = ""
+    error_tracking_token: str = ""
+    error_tracking_org: str = "squadops"
+    # Notifications: Novu's trigger API when a URL is set, else the in-portal inbox. The
+    # subscriber-hash secret is read from SQUADOPS_NOVU_SECRET_KEY on every request.
+    novu_api_url: str = ""
+    novu_api_key: str = ""
+    novu_workflow_id: str = "squadops"
+    novu_application_identifier: str = ""
+    novu_socket_url: str = ""
+    # The copilot's model: an OpenAI-compatible chat-completions endpoint; empty: built-in.
+    model_proxy_url: str = ""
+    copilot_model: str = "copilot"
+    # Extra skill files (a directory of *.json) for GET /v1/skills, asked under a deadline.
+    skills_path: str = ""
+    skills_deadline_seconds: float = 5.0
 
     @property
     def is_postgres(self) -> bool:

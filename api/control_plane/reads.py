@@ -20,11 +20,14 @@ import msgspec
 from api.auth import Principal
 from api.control_plane.dto import BoardRow, FleetBoard
 from api.errors import ApiError, RequestInvalid
-from domain.shared.access import ProjectGrants, may_read, require_read
+from domain.portal.graph import ListObjectsRequest, PermissionGraph, identity_tuples, user_ref
+from domain.portal.relations import graph_grants
+from domain.shared.access import require_read
 from domain.shared.errors import project_not_found, run_not_found
 from domain.shared.ids import END
 from projections.engine.lookups import fetch
 from projections.engine.store import DocStore
+from projections.portal.relations import store_graph
 from projections.projects.projects import project_doc_key
 from projections.studio.feed import compose_feed, feed_reads, feed_scans
 from projections.studio.fleet import fleet_partition
@@ -52,14 +55,6 @@ _access = msgspec.json.Decoder(_ProjectAccess)
 _run_head = msgspec.json.Decoder(_RunHead)
 _row = msgspec.json.Decoder(BoardRow)
 _encode = msgspec.json.Encoder().encode
-
-
-def grants_of(project: _ProjectAccess, project_slug: str = "") -> ProjectGrants:
-    return ProjectGrants.from_participants(project_slug or project.project_slug, project.participants)
-
-
-def _allow(principal: Principal, access: _ProjectAccess, project_slug: str) -> None:
-    require_read(principal, grants_of(access, project_slug))
 
 
 # A cursor is a position on the board: the unpadded base64url of the sort key the next page
@@ -129,19 +124,27 @@ class ControlPlaneReads:
         log_position: Callable[[], int],
         *,
         cache_seconds: float = 0.0,
+        graph: PermissionGraph | None = None,
     ) -> None:
         self.store = store
+        self.graph = graph if graph is not None else store_graph(store)
         self.time_travel = time_travel
         self.log_position = log_position
         self.cache = FeedCache(cache_seconds)
 
     # -- access ---------------------------------------------------------------------------
 
-    def _check_project(self, principal: Principal, raw: bytes | None, project_slug: str) -> _ProjectAccess:
+    def _allow(self, principal: Principal, tenant: str, project_slug: str) -> None:
+        """C2 through the permission graph: ``viewer`` on ``project:<slug>``."""
+        require_read(principal, graph_grants(self.graph, tenant, project_slug))
+
+    def _check_project(
+        self, principal: Principal, raw: bytes | None, tenant: str, project_slug: str
+    ) -> _ProjectAccess:
         if raw is None:
             raise project_not_found(project_slug)
         access = _access.decode(raw)
-        _allow(principal, access, project_slug)
+        self._allow(principal, tenant, project_slug)
         return access
 
     def _run_project(self, raw: bytes | None, tenant: str, run_id: str) -> str | None:
@@ -159,7 +162,7 @@ class ControlPlaneReads:
         entry = self.cache.get((tenant, project_slug, run_id, str(limit)))
         if entry is None:
             return None
-        _allow(principal, entry.access, project_slug)
+        self._allow(principal, tenant, project_slug)
         if entry.run_project != project_slug:
             raise run_not_found(run_id)
         return entry.body
@@ -169,7 +172,7 @@ class ControlPlaneReads:
     def feed(self, principal: Principal, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes:
         reads = {"project": ("projects", project_doc_key(tenant, project_slug)), **feed_reads(tenant, run_id, project_slug)}
         parts, rows = fetch(self.store, reads, feed_scans(tenant, run_id, limit))
-        access = self._check_project(principal, parts.pop("project"), project_slug)
+        access = self._check_project(principal, parts.pop("project"), tenant, project_slug)
         run_project = self._run_project(parts.get("run"), tenant, run_id)
         if run_project != project_slug:
             self.cache.put((tenant, project_slug, run_id, str(limit)), access, run_project, b"")
@@ -193,7 +196,7 @@ class ControlPlaneReads:
         reads = {"project": ("projects", project_doc_key(tenant, project_slug)), **feed_reads(tenant, run_id, project_slug)}
         wanted = {part: reads[part] for part in ("project", "run", "mirror") if part in reads}
         parts, _ = fetch(self.store, wanted)
-        self._check_project(principal, parts["project"], project_slug)
+        self._check_project(principal, parts["project"], tenant, project_slug)
         self._check_run(parts.get("run"), tenant, run_id, project_slug)
         head = self.log_position()
         if position is not None and position > head:
@@ -229,7 +232,9 @@ class ControlPlaneReads:
         before = decode_cursor(cursor) if cursor else ""
         allowed: set[str] | None = None
         if project_slug is not None:
-            self._check_project(principal, self.store.get("projects", project_doc_key(tenant, project_slug)), project_slug)
+            self._check_project(
+                principal, self.store.get("projects", project_doc_key(tenant, project_slug)), tenant, project_slug
+            )
         elif not principal.is_super_admin:
             allowed = self._readable_projects(principal, tenant)
             if not allowed:
@@ -257,13 +262,12 @@ class ControlPlaneReads:
         return FleetBoard(runs=rows, count=len(rows), next_cursor=encode_cursor(last) if more else "")
 
     def _readable_projects(self, principal: Principal, tenant: str) -> set[str]:
-        readable, after = set(), ""
-        while True:
-            page = self.store.scan("projects", p=f"projects/{tenant}", after=after, limit=1000)
-            for row in page:
-                access = _access.decode(row.body)
-                if may_read(principal, grants_of(access)):
-                    readable.add(access.project_slug)
-            if len(page) < 1000:
-                return readable
-            after = page[-1].s
+        """The projects the graph lets ``principal`` read (its list-objects)."""
+        request = ListObjectsRequest(
+            store=tenant,
+            user=user_ref(principal.subject_key),
+            relation="viewer",
+            type="project",
+            contextual_tuples=identity_tuples(principal.subject_key, principal.groups),
+        )
+        return {obj.partition(":")[2] for obj in self.graph.list_objects(request)}

@@ -24,6 +24,7 @@ from api.context import (
     CallerDep,
     caller_dependency,
     event_store,
+    part,
     read_models,
     studio_commands,
 )
@@ -37,7 +38,8 @@ from api.errors import RequestInvalid
 from api.openapi import answers, link
 from api.positions import command_mark, positioned
 from api.studio.reads import Reads
-from domain.shared.access import ProjectGrants, require_control
+from domain.portal.relations import graph_grants
+from domain.shared.access import require_control
 from domain.shared.ids import ID_PATTERN
 from domain.studio.commands import StudioCommands
 from domain.studio.commands.control import ControlOutcome
@@ -49,6 +51,7 @@ from domain.studio.control import (
     InvalidControl,
     check_intent,
 )
+from projections.portal.relations import store_graph
 
 log = structlog.get_logger("squadops.api.control")
 
@@ -84,10 +87,10 @@ def checked(intent: ControlIntent, level: str) -> ControlIntent:
     return intent
 
 
-def authorize(principal: Principal, reads: Reads, tenant: str, project_slug: str) -> None:
-    """C2: super_admin, or an owner/maintainer among the project's participants."""
-    doc = reads.project_doc(tenant, project_slug) or {}
-    require_control(principal, ProjectGrants.from_participants(project_slug, doc.get("participants", [])))
+def authorize(principal: Principal, state: State, tenant: str, project_slug: str) -> None:
+    """C2 through the permission graph: super_admin, or ``maintainer`` (owner included) on the project."""
+    graph = part(state, "permission_graph") if "permission_graph" in state else store_graph(read_models(state).store)
+    require_control(principal, graph_grants(graph, tenant, project_slug))
 
 
 def accepted(outcome: ControlOutcome, command: str) -> ControlAccepted:
@@ -155,7 +158,7 @@ def control_run(
     mark = command_mark(event_store(state))
     intent = checked(data.intent(), "run")
     run = studio.runs.get_run(tenant, run_id)
-    authorize(principal, reads, tenant, run.project_slug)
+    authorize(principal, state, tenant, run.project_slug)
     return answer(state, mark, run_control(studio, reads, tenant, principal, run_id, intent))
 
 
@@ -177,7 +180,7 @@ def control_session(
     mark = command_mark(event_store(state))
     intent = checked(data.intent(), "session")
     run = studio.runs.get_run(tenant, run_id)
-    authorize(principal, reads, tenant, run.project_slug)
+    authorize(principal, state, tenant, run.project_slug)
     return answer(state, mark, session_control(studio, reads, tenant, principal, run_id, intent, session_id=session_id))
 
 

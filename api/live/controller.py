@@ -37,11 +37,13 @@ from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.live.hub import LiveHub, log_replay, sse_frame
 from api.openapi import answers
 from api.studio.reads import Reads
-from domain.shared.access import ProjectGrants, require_read
+from domain.portal.relations import graph_grants
+from domain.shared.access import require_read
 from domain.shared.errors import DomainError
 from domain.shared.ids import END
 from projections.engine.runner import NotificationSource
 from projections.engine.unavailable import unavailable
+from projections.portal.relations import store_graph
 from projections.studio.live_channel import TOPIC_ROOT, parse_topic
 
 log = structlog.get_logger("squadops.api.live")
@@ -70,7 +72,7 @@ LastEventIdQuery = Annotated[str | None, QueryParameter(name="last_event_id", re
 LastEventIdHeader = Annotated[str | None, HeaderParameter(name="last-event-id", required=False, **_EVENT_ID_DOC)]
 
 
-def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads) -> str:
+def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads, graph: Any = None) -> str:
     """The run id of ``topic`` if ``principal`` may read it in ``tenant``; raises otherwise."""
     if topic is None:
         raise RequestInvalid(["query", "topic"], "Field required", "missing")
@@ -84,8 +86,8 @@ def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads
         raise ApiError(403, "The topic belongs to another tenant than the request's.", "tenant_mismatch")
     run = reads.run_doc(tenant, run_id)
     if not principal.is_super_admin:
-        project = reads.project_doc(tenant, run["project_slug"]) or {}
-        require_read(principal, ProjectGrants.from_participants(run["project_slug"], project.get("participants", [])))
+        graph = graph if graph is not None else store_graph(reads.store)
+        require_read(principal, graph_grants(graph, tenant, run["project_slug"]))
     return run_id
 
 
@@ -125,7 +127,7 @@ async def live_sse(
     principal, tenant = caller.principal, caller.tenant
     reads, hub, heartbeat = read_models(state), part(state, "hub"), part(state, "heartbeat")
     after = resume_point(last_event_id_header, last_event_id)
-    run_id = await asyncio.to_thread(authorize, topic, principal, tenant, reads)
+    run_id = await asyncio.to_thread(authorize, topic, principal, tenant, reads, state.get("permission_graph"))
     structlog.contextvars.bind_contextvars(run_id=run_id)
     log.info("live_subscribed", transport="sse", after=after)
     return Stream(
@@ -178,7 +180,9 @@ async def live_ws(socket: WebSocket, state: State) -> None:
         )
         tenant = provide_tenant(query.get("tenant_id"), headers.get(TENANT_HEADER))
         after = resume_point(headers.get("last-event-id"), query.get("last_event_id"))
-        run_id = await asyncio.to_thread(authorize, query.get("topic"), principal, tenant, reads)
+        run_id = await asyncio.to_thread(
+            authorize, query.get("topic"), principal, tenant, reads, state.get("permission_graph")
+        )
     except Exception as exc:
         status, body = error_answer(exc)
         await socket.accept()

@@ -1,4 +1,6 @@
-"""Project factory: ``POST /v1/project-factory/projects``."""
+"""Project factory: ``POST /v1/project-factory/projects``, and the projects the permission
+graph lets the caller read: ``GET /v1/project-factory/projects`` and ``…/projects/{slug}``
+(403 ``not_a_participant`` without a path of tuples, 404 for no such project)."""
 
 from __future__ import annotations
 
@@ -7,17 +9,30 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Response, Router, post
+from litestar import Response, Router, delete, get, post
 from litestar.datastructures import State
-from litestar.params import JSONBody
+from litestar.params import JSONBody, PathParameter
 
 from api.auth import EdgeJwt
-from api.context import CallerDep, caller_dependency, event_store, project_commands
-from api.errors import RequestInvalid
+from api.context import (
+    CallerDep,
+    caller_dependency,
+    event_store,
+    part,
+    project_commands,
+    read_models,
+)
+from api.errors import ApiError, RequestInvalid
 from api.openapi import answers, link
 from api.positions import command_mark, positioned
-from domain.shared.errors import Invalid
-from projections.projects.projects import project_out
+from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
+from domain.portal.relations import graph_grants
+from domain.shared.access import require_control, require_read
+from domain.shared.errors import Invalid, project_not_found
+from domain.shared.ids import ID_PATTERN
+from projections.projects.projects import apply_provisioning, project_out
+
+Slug = Annotated[str, PathParameter(pattern=ID_PATTERN, description="project slug")]
 
 Short = Annotated[str, msgspec.Meta(max_length=200)]
 Long = Annotated[str, msgspec.Meta(max_length=20_000)]
@@ -209,13 +224,80 @@ def create_project(
             raise RequestInvalid(["body", "project_key"], exc.message, "missing") from None
         raise
     out = project_out(tenant, project.project_slug, project.request, project.created_by, project.created_at)
+    provisioning = part(state, "provisioning")
+    if provisioning is not None:  # fails open inside: outcomes are recorded, never raised
+        for kind, outcome in provisioning.provision(tenant, project.project_slug):
+            apply_provisioning(out, kind, outcome)
     return positioned(state, mark, msgspec.convert(out, PortalProjectOut), 201)
+
+
+_project = msgspec.json.Decoder(PortalProjectOut)
+
+
+class PortalProjectList(msgspec.Struct, kw_only=True):
+    projects: list[PortalProjectOut]
+    count: int
+
+
+@get("/projects/{project_slug:str}", sync_to_thread=True, summary="A project the caller may read")
+def get_project(project_slug: Slug, state: State, caller: CallerDep) -> PortalProjectOut:
+    reads = read_models(state)
+    doc = reads.project_doc(caller.tenant, project_slug)
+    if doc is None:
+        raise project_not_found(project_slug)
+    require_read(caller.principal, graph_grants(part(state, "permission_graph"), caller.tenant, project_slug))
+    return msgspec.convert(doc, PortalProjectOut)
+
+
+@get("/projects", sync_to_thread=True, summary="The projects the caller may read")
+def list_projects(state: State, caller: CallerDep) -> PortalProjectList:
+    principal, tenant = caller.principal, caller.tenant
+    slugs = sorted(
+        obj.partition(":")[2]
+        for obj in part(state, "permission_graph").list_objects(
+            ListObjectsRequest(
+                store=tenant,
+                user=user_ref(principal.subject_key),
+                relation="viewer",
+                type="project",
+                contextual_tuples=identity_tuples(principal.subject_key, principal.groups),
+            )
+        )
+    )
+    reads = read_models(state)
+    found = [doc for slug in slugs if (doc := reads.project_doc(tenant, slug)) is not None]
+    projects = [msgspec.convert(doc, PortalProjectOut) for doc in found]
+    return PortalProjectList(projects=projects, count=len(projects))
+
+
+SubjectKey = Annotated[str, PathParameter(max_length=200, description="participant subject key")]
+
+
+@delete("/projects/{project_slug:str}/participants/{subject_key:str}", status_code=200, sync_to_thread=True,
+        summary="Remove a participant (owner or maintainer)")
+def remove_participant(
+    project_slug: Slug, subject_key: SubjectKey, state: State, caller: CallerDep
+) -> Response[PortalProjectOut]:
+    reads, tenant = read_models(state), caller.tenant
+    doc = reads.project_doc(tenant, project_slug)
+    if doc is None:
+        raise project_not_found(project_slug)
+    require_control(caller.principal, graph_grants(part(state, "permission_graph"), tenant, project_slug))
+    key = subject_key.lower()
+    if all(p["subject_key"] != key for p in doc["participants"]):
+        raise ApiError(404, f"{key!r} is not a participant of project {project_slug!r}.", "participant_not_found")
+    mark = command_mark(event_store(state))
+    project_commands(state).remove_participant(
+        tenant=tenant, project_slug=project_slug, subject_key=key, removed_by=caller.subject_key
+    )
+    apply_provisioning(doc, "Project.ParticipantRemoved", {"subject_key": key, "at": doc["updated_at"]})
+    return positioned(state, mark, msgspec.convert(doc, PortalProjectOut), 200)
 
 
 def project_factory_router(edge: EdgeJwt) -> Router:
     return Router(
         path="/v1/project-factory",
-        route_handlers=[create_project],
+        route_handlers=[create_project, get_project, list_projects, remove_participant],
         dependencies=caller_dependency(edge, admin=False),
         tags=["project-factory"],
     )

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 from eventsourcing.persistence import RecordConflictError
 
 from domain.projects.project import Project, slugify
-from domain.shared.errors import Conflict, Invalid, template_not_found
+from domain.shared.errors import Conflict, Invalid, project_not_found, template_not_found
 from domain.shared.event_store import EventStore
 from domain.shared.ids import is_valid_id, project_key
 
@@ -62,6 +62,15 @@ class ProjectCommands:
             raise ProjectExists(
                 f"A project with slug {slug!r} already exists in this tenant."
             ) from None
+        return project
+
+    def remove_participant(self, *, tenant: str, project_slug: str, subject_key: str, removed_by: str) -> Project:
+        """Records ``subject_key`` leaving the project (every access derived from it goes)."""
+        project = self.get_project(tenant, project_slug)
+        if project is None:
+            raise project_not_found(project_slug)
+        project.remove_participant(subject_key=subject_key.lower(), removed_by=removed_by, at=self.clock())
+        self.store.save(project)
         return project
 
     def get_project(self, tenant: str, slug: str) -> Project | None:

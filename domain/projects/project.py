@@ -44,6 +44,28 @@ class Project(Aggregate):
         self.created_at = created_at
         self.updated_at = created_at
 
+    # -- provisioning (domain.projects.provisioning records what the ports answered) -----
+
+    @event("RepositoryProvisioned")
+    def record_repository(
+        self, *, repository_key: str, status: str, vcs_repo_url: str, vcs_repo_node_id: str, error: str, at: str
+    ) -> None:
+        self.updated_at = max(self.updated_at, at)
+
+    @event("DsnProvisioned")
+    def record_dsn(self, *, status: str, dsn: str, error: str, at: str) -> None:
+        self.updated_at = max(self.updated_at, at)
+
+    @event("SurfacesRecorded")
+    def record_surfaces(
+        self, *, board: dict[str, Any], design: dict[str, Any], catalog: dict[str, Any], at: str
+    ) -> None:
+        self.updated_at = max(self.updated_at, at)
+
+    @event("ParticipantRemoved")
+    def remove_participant(self, *, subject_key: str, removed_by: str, at: str) -> None:
+        self.updated_at = max(self.updated_at, at)
+
     # -- facts for runs ------------------------------------------------------------------
 
     @property

@@ -3,13 +3,13 @@
 Edge identity says who (a subject key and its groups); the project's participants say what.
 Project roles nest (C14): ``owner`` ⊃ ``maintainer`` ⊃ ``contributor`` ⊃ ``viewer``, and
 ``super_admin`` reaches everything. The rules are pure: callers hand in the project's
-grants as read from its read model (or, later, from the permission graph), so the same
+grants as read from its read model or from the permission graph (``decide``), so the same
 rule serves every endpoint, the live channel and the fleet board.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -38,6 +38,9 @@ class ProjectGrants:
 
     project_slug: str
     roles: Mapping[str, str]
+    # When the grants come from the permission graph: its answer to "does this subject
+    # hold this role here?" (domain.portal.relations.graph_grants). It outranks ``roles``.
+    decide: Callable[[Subject, str], bool] | None = None
 
     @classmethod
     def from_participants(cls, project_slug: str, participants: Iterable[Any]) -> ProjectGrants:
@@ -60,6 +63,8 @@ def has_role(subject: Subject, grants: ProjectGrants, role: str) -> bool:
     """True when ``subject`` holds ``role`` or a role that includes it (or is super_admin)."""
     if subject.is_super_admin:
         return True
+    if grants.decide is not None:
+        return grants.decide(subject, role)
     held = grants.role_of(subject.subject_key)
     return held is not None and _RANK[held] >= _RANK[role]
 

@@ -98,9 +98,61 @@ def project_out(tenant: str, slug: str, request: dict[str, Any], created_by: str
     }
 
 
+PROVISIONING = frozenset({
+    "Project.RepositoryProvisioned", "Project.DsnProvisioned", "Project.ParticipantRemoved", "Project.SurfacesRecorded",
+})
+
+
+def apply_provisioning(project: dict[str, Any], kind: str, d: dict[str, Any]) -> None:
+    """A provisioning outcome folded into ``PortalProjectOut``: the binding's repository
+    (URL, commit, status) and the project's summary status; the DSN's status in the
+    assembly's ``error_reporting`` and each lane binding's metadata."""
+    project["updated_at"] = max(project["updated_at"], d["at"])
+    if kind == "Project.SurfacesRecorded":
+        board, design, catalog = d["board"], d["design"], d["catalog"]
+        project["board_projection"] = board.get("board_projection", {"error": board.get("error", "")})
+        project["board_sync_status"] = board.get("board_sync_status", "failed" if "error" in board else "")
+        project["design_hub"] = design or None
+        project["design_team_ref"] = str((design or {}).get("design_team_ref", ""))
+        project["catalog_entity_ref"] = str(catalog.get("catalog_entity_ref", ""))
+        project["catalog_annotations"] = dict(catalog.get("catalog_annotations", {}))
+        return
+    if kind == "Project.ParticipantRemoved":
+        project["participants"] = [p for p in project["participants"] if p["subject_key"] != d["subject_key"]]
+        project["member_subject_keys"] = [k for k in project["member_subject_keys"] if k != d["subject_key"]]
+        return
+    bindings = project["repository_bindings"]
+    if kind == "Project.DsnProvisioned":
+        project["project_assembly"]["error_reporting"] = {"status": d["status"], "dsn": d["dsn"], "error": d["error"]}
+        for b in bindings:
+            if b["repository_key"] in ("frontend", "backend"):
+                b["metadata"]["error_reporting_dsn_status"] = d["status"]
+        return
+    for b in bindings:
+        if b["repository_key"] == d["repository_key"]:
+            b["vcs_repo_url"] = d["vcs_repo_url"]
+            b["metadata"]["vcs_repo_provision_status"] = d["status"]
+            b["metadata"]["vcs_repo_node_id"] = d["vcs_repo_node_id"]
+            if d["error"]:
+                b["metadata"]["vcs_repo_provision_error"] = d["error"]
+    states = [b["metadata"].get("vcs_repo_provision_status") for b in bindings]
+    states = [s for s in states if s]
+    failed = [
+        b["metadata"].get("vcs_repo_provision_error", "")
+        for b in bindings
+        if b["metadata"].get("vcs_repo_provision_status") == "failed"
+    ]
+    project["vcs_repo_provision_status"] = "failed" if failed else ("provisioned" if states else "")
+    project["vcs_repo_provision_error"] = failed[0] if failed else ""
+    main = next((b for b in bindings if b["repository_type"] == "assembly"), bindings[0] if bindings else None)
+    if main is not None and main["repository_key"] == d["repository_key"]:
+        project["vcs_repo_url"] = d["vcs_repo_url"]
+        project["vcs_repo_node_id"] = d["vcs_repo_node_id"]
+
+
 class ProjectsProjector(Projector):
     name = "projects"
-    topics = frozenset({"Project.Created", "Run.Launched", "Run.Completed", "Run.CleanedUp"})
+    topics = frozenset({"Project.Created", "Run.Launched", "Run.Completed", "Run.CleanedUp"}) | PROVISIONING
     history_limit = 20
 
     def apply(self, env: Envelope, docs: Docs) -> None:
@@ -109,6 +161,13 @@ class ProjectsProjector(Projector):
             tenant, slug = env.tenant, d["project_slug"]
             doc = project_out(tenant, slug, d["request"], d["created_by"], d["created_at"])
             docs.put(project_doc_key(tenant, slug), doc, p=f"projects/{tenant}", s=slug)
+            return
+        if env.kind in PROVISIONING:
+            slug = env.scope[2] if len(env.scope) > 2 else ""
+            project = docs.get(project_doc_key(env.tenant, slug))
+            if project is not None:
+                apply_provisioning(project, env.kind, d)
+                docs.put(project_doc_key(env.tenant, slug), project, p=f"projects/{env.tenant}", s=slug)
             return
         tenant, run_id = env.tenant, env.run_id
         if env.kind == "Run.Launched":

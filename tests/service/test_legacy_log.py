@@ -39,6 +39,9 @@ def test_the_legacy_log_projects_the_same_read_models_byte_for_byte(tmp_path: Pa
         for projector in (p for p in read_projectors() if p.name in expected):
             rows = [[bytes(v).decode() if isinstance(v, (bytes, memoryview)) else v for v in row]
                     for row in container.store.dump(projector.name)]
+            if projector.name not in expected:  # a read model newer than the fixture: it folds the old log
+                assert projector.name != "relations" or rows, projector.name  # (projects have tuples)
+                continue
             assert rows == expected[projector.name], projector.name
     finally:
         container.close()

@@ -1,0 +1,80 @@
+"""Notifications as read models.
+
+- ``notify_outbox``: what run events ask to notify (a blocker, a delivery, a run ready for
+  review), one document per event position. A fold writes documents and never sends: the
+  relay worker (workers.notify_relay) delivers, and the inbox records each notification id
+  once, so a rebuild or a replay of this model re-fires nothing.
+- ``inbox``: each subscriber's notifications, from the inbox's events.
+"""
+
+from __future__ import annotations
+
+from projections.engine.docs import Docs, Projector
+from projections.engine.envelope import Envelope
+
+OUTBOX = "notify_outbox"
+INBOX = "inbox"
+FEED = "/control-plane/studio/observability-feed"
+
+
+def outbox_key(position: int) -> str:
+    return f"outbox/{position:012d}"
+
+
+def inbox_partition(tenant: str, subject_key: str) -> str:
+    return f"inbox/{tenant}/{subject_key.lower()}"
+
+
+class NotifyOutboxProjector(Projector):
+    name = OUTBOX
+    topics = frozenset({"Run.Launched", "Run.Completed", "AgentSession.Blocked", "AgentSession.PullRequestOpened"})
+
+    def apply(self, env: Envelope, docs: Docs) -> None:
+        d, tenant, run_id = env.data, env.tenant, env.run_id
+        link_key = f"outbox-run/{tenant}/{run_id}"
+        if env.kind == "Run.Launched":
+            docs.put(link_key, {"project_slug": d["project_slug"]}, p="outbox-run")
+            return
+        link = docs.get(link_key)
+        if link is None:
+            return
+        slug = link["project_slug"]
+        if env.kind == "AgentSession.Blocked":
+            kind, title, body = "blocker", f"Blocked in run {run_id}", f"{d.get('code', '')}: {d.get('message', '')}"
+        elif env.kind == "AgentSession.PullRequestOpened":
+            if d.get("repository_key") == "assembly":  # orchestration output, not a delivery
+                return
+            kind, title, body = "delivery", f"Pull request opened in run {run_id}", str(d.get("pr_url", ""))
+        else:
+            kind, title, body = "review", f"Run {run_id} completed: ready for review", ""
+        doc = {
+            "tenant": tenant,
+            "project_slug": slug,
+            "kind": kind,
+            "title": title,
+            "body": body,
+            "url": f"{FEED}?project_slug={slug}&run_id={run_id}",
+            "source_ref": f"event:{env.position}",
+        }
+        docs.put(outbox_key(env.position), doc, p="outbox", s=f"{env.position:012d}")
+
+
+class InboxProjector(Projector):
+    name = INBOX
+    topics = frozenset({"Inbox.NotificationRaised", "Inbox.NotificationRead"})
+
+    def apply(self, env: Envelope, docs: Docs) -> None:
+        d, tenant = env.data, env.tenant
+        subject = ":".join(env.scope[2:])
+        if env.kind == "Inbox.NotificationRaised":
+            note = d["notification"]
+            doc = {**note, "via": d["via"], "created_at": d["at"], "read_at": ""}
+            docs.put(f"inbox/{tenant}/{subject}/{note['notification_id']}", doc,
+                     p=inbox_partition(tenant, subject), s=f"{d['at']}|{note['notification_id']}", st="unread")
+            return
+        key = f"inbox/{tenant}/{subject}/{d['notification_id']}"
+        doc = docs.get(key)
+        if doc is not None:
+            doc["read_at"] = d["at"]
+            docs.put(key, doc, p=inbox_partition(tenant, subject), s=f"{doc['created_at']}|{doc['notification_id']}",
+                     st="read")

@@ -1,0 +1,96 @@
+"""The relationship-tuple read model: each project's tuples, folded from project events,
+and the built-in permission graph reading it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from domain.portal.graph import RelationTuple, TupleGraph, project_ref
+from domain.portal.relations import project_tuples
+from domain.shared.ids import is_valid_id
+from domain.shared.metadata import pick
+from projections.engine.docs import Docs, Projector
+from projections.engine.envelope import Envelope
+from projections.engine.store import DocStore
+from projections.projects.projects import project_out
+
+NAME = "relations"
+
+
+class _Doc(msgspec.Struct):
+    object: str = ""
+    tuples: list[RelationTuple] = []
+
+
+_decode = msgspec.json.Decoder(_Doc).decode
+
+
+def relations_key(tenant: str, slug: str) -> str:
+    return f"relations/{tenant}/{slug}"
+
+
+def relations_partition(tenant: str) -> str:
+    return f"relations/{tenant}"
+
+
+def _strings(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+class RelationsProjector(Projector):
+    """``Project.Created`` writes the project's tuples (participants, owners, members,
+    the creator as owner, member teams and group paths)."""
+
+    name = NAME
+    topics = frozenset({"Project.Created", "Project.ParticipantRemoved"})
+
+    def apply(self, env: Envelope, docs: Docs) -> None:
+        d = env.data
+        if env.kind == "Project.ParticipantRemoved":  # every tuple naming the user goes
+            slug = env.scope[2] if len(env.scope) > 2 else ""
+            doc = docs.get(relations_key(env.tenant, slug))
+            if doc is not None:
+                user = f"user:{d['subject_key']}"
+                doc["tuples"] = [t for t in doc["tuples"] if t[2] != user]
+                docs.put(relations_key(env.tenant, slug), doc, p=relations_partition(env.tenant), s=slug)
+            return
+        tenant, slug, request = env.tenant, d["project_slug"], d["request"]
+        out = project_out(tenant, slug, request, d["created_by"], d["created_at"])
+        tuples = project_tuples(
+            slug,
+            out["participants"],
+            team_keys=_strings(pick(request, "member_team_keys", [])),
+            group_paths=_strings(pick(request, "member_group_paths", [])),
+            owner_group_paths=_strings(pick(request, "owner_group_paths", [])),
+        )
+        doc = {"object": project_ref(slug), "tuples": msgspec.to_builtins(tuples)}
+        docs.put(relations_key(tenant, slug), doc, p=relations_partition(tenant), s=slug)
+
+
+def store_graph(store: DocStore) -> TupleGraph:
+    """The built-in ``PermissionGraph`` over the relations read model."""
+
+    def tuples_of(tenant: str, obj: str) -> list[RelationTuple]:
+        kind, _, slug = obj.partition(":")
+        if kind != "project" or not is_valid_id(slug):
+            return []
+        raw = store.get(NAME, relations_key(tenant, slug))
+        return _decode(raw).tuples if raw is not None else []
+
+    def objects_of(tenant: str, type_: str) -> Iterator[tuple[str, list[RelationTuple]]]:
+        if type_ != "project":
+            return
+        after = ""
+        while True:
+            page = store.scan(NAME, p=relations_partition(tenant), after=after, limit=1000)
+            for row in page:
+                doc = _decode(row.body)
+                yield doc.object, doc.tuples
+            if len(page) < 1000:
+                return
+            after = page[-1].s
+
+    return TupleGraph(tuples_of, objects_of)
