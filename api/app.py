@@ -21,6 +21,8 @@ from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory.controller import project_factory_router
 from api.studio.controller import studio_router
 from api.studio.reads import Reads
+from api.workspaces.controller import meter_router, workspace_router
+from api.workspaces.metrics import UsageCollector
 from projections.studio.time_travel import EventSelector, TimeTravel
 
 
@@ -52,6 +54,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
         lambda: {name: s.failures for name, s in container.runner.stats.statuses.items()},
     )
 
+    registry.register(UsageCollector(container.usage_meter, container.workspace_material))
     live = live_channel(container)
 
     def on_startup() -> None:
@@ -75,6 +78,8 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             metrics_handler(registry),
             *control_routers(settings.edge_jwt_key),
             mcp_router(),
+            workspace_router(settings.edge_jwt_key),
+            meter_router(),
         ],
         exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
         # The service's parts, read by handlers from state (see api/context.py).
@@ -95,6 +100,11 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "agent_tools": getattr(container, "agent_tools", None),
                 "mcp_token_key": getattr(container, "mcp_token_key", ""),
                 "base_url": settings.base_url,
+                # Developer workspaces (launch, material, the usage meter).
+                "workspaces": container.workspaces,
+                "workspace_material": container.workspace_material,
+                "meter_tokens": container.meter_tokens,
+                "usage_meter": container.usage_meter,
             }
         ),
         middleware=[request_context],

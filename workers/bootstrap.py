@@ -20,6 +20,9 @@ from domain.studio.commands.agent_tools import AgentToolCalls
 from domain.studio.commands.recovery import recovery_policies
 from domain.studio.process import ModelProxyAliases
 from domain.studio.templates import TemplateCatalog, shipped_templates
+from domain.workspaces.commands import WorkspaceCommands
+from domain.workspaces.material import MaterialConfig
+from domain.workspaces.metering import MeterTokens, UsageMeter
 from projections.engine.docs import Projector
 from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
@@ -33,6 +36,8 @@ from projections.studio.pixels import PixelsProjector
 from projections.studio.runs import RunsProjector
 from projections.studio.surfaces import SurfacesProjector
 from projections.studio.workspace_mirror import MirrorProjector
+from projections.workspaces.workspaces import WorkspacesProjector
+from workers.adapters.echo_model import EchoModel
 from workers.fanout import LiveFanout
 from workers.live_broker import MemoryBroker
 from workers.logging import configure_logging
@@ -111,6 +116,7 @@ def read_projectors() -> list[Projector]:
         SurfacesProjector(),
         LogDockProjector(),
         FleetProjector(),
+        WorkspacesProjector(),
     ]
 
 
@@ -122,6 +128,7 @@ class Services:
     projects: ProjectCommands
     studio: StudioCommands
     clock: Callable[[], str]
+    workspaces: WorkspaceCommands
 
 
 def wire_services(
@@ -131,6 +138,7 @@ def wire_services(
     agent_domain: str = "agents.squadops.local",
     aliases: ModelProxyAliases | None = None,
     clock: Callable[[], str] = utc_now_iso,
+    proxy_client_key: str = "",
 ) -> Services:
     """Each area's commands over one event store (in memory when none is given)."""
     event_store = event_store if event_store is not None else EventStore()
@@ -144,7 +152,8 @@ def wire_services(
         aliases=aliases or ModelProxyAliases(),
         clock=clock,
     )
-    return Services(event_store=event_store, projects=projects, studio=studio, clock=clock)
+    workspaces = WorkspaceCommands(event_store, clock=clock, proxy_client_key=lambda: proxy_client_key)
+    return Services(event_store=event_store, projects=projects, studio=studio, clock=clock, workspaces=workspaces)
 
 
 @dataclass
@@ -165,6 +174,10 @@ class Container(Services):
     # The squad's MCP server (``/mcp``): its command object and the agent token key.
     agent_tools: AgentToolCalls | None = None
     mcp_token_key: str = ""
+    # Developer workspaces: connection material, meter tokens and the per-employee meter.
+    workspace_material: MaterialConfig = field(default_factory=MaterialConfig)
+    meter_tokens: MeterTokens = field(default_factory=lambda: MeterTokens(""))
+    usage_meter: UsageMeter = field(default_factory=lambda: UsageMeter(EchoModel()))
 
     def start(self, workers: tuple[str, ...] = WORKERS) -> None:
         """Starts the named workers in this process (the embedded default runs all)."""
@@ -249,6 +262,7 @@ def build(settings: Settings) -> Container:
         EventStore(eventsourcing_env(settings)),
         agent_domain=settings.agent_domain,
         aliases=ModelProxyAliases(settings.model_proxy_aliases),
+        proxy_client_key=settings.model_proxy_client_key,
     )
     event_store = services.event_store
     if settings.is_postgres:
@@ -314,6 +328,20 @@ def build(settings: Settings) -> Container:
         settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health,
         agent_tools=AgentToolCalls(services.studio.runs), mcp_token_key=mcp_token_key,
+        workspaces=services.workspaces, workspace_material=material_config(settings),
+        meter_tokens=MeterTokens(settings.model_proxy_client_key), usage_meter=UsageMeter(EchoModel()),
+    )
+
+
+def material_config(settings: Settings) -> MaterialConfig:
+    return MaterialConfig(
+        base_url=settings.base_url,
+        kube_api_server=settings.kube_api_server,
+        kube_oidc_issuer=settings.kube_oidc_issuer,
+        kube_oidc_client_id=settings.kube_oidc_client_id,
+        metric_prefix=settings.usage_metric_prefix,
+        dashboard_uid=settings.usage_dashboard_uid,
+        dashboard_base_url=settings.usage_dashboard_base_url,
     )
 
 
