@@ -23,6 +23,7 @@ from domain.studio.templates import TemplateCatalog, shipped_templates
 from domain.workspaces.commands import WorkspaceCommands
 from domain.workspaces.material import MaterialConfig
 from domain.workspaces.metering import MeterTokens, UsageMeter
+from domain.workspaces.ports import VolumeClaim
 from projections.engine.docs import Projector
 from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
@@ -38,6 +39,7 @@ from projections.studio.surfaces import SurfacesProjector
 from projections.studio.workspace_mirror import MirrorProjector
 from projections.workspaces.workspaces import WorkspacesProjector
 from workers.adapters.echo_model import EchoModel
+from workers.adapters.local_cluster import LocalCluster
 from workers.fanout import LiveFanout
 from workers.live_broker import MemoryBroker
 from workers.logging import configure_logging
@@ -46,12 +48,16 @@ from workers.planes.simulator import SimulatorPlane
 from workers.settings import Settings
 from workers.ticker import Ticker
 from workers.watcher import EventStoreProjectAssets, Watcher, load_project_assets
+from workers.workspace_controller import ControllerConfig, WorkspaceController
+from workers.workspace_controller_http import HealthServer
 
 log = structlog.get_logger("squadops")
 
 WORKERS = ("projector", "ticker", "fanout")
 # Workers that run only when named (``squadops worker watcher`` or ``serve --workers``).
-OPTIONAL_WORKERS = ("watcher",)
+OPTIONAL_WORKERS = ("watcher", "workspace-controller")
+# What ``serve`` (``make run``) runs in-process with ``--workers all``.
+SERVE_WORKERS = WORKERS + ("workspace-controller",)
 
 
 def eventsourcing_env(settings: Settings) -> dict[str, str]:
@@ -178,6 +184,8 @@ class Container(Services):
     workspace_material: MaterialConfig = field(default_factory=MaterialConfig)
     meter_tokens: MeterTokens = field(default_factory=lambda: MeterTokens(""))
     usage_meter: UsageMeter = field(default_factory=lambda: UsageMeter(EchoModel()))
+    workspace_controller: WorkspaceController | None = None
+    controller_http: HealthServer | None = None
 
     def start(self, workers: tuple[str, ...] = WORKERS) -> None:
         """Starts the named workers in this process (the embedded default runs all)."""
@@ -195,6 +203,11 @@ class Container(Services):
         if "watcher" in workers and self.watcher is not None:
             self.watcher.start()
             self.started.append("watcher")
+        if "workspace-controller" in workers and self.workspace_controller is not None:
+            self.workspace_controller.start()
+            if self.controller_http is not None:
+                self.controller_http.start()
+            self.started.append("workspace-controller")
 
     def await_reads(self, position: int | None = None, timeout: float = 2.0) -> bool:
         """Read-your-writes: waits until read models include this thread's last save."""
@@ -232,6 +245,10 @@ class Container(Services):
         return self.await_reads(position, self.settings.min_position_wait_seconds)
 
     def stop(self) -> None:
+        if "workspace-controller" in self.started and self.workspace_controller is not None:
+            if self.controller_http is not None:
+                self.controller_http.stop()
+            self.workspace_controller.stop()
         if "watcher" in self.started and self.watcher is not None:
             self.watcher.stop()
         if "fanout" in self.started:
@@ -323,13 +340,39 @@ def build(settings: Settings) -> Container:
         strict=settings.strict_observation,
         explicit_assets=load_project_assets(settings.project_assets_path) if settings.project_assets_path else None,
     )
+    meter_tokens = MeterTokens(settings.model_proxy_client_key)
+    controller = WorkspaceController(
+        services.workspaces, store, LocalCluster(workspace_root(settings)), meter_tokens,
+        clock=services.clock, config=controller_config(settings),
+    )
     return Container(
         event_store=event_store, projects=services.projects, studio=services.studio, clock=services.clock,
         settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health,
         agent_tools=AgentToolCalls(services.studio.runs), mcp_token_key=mcp_token_key,
         workspaces=services.workspaces, workspace_material=material_config(settings),
-        meter_tokens=MeterTokens(settings.model_proxy_client_key), usage_meter=UsageMeter(EchoModel()),
+        meter_tokens=meter_tokens, usage_meter=UsageMeter(EchoModel()), workspace_controller=controller,
+        controller_http=HealthServer(controller.health, settings.controller_host, settings.controller_port),
+    )
+
+
+def workspace_root(settings: Settings) -> Path:
+    return Path(settings.workspace_root) if settings.workspace_root else Path(settings.data_dir) / "workspaces"
+
+
+def controller_config(settings: Settings) -> ControllerConfig:
+    return ControllerConfig(
+        controller_id=f"controller-{secrets.token_hex(4)}",
+        interval_seconds=settings.controller_interval_seconds,
+        enabled=settings.controller_reconcile_enabled,
+        stale_seconds=settings.workspace_stale_seconds,
+        idle_seconds=settings.workspace_idle_seconds,
+        scratch=VolumeClaim(
+            name="scratch",
+            size=settings.workspace_scratch_size,
+            storage_class=settings.workspace_scratch_class,
+            access_mode=settings.workspace_scratch_access_mode,
+        ),
     )
 
 

@@ -59,7 +59,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.app import create_app
-    from workers.bootstrap import WORKERS, build
+    from workers.bootstrap import SERVE_WORKERS, build
 
     if args.host:
         settings = settings.replace(host=args.host)
@@ -68,7 +68,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     container = build(settings)
     if args.demo or settings.demo:
         seed_demo(container.projects)
-    workers = WORKERS if args.workers == "all" else tuple(w for w in args.workers.split(",") if w and w != "none")
+    workers = SERVE_WORKERS if args.workers == "all" else tuple(w for w in args.workers.split(",") if w and w != "none")
     app = create_app(container, workers=workers)
     print(f"squadops listening on http://{settings.host}:{settings.port} ({container.store.dialect})", file=sys.stderr)
     # Live streams (SSE, WebSocket) never finish on their own: bound the graceful shutdown.
