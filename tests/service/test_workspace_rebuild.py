@@ -21,6 +21,7 @@ from workers.bootstrap import eventsourcing_env, read_projectors
 
 EMPLOYEES = ["a@x.io", "b@x.io", "c@x.io"]
 GRANTS = ProjectGrants("acme", {e: "contributor" for e in EMPLOYEES})
+AT = "2026-01-01T01:00:00.000000Z"
 MOVES = ["launch", "pick_up", "provisioned", "fail", "release", "begin_release", "stopped", "auto_stop", "clean"]
 
 
@@ -52,19 +53,18 @@ def test_rebuild_equals_live(steps: list[tuple[str, str, str]], page_size: int) 
                 ws = cmds.launch(Who(employee), GRANTS, tenant="default", repository_key="backend", branch=branch)
                 if move == "launch":
                     continue
-                at = "2026-01-01T01:00:00.000000Z"
                 try:
                     if move == "release":
                         cmds.release("default", ws.workspace_scope, employee)
                     else:
                         action = {
-                            "pick_up": lambda w: w.pick_up(at, "c"),
-                            "provisioned": lambda w: w.provisioned(at, "pod", ["v"]),
-                            "fail": lambda w: w.fail(at, "boom"),
-                            "begin_release": lambda w: w.begin_release(at, "c"),
-                            "stopped": lambda w: w.stopped(at),
-                            "auto_stop": lambda w: w.auto_stop(at),
-                            "clean": lambda w: w.siblings_cleaned(at, ["old"]),
+                            "pick_up": lambda w: w.pick_up(AT, "c"),
+                            "provisioned": lambda w: w.provisioned(AT, "pod", ["v"]),
+                            "fail": lambda w: w.fail(AT, "boom"),
+                            "begin_release": lambda w: w.begin_release(AT, "c"),
+                            "stopped": lambda w: w.stopped(AT),
+                            "auto_stop": lambda w: w.auto_stop(AT),
+                            "clean": lambda w: w.siblings_cleaned(AT, ["old"]),
                         }[move]
                         cmds.claim(ws.id, action)
                 except DomainError:
