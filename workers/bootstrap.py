@@ -367,6 +367,7 @@ def controller_config(settings: Settings) -> ControllerConfig:
         enabled=settings.controller_reconcile_enabled,
         stale_seconds=settings.workspace_stale_seconds,
         idle_seconds=settings.workspace_idle_seconds,
+        tool_timeout_seconds=settings.workspace_tool_timeout_seconds,
         scratch=VolumeClaim(
             name="scratch",
             size=settings.workspace_scratch_size,

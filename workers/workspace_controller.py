@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as CallTimeout
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -50,6 +52,7 @@ class ControllerConfig:
     enabled: bool = True
     stale_seconds: float = policies.STALE_WINDOW_SECONDS
     idle_seconds: float = policies.IDLE_TIMEOUT_SECONDS
+    tool_timeout_seconds: float = policies.TOOL_TIMEOUT_SECONDS  # each call of the workspace tool
     scratch: VolumeClaim = field(
         default_factory=lambda: VolumeClaim(
             name="scratch",
@@ -75,6 +78,8 @@ class WorkspaceController:
         self.commands, self.store, self.provider, self.tokens = commands, store, provider, tokens
         self.clock, self.config, self.settle = clock, config, settle
         self._lock = threading.Lock()  # one pass at a time in this process
+        self._calls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="workspace-tool")
+        self._calls_closed = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.in_progress = False
@@ -82,6 +87,15 @@ class WorkspaceController:
         self.last_at = ""
         self.last_error = ""
         self.last = PassReport()
+
+    def _tool(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """One call of the workspace tool, bounded by the tool timeout (Limits: 300 s)."""
+        future = self._calls.submit(fn, *args)
+        try:
+            return future.result(timeout=self.config.tool_timeout_seconds)
+        except CallTimeout:
+            future.cancel()
+            raise TimeoutError(f"workspace tool call timed out after {self.config.tool_timeout_seconds:g} s") from None
 
     # -- the queue ------------------------------------------------------------------------------
 
@@ -154,7 +168,7 @@ class WorkspaceController:
                     report.processed + 1, report.errored + 1, report.stale_provisioning + 1)
             return
         try:
-            pod = self.provider.up(self._spec(ws), now)
+            pod = self._tool(self.provider.up, self._spec(ws), now)
         except Exception as exc:
             message = f"workspace up failed: {exc}"
             if self.commands.claim(aggregate_id, lambda w: w.fail(now, message)) is not None:
@@ -171,7 +185,7 @@ class WorkspaceController:
         if ws is None or ws.status != "releasing":
             return
         try:
-            self.provider.stop(ws.namespace, ws.workspace_scope)
+            self._tool(self.provider.stop, ws.namespace, ws.workspace_scope)
         except Exception as exc:
             log.warning("workspace_stop_failed", scope=ws.workspace_scope, error=repr(exc))
             report.workspace_cleanup_errors += 1
@@ -187,16 +201,16 @@ class WorkspaceController:
             if self.commands.claim(aggregate_id, lambda w: w.auto_stop(now)) is not None:
                 report.processed, report.stopped = report.processed + 1, report.stopped + 1
                 try:
-                    self.provider.stop(ws.namespace, ws.workspace_scope)
+                    self._tool(self.provider.stop, ws.namespace, ws.workspace_scope)
                 except Exception as exc:
                     log.warning("workspace_auto_stop_failed", scope=ws.workspace_scope, error=repr(exc))
                     report.workspace_cleanup_errors += 1
             return
         try:
-            pods = self.provider.pods(ws.namespace, ws.workspace_scope)
+            pods = self._tool(self.provider.pods, ws.namespace, ws.workspace_scope)
             older = [p.name for p in pods[:-1]]  # the newest pod (and its claim) stays
             for name in older:
-                self.provider.remove(ws.namespace, name)
+                self._tool(self.provider.remove, ws.namespace, name)
         except Exception as exc:
             log.warning("workspace_cleanup_failed", scope=ws.workspace_scope, error=repr(exc))
             report.workspace_cleanup_errors += 1
@@ -226,6 +240,8 @@ class WorkspaceController:
     def start(self) -> None:
         if not self.config.enabled or self._thread is not None:
             return
+        if self._calls_closed:  # stopped before: a fresh pool for the tool calls
+            self._calls, self._calls_closed = ThreadPoolExecutor(max_workers=4, thread_name_prefix="workspace-tool"), False
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="workspace-controller", daemon=True)
         self._thread.start()
@@ -240,3 +256,5 @@ class WorkspaceController:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+        self._calls.shutdown(wait=False, cancel_futures=True)
+        self._calls_closed = True

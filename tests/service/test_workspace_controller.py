@@ -205,3 +205,28 @@ def test_healthz_serves_every_field_on_its_own_port(world) -> None:  # type: ign
     assert body["last_reconcile"]["processed"] == 2 and body["reconcile_in_progress"] is False
     ctl.settle()
     assert len(ctl.health()["provisioning_sample_scopes"]) == 2
+
+
+class HangingUp(LocalCluster):
+    """The local cluster whose ``up`` never answers within the tool timeout."""
+
+    def __init__(self, root: Path, release: threading.Event) -> None:
+        super().__init__(root)
+        self.release = release
+
+    def up(self, spec, now):  # type: ignore[no-untyped-def]
+        self.release.wait(5)
+        return super().up(spec, now)
+
+
+def test_a_workspace_tool_call_past_its_timeout_fails_the_workspace(world) -> None:  # type: ignore[no-untyped-def]
+    _, commands, _, root = world
+    release = threading.Event()
+    ctl = controller(world, HangingUp(root, release), tool_timeout_seconds=0.2)
+    wid = launch(commands)
+    ctl.reconcile_once()
+    ctl.reconcile_once()
+    release.set()
+    ws = commands.store.get_or_none(wid)
+    assert ws.status == "error" and "timed out after 0.2 s" in ws.last_error
+    ctl.stop()
