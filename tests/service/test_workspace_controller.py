@@ -41,8 +41,8 @@ class Clock:
 
 
 @pytest.fixture
-def world(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[Container, WorkspaceCommands, Clock, Path]]:
-    container = build(settings_for(sqlite_url))
+def world(database_url: str, tmp_path: Path) -> Iterator[tuple[Container, WorkspaceCommands, Clock, Path]]:
+    container = build(settings_for(database_url))
     container.start(("projector",))
     clock = Clock()
     commands = WorkspaceCommands(container.event_store, clock=clock, proxy_client_key=lambda: "k")
