@@ -25,7 +25,7 @@ from domain.shared.ids import ID_PATTERN
 from domain.workspaces import material
 from domain.workspaces.commands import WorkspaceCommands, workspace_not_found
 from domain.workspaces.metering import MeterTokens, UsageMeter
-from domain.workspaces.policies import PROVIDER_NAME, RESUME_ESTIMATE_SECONDS
+from domain.workspaces.policies import PROVIDER_NAME
 from projections.workspaces.workspaces import TABLE, employee_partition, record_key
 
 PathId = Annotated[str, PathParameter(pattern=ID_PATTERN)]
@@ -92,8 +92,7 @@ def launch(
     ws = commands(state).launch(
         caller.principal, grants, tenant=caller.tenant, repository_key=repo, branch=branch or default_branch
     )
-    resume = RESUME_ESTIMATE_SECONDS if ws.status == "pending" and ws.version > 1 else 0
-    return positioned(state, mark, workspace_out(record_of(ws, resume_estimate_seconds=resume), config(state)), 200)
+    return positioned(state, mark, workspace_out(record_of(ws), config(state)), 200)
 
 
 @get("/dev_workspace/workspaces", sync_to_thread=True, summary="The caller's own workspace records")

@@ -65,7 +65,7 @@ class WorkspaceList(msgspec.Struct, kw_only=True):
     items: list[WorkspaceOut]
 
 
-def record_of(ws: DevWorkspace, *, resume_estimate_seconds: int = 0) -> dict[str, Any]:
+def record_of(ws: DevWorkspace) -> dict[str, Any]:
     """The aggregate as the read model records it (for a command's own answer)."""
     return {
         "tenant_id": ws.tenant,
@@ -82,7 +82,7 @@ def record_of(ws: DevWorkspace, *, resume_estimate_seconds: int = 0) -> dict[str
         "last_error": ws.last_error,
         "launched_at": ws.launched_at,
         "updated_at": ws.status_since,
-        "resume_estimate_seconds": resume_estimate_seconds,
+        "resume_estimate_seconds": ws.resume_estimate_seconds,
     }
 
 

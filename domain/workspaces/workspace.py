@@ -81,6 +81,7 @@ class DevWorkspace(Aggregate):
         self.last_active_at = at
         self.pod_name = ""
         self.cleaned = 0
+        self.resume_estimate_seconds = 0
 
     # -- guards ----------------------------------------------------------------------------
 
@@ -101,7 +102,9 @@ class DevWorkspace(Aggregate):
             self._reconnected(at=at)
             return False
         self._check("launch")
-        self._requeued(at=at, previous_status=self.status, resume_estimate_seconds=resume_estimate_seconds)
+        # Resuming a stopped workspace takes about 90 s (Limits); from error it is a fresh start.
+        estimate = resume_estimate_seconds if self.status == SUSPENDED else 0
+        self._requeued(at=at, previous_status=self.status, resume_estimate_seconds=estimate)
         return True
 
     def request_release(self, at: str, requested_by: str) -> None:
@@ -147,6 +150,7 @@ class DevWorkspace(Aggregate):
         self.status, self.status_since, self.last_active_at = PENDING, at, at
         self.last_error = ""
         self.pod_name = ""
+        self.resume_estimate_seconds = resume_estimate_seconds
 
     @event("Reconnected")
     def _reconnected(self, at: str) -> None:
@@ -160,6 +164,7 @@ class DevWorkspace(Aggregate):
     def _provisioned(self, at: str, pod_name: str, volume_paths: list[str]) -> None:
         self.status, self.status_since, self.last_active_at = READY, at, at
         self.pod_name = pod_name
+        self.resume_estimate_seconds = 0
 
     @event("Failed")
     def _failed(self, at: str, last_error: str, stale: bool) -> None:

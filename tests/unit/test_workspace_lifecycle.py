@@ -117,8 +117,10 @@ def test_relaunch_from_error_or_suspended_requeues_pending(start_moves: list[str
     for move in start_moves:
         apply(ws, move)
     assert ws.status in (ERROR, SUSPENDED)
+    was = ws.status
     assert ws.launch(T0, 90) is True
     assert ws.status == PENDING and ws.last_error == ""
+    assert ws.resume_estimate_seconds == (90 if was == SUSPENDED else 0)
 
 
 def test_every_recorded_event_decodes_strictly_into_its_struct() -> None:
