@@ -169,3 +169,32 @@ def test_meter_counts_concurrent_requests_without_loss(served: tuple[TestClient,
     label = f'{{{obs["employee_label"]}="{obs["employee_slug"]}"}}'
     assert f"{obs['metric_names']['requests']}{label} 64.0" in metrics
     assert f"{obs['metric_names']['tokens']}{label} {float(sum(totals))}" in metrics
+
+
+def test_the_whole_story_launch_ready_release_resume(database_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    http, container = serve(database_url, model_proxy_client_key="proxy-key", workspace_root=str(tmp_path / "cluster"))
+    controller = container.workspace_controller
+    assert controller is not None
+
+    def reconcile() -> None:
+        container.await_reads(container.event_store.max_position(), 5.0)
+        controller.reconcile_once()
+
+    def mine() -> dict:
+        container.await_reads(container.event_store.max_position(), 5.0)
+        return http.get(f"{LAUNCH}/dev_workspace/workspaces", headers=who("maint@x.io")).json()["items"][0]
+
+    with http:
+        http.post("/v1/project-factory/projects", json=PROJECT, headers=ADMIN)
+        scope = launch(http, "maint@x.io").json()["workspace_scope"]
+        for _ in range(2):
+            reconcile()
+        assert mine()["status"] == "ready"
+        assert http.delete(f"{LAUNCH}/dev_workspace/workspaces/{scope}", headers=who("maint@x.io")).json()["status"] == "release_requested"
+        for _ in range(2):
+            reconcile()
+        assert mine()["status"] == "suspended"
+        resumed = launch(http, "maint@x.io").json()
+        assert (resumed["status"], resumed["resume_estimate_seconds"], resumed["workspace_scope"]) == ("pending", 90, scope)
+        assert controller.last_error == ""
+    container.close()
