@@ -28,6 +28,8 @@ from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory.controller import project_factory_router
 from api.studio.controller import studio_router
 from api.studio.reads import Reads
+from api.workspaces.controller import meter_router, workspace_router
+from api.workspaces.metrics import UsageCollector
 from domain.portal.copilot import ComposedAnswerer
 from projections.portal.relations import store_graph
 from projections.studio.time_travel import EventSelector, TimeTravel
@@ -65,6 +67,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
         lambda: {name: s.failures for name, s in container.runner.stats.statuses.items()},
     )
 
+    registry.register(UsageCollector(container.usage_meter, container.workspace_material))
     live = live_channel(container)
     edge = edge_jwt(settings)
 
@@ -93,6 +96,8 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             mcp_router(),
             jobs_router(edge, settings.api_keys),
             gate_router(edge),
+            workspace_router(edge),
+            meter_router(),
         ],
         exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
         request_class=JsonRequest,  # every body is decoded there (api/body.py)
@@ -128,6 +133,11 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "job_reads": JobReads(container.store),
                 "gate": container.gate,
                 "store": container.store,
+                # Developer workspaces (launch, material, the usage meter).
+                "workspaces": container.workspaces,
+                "workspace_material": container.workspace_material,
+                "meter_tokens": container.meter_tokens,
+                "usage_meter": container.usage_meter,
             }
         ),
         middleware=[request_context],

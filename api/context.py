@@ -32,6 +32,9 @@ from api.studio.reads import Reads
 from domain.projects.commands import ProjectCommands
 from domain.shared.event_store import EventStore
 from domain.studio.commands import StudioCommands
+from domain.workspaces.commands import WorkspaceCommands
+from domain.workspaces.material import MaterialConfig
+from domain.workspaces.metering import MeterTokens, UsageMeter
 
 
 class ServiceParts(Protocol):
@@ -49,6 +52,10 @@ class ServiceParts(Protocol):
     ticker: Any
     fanout: Any
     live_broker: Callable[[], Any]
+    workspaces: WorkspaceCommands
+    workspace_material: MaterialConfig
+    meter_tokens: MeterTokens
+    usage_meter: UsageMeter
 
     def settle(self, position: int | None = None) -> bool: ...
 

@@ -29,6 +29,10 @@ from domain.studio.commands.agent_tools import AgentToolCalls
 from domain.studio.commands.recovery import recovery_policies
 from domain.studio.process import ModelProxyAliases
 from domain.studio.templates import TemplateCatalog, shipped_templates
+from domain.workspaces.commands import WorkspaceCommands
+from domain.workspaces.material import MaterialConfig
+from domain.workspaces.metering import MeterTokens, UsageMeter
+from domain.workspaces.ports import VolumeClaim
 from projections.engine.docs import Projector
 from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
@@ -50,7 +54,10 @@ from projections.studio.pixels import PixelsProjector
 from projections.studio.runs import RunsProjector
 from projections.studio.surfaces import SurfacesProjector
 from projections.studio.workspace_mirror import MirrorProjector
+from projections.workspaces.workspaces import WorkspacesProjector
+from workers.adapters.echo_model import EchoModel
 from workers.adapters.error_tracking import NoDsn, SentryKeysDsn
+from workers.adapters.local_cluster import LocalCluster
 from workers.adapters.local_connectors import LocalDirectoryConnectors
 from workers.adapters.local_git import LocalGitVcs
 from workers.adapters.local_vcs import LocalBareGitVcs
@@ -70,13 +77,17 @@ from workers.planes.simulator import SimulatorPlane
 from workers.settings import Settings
 from workers.ticker import Ticker
 from workers.watcher import EventStoreProjectAssets, Watcher, load_project_assets
+from workers.workspace_controller import ControllerConfig, WorkspaceController
+from workers.workspace_controller_http import HealthServer
 
 log = structlog.get_logger("squadops")
 
 WORKERS = ("projector", "ticker", "fanout", "jobs")
 STARTUP_WAIT_SECONDS = 30.0
 # Workers that run only when named (``squadops worker watcher`` or ``serve --workers``).
-OPTIONAL_WORKERS = ("watcher", "notifier")
+OPTIONAL_WORKERS = ("watcher", "notifier", "workspace-controller")
+# What ``serve`` (``make run``) runs in-process with ``--workers all``.
+SERVE_WORKERS = WORKERS + ("workspace-controller",)
 
 
 def eventsourcing_env(settings: Settings) -> dict[str, str]:
@@ -154,6 +165,7 @@ def read_projectors() -> list[Projector]:
         NotifyOutboxProjector(),
         InboxProjector(),
         ImpactProjector(),
+        WorkspacesProjector(),
     ]
 
 
@@ -186,6 +198,7 @@ class Services:
     clock: Callable[[], str]
     jobs: JobCommands
     gate: GateCommands
+    workspaces: WorkspaceCommands
 
 
 def wire_services(
@@ -197,6 +210,7 @@ def wire_services(
     clock: Callable[[], str] = utc_now_iso,
     settings: Settings | None = None,
     adapters: Adapters | None = None,
+    proxy_client_key: str = "",
 ) -> Services:
     """Each area's commands over one event store (in memory when none is given)."""
     settings = settings or Settings()
@@ -235,10 +249,11 @@ def wire_services(
         default_repo=settings.gate_default_repo,
         clock=clock,
     )
+    workspaces = WorkspaceCommands(event_store, clock=clock, proxy_client_key=lambda: proxy_client_key)
     return Services(
-        event_store=event_store, projects=projects, studio=studio, clock=clock, jobs=jobs, gate=gate
+        event_store=event_store, projects=projects, studio=studio, clock=clock, jobs=jobs, gate=gate,
+        workspaces=workspaces,
     )
-
 
 def job_claims(settings: Settings, store: DocStore) -> JobClaims:
     """Claims beside the read models: PostgreSQL row locks, or the SQLite single writer."""
@@ -276,6 +291,12 @@ class Container(Services):
     notification_config: dict[str, str] = field(default_factory=dict)
     copilot_answerer: Any = None  # ModelProxyAnswerer when SQUADOPS_MODEL_PROXY_URL is set
     skill_sources: list[Any] = field(default_factory=list)  # GET /v1/skills beyond the shipped files
+    # Developer workspaces: connection material, meter tokens and the per-employee meter.
+    workspace_material: MaterialConfig = field(default_factory=MaterialConfig)
+    meter_tokens: MeterTokens = field(default_factory=lambda: MeterTokens(""))
+    usage_meter: UsageMeter = field(default_factory=lambda: UsageMeter(EchoModel()))
+    workspace_controller: WorkspaceController | None = None
+    controller_http: HealthServer | None = None
 
     def start(self, workers: tuple[str, ...] = WORKERS) -> None:
         """Starts the named workers in this process (the embedded default runs all)."""
@@ -299,6 +320,11 @@ class Container(Services):
         if "notifier" in workers and self.notify_relay is not None:
             self.notify_relay.start()
             self.started.append("notifier")
+        if "workspace-controller" in workers and self.workspace_controller is not None:
+            self.workspace_controller.start()
+            if self.controller_http is not None:
+                self.controller_http.start()
+            self.started.append("workspace-controller")
 
     def await_reads(self, position: int | None = None, timeout: float = 2.0) -> bool:
         """Read-your-writes: waits until read models include this thread's last save."""
@@ -342,6 +368,10 @@ class Container(Services):
             self.job_runner.stop()
         if "notifier" in self.started and self.notify_relay is not None:
             self.notify_relay.stop()
+        if "workspace-controller" in self.started and self.workspace_controller is not None:
+            if self.controller_http is not None:
+                self.controller_http.stop()
+            self.workspace_controller.stop()
         if "watcher" in self.started and self.watcher is not None:
             self.watcher.stop()
         if "ticker" in self.started:
@@ -406,12 +436,7 @@ def build(settings: Settings) -> Container:
     configure_logging(settings)
     if settings.is_postgres:
         await_database(settings.database_url)
-    services = wire_services(
-        EventStore(eventsourcing_env(settings)),
-        agent_domain=settings.agent_domain,
-        aliases=ModelProxyAliases(settings.model_proxy_aliases),
-    )
-    event_store = services.event_store
+    event_store = EventStore(eventsourcing_env(settings))
     if settings.is_postgres:
         store: DocStore = PostgresDocStore(
             settings.database_url,
@@ -428,6 +453,7 @@ def build(settings: Settings) -> Container:
         aliases=ModelProxyAliases(settings.model_proxy_aliases),
         settings=settings,
         adapters=Adapters.from_settings(settings, ProposalIndex(store)),
+        proxy_client_key=settings.model_proxy_client_key,
     )
     heartbeats = heartbeats_for(store)
     runner = ProjectionRunner(
@@ -488,6 +514,11 @@ def build(settings: Settings) -> Container:
         poll_seconds=settings.job_poll_seconds,
         lease_seconds=settings.job_lease_seconds,
     )
+    meter_tokens = MeterTokens(settings.model_proxy_client_key)
+    controller = WorkspaceController(
+        services.workspaces, store, LocalCluster(workspace_root(settings)), meter_tokens,
+        clock=services.clock, config=controller_config(settings),
+    )
     return Container(
         event_store=event_store, projects=services.projects, studio=services.studio, clock=services.clock,
         jobs=services.jobs, gate=services.gate,
@@ -501,6 +532,42 @@ def build(settings: Settings) -> Container:
             if settings.model_proxy_url else None
         ),
         skill_sources=[DirectorySkills(Path(settings.skills_path))] if settings.skills_path else [],
+        workspaces=services.workspaces, workspace_material=material_config(settings),
+        meter_tokens=meter_tokens, usage_meter=UsageMeter(EchoModel()), workspace_controller=controller,
+        controller_http=HealthServer(controller.health, settings.controller_host, settings.controller_port),
+    )
+
+
+def workspace_root(settings: Settings) -> Path:
+    return Path(settings.workspace_root) if settings.workspace_root else Path(settings.data_dir) / "workspaces"
+
+
+def controller_config(settings: Settings) -> ControllerConfig:
+    return ControllerConfig(
+        controller_id=f"controller-{secrets.token_hex(4)}",
+        interval_seconds=settings.controller_interval_seconds,
+        enabled=settings.controller_reconcile_enabled,
+        stale_seconds=settings.workspace_stale_seconds,
+        idle_seconds=settings.workspace_idle_seconds,
+        tool_timeout_seconds=settings.workspace_tool_timeout_seconds,
+        scratch=VolumeClaim(
+            name="scratch",
+            size=settings.workspace_scratch_size,
+            storage_class=settings.workspace_scratch_class,
+            access_mode=settings.workspace_scratch_access_mode,
+        ),
+    )
+
+
+def material_config(settings: Settings) -> MaterialConfig:
+    return MaterialConfig(
+        base_url=settings.base_url,
+        kube_api_server=settings.kube_api_server,
+        kube_oidc_issuer=settings.kube_oidc_issuer,
+        kube_oidc_client_id=settings.kube_oidc_client_id,
+        metric_prefix=settings.usage_metric_prefix,
+        dashboard_uid=settings.usage_dashboard_uid,
+        dashboard_base_url=settings.usage_dashboard_base_url,
     )
 
 

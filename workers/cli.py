@@ -58,7 +58,7 @@ def seed_demo(projects: ProjectCommands, tenant: str = "default") -> bool:
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     from api.app import create_app
     from api.server import serve
-    from workers.bootstrap import WORKERS, build
+    from workers.bootstrap import SERVE_WORKERS, build
 
     if args.host:
         settings = settings.replace(host=args.host)
@@ -67,7 +67,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     container = build(settings)
     if args.demo or settings.demo:
         seed_demo(container.projects)
-    workers = WORKERS if args.workers == "all" else tuple(w for w in args.workers.split(",") if w and w != "none")
+    workers = SERVE_WORKERS if args.workers == "all" else tuple(w for w in args.workers.split(",") if w and w != "none")
     app = create_app(container, workers=workers)
     print(f"squadops listening on http://{settings.host}:{settings.port} ({container.store.dialect})", file=sys.stderr)
     # SIGTERM: live streams are told to reconnect, requests in flight finish, workers commit.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -116,6 +117,26 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Extra skill files (a directory of *.json) for GET /v1/skills, asked under a deadline.
     skills_path: str = ""
     skills_deadline_seconds: float = 5.0
+    # Developer workspaces (issue 11): material, the meter, and the workspace controller.
+    model_proxy_client_key: str = ""
+    kube_api_server: str = "https://kube.squadops.local"
+    kube_oidc_issuer: str = "https://idp.squadops.local/realms/squadops"
+    kube_oidc_client_id: str = "kube-access"
+    edge_oidc_client_id: str = "edge-web-ide"
+    usage_metric_prefix: str = "squadops_dev_workspace_model"
+    usage_dashboard_uid: str = "squadops-dev-workspace-usage"
+    usage_dashboard_base_url: str = "http://127.0.0.1:3000"
+    controller_host: str = "127.0.0.1"
+    controller_port: int = 8001
+    controller_interval_seconds: float = 5.0
+    controller_reconcile_enabled: bool = True
+    workspace_stale_seconds: float = 420.0
+    workspace_idle_seconds: float = 1800.0
+    workspace_tool_timeout_seconds: float = 300.0
+    workspace_root: str = ""
+    workspace_scratch_size: str = "10Gi"
+    workspace_scratch_class: str = "scratch"
+    workspace_scratch_access_mode: str = "ReadWriteOnce"
 
     @property
     def is_postgres(self) -> bool:
@@ -234,6 +255,10 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         except ValueError as exc:
             raise SettingsError(f"SQUADOPS_LOCAL_AGENT_COMMAND cannot be shell-split: {exc}") from None
     _check_jobs(settings)
+    if settings.kube_oidc_client_id == settings.edge_oidc_client_id:
+        raise SettingsError("SQUADOPS_KUBE_OIDC_CLIENT_ID must be the kube-access client, not the edge/web-IDE client")
+    if not re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", settings.usage_metric_prefix):
+        raise SettingsError("SQUADOPS_USAGE_METRIC_PREFIX must be a Prometheus metric name")
     if settings.database_url and not (
         settings.is_postgres or settings.database_url.startswith("sqlite:")
     ):

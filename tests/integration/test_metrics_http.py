@@ -70,7 +70,11 @@ def test_metrics_parse_into_the_same_families_with_labels_and_values(database_ur
         "squadops_projection_lag_events",
         "squadops_projector_failures",
         HISTOGRAM,
+        # The developer workspace usage meter (no employee has used it yet: no samples).
+        "squadops_dev_workspace_model_tokens",
+        "squadops_dev_workspace_model_requests",
     }
+    assert families["squadops_dev_workspace_model_tokens"] == ("counter", [])
     kind, samples = families["squadops_events_appended"]
     assert kind == "counter" and samples == [Sample("squadops_events_appended_total", {}, head)]
     names = [p.name for p in read_projectors()]

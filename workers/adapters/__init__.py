@@ -1,0 +1,1 @@
+"""Adapters of the ports the domain owns (workspace provider, model proxy)."""

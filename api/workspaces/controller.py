@@ -1,0 +1,154 @@
+"""The ``dev_workspace`` launch provider (Portal) and the per-employee usage meter.
+
+Access is decided in one place, ``domain.workspaces.policies.require_workspace_role``, over
+the project's grants as the participants read model holds them (the permission graph will
+stand behind the same seam). Reads serve read models; launch and DELETE are commands.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Request, Response, Router, delete, get, post
+from litestar.datastructures import State
+from litestar.params import Body, PathParameter, QueryParameter
+
+from api.auth import EdgeJwt
+from api.context import CallerDep, caller_dependency, event_store, part, read_models
+from api.errors import ApiError
+from api.positions import command_mark, positioned
+from api.workspaces.dto import WorkspaceList, WorkspaceOut, record_of, workspace_out
+from domain.projects.project import delivery_lanes
+from domain.shared.access import ProjectGrants
+from domain.shared.errors import NotFound, project_not_found
+from domain.shared.ids import ID_PATTERN
+from domain.workspaces import material
+from domain.workspaces.commands import WorkspaceCommands, workspace_not_found
+from domain.workspaces.metering import MeterTokens, UsageMeter
+from domain.workspaces.policies import PROVIDER_NAME
+from projections.workspaces.workspaces import TABLE, employee_partition, record_key
+
+PathId = Annotated[str, PathParameter(pattern=ID_PATTERN)]
+Slug = Annotated[str, QueryParameter(pattern=ID_PATTERN, description="exact project slug")]
+Key = Annotated[str | None, QueryParameter(pattern=ID_PATTERN, required=False)]
+Branch = Annotated[str | None, QueryParameter(pattern=r"^[A-Za-z0-9._/-]{1,200}$", required=False)]
+Scope = Annotated[str, QueryParameter(pattern=ID_PATTERN, description="the workspace_scope of a launch")]
+YAML = "application/yaml"
+_decode = msgspec.json.Decoder(dict).decode
+
+
+def commands(state: State) -> WorkspaceCommands:
+    return part(state, "workspaces")
+
+
+def config(state: State) -> material.MaterialConfig:
+    return part(state, "workspace_material")
+
+
+def _record(state: State, tenant: str, scope: str) -> dict[str, Any] | None:
+    raw = read_models(state).store.get(TABLE, record_key(tenant, scope))
+    return _decode(raw) if raw is not None else None
+
+
+def owned_record(state: State, caller: CallerDep, scope: str) -> dict[str, Any]:
+    """The caller's own record in the caller's tenant: 404 when absent, 403 when another's."""
+    record = _record(state, caller.tenant, scope)
+    if record is None:
+        raise workspace_not_found(scope)
+    if record["employee"] != caller.subject_key.lower():
+        raise ApiError(403, "This developer workspace belongs to another employee.", "dev_workspace_not_owner")
+    return record
+
+
+def _binding(project: dict[str, Any], repository_key: str | None) -> tuple[str, str]:
+    bindings = project.get("repository_bindings", [])
+    if repository_key:
+        found = next((b for b in bindings if b["repository_key"] == repository_key), None)
+        if found is None:
+            raise NotFound(f"Project has no repository {repository_key!r}.", code="repository_not_found")
+        return repository_key, found["default_branch"]
+    lanes = delivery_lanes({"repository_bindings": bindings})
+    chosen = next((b for b in bindings if lanes and b["repository_key"] == lanes[0]), bindings[0] if bindings else None)
+    return (chosen["repository_key"], chosen["default_branch"]) if chosen else ("default", "main")
+
+
+@get("/{solution_id:str}", sync_to_thread=False, summary="Shared launch path of other providers")
+def launch_other(solution_id: PathId, caller: CallerDep) -> None:
+    # ``dev_workspace`` is matched by its static route below (it shares a prefix with the
+    # material routes); no other provider is launched by this service.
+    raise NotFound(f"No launch provider {solution_id!r}.", code="solution_not_found")
+
+
+@get(f"/{PROVIDER_NAME}", sync_to_thread=True, summary="Shared launch path: dev_workspace connection material")
+def launch(
+    state: State, caller: CallerDep, project_slug: Slug, repository_key: Key = None, branch: Branch = None
+) -> Response[WorkspaceOut]:
+    project = read_models(state).project_doc(caller.tenant, project_slug)
+    if project is None:
+        raise project_not_found(project_slug)
+    repo, default_branch = _binding(project, repository_key)
+    grants = ProjectGrants.from_participants(project_slug, project.get("participants", []))
+    mark = command_mark(event_store(state))
+    ws = commands(state).launch(
+        caller.principal, grants, tenant=caller.tenant, repository_key=repo, branch=branch or default_branch
+    )
+    return positioned(state, mark, workspace_out(record_of(ws), config(state)), 200)
+
+
+@get("/dev_workspace/workspaces", sync_to_thread=True, summary="The caller's own workspace records")
+def list_workspaces(state: State, caller: CallerDep) -> WorkspaceList:
+    rows = read_models(state).store.scan(TABLE, p=employee_partition(caller.tenant, caller.subject_key), limit=500)
+    cfg = config(state)
+    return WorkspaceList(items=[workspace_out(_decode(r.body), cfg) for r in rows])
+
+
+@delete("/dev_workspace/workspaces/{workspace_scope:str}", status_code=200, sync_to_thread=True, summary="Release")
+def release_workspace(workspace_scope: PathId, state: State, caller: CallerDep) -> Response[WorkspaceOut]:
+    mark = command_mark(event_store(state))
+    ws = commands(state).release(caller.tenant, workspace_scope, caller.subject_key)
+    return positioned(state, mark, workspace_out(record_of(ws), config(state)), 200)
+
+
+@get("/dev_workspace/provider.yaml", sync_to_thread=True, summary="Workspace tool provider definition")
+def provider_yaml(state: State, caller: CallerDep, workspace_scope: Scope) -> Response[bytes]:
+    record = owned_record(state, caller, workspace_scope)
+    body = material.provider_definition(record, config(state))
+    return Response(msgspec.yaml.encode(body), media_type=YAML)
+
+
+@get("/dev_workspace/kubeconfig", sync_to_thread=True, summary="Kubeconfig with an OIDC exec login")
+def kubeconfig(state: State, caller: CallerDep, workspace_scope: Scope) -> Response[bytes]:
+    record = owned_record(state, caller, workspace_scope)
+    return Response(msgspec.yaml.encode(material.kubeconfig(record, config(state))), media_type=YAML)
+
+
+def workspace_router(edge: EdgeJwt) -> Router:
+    return Router(
+        path="/v1/portal/launches",
+        route_handlers=[list_workspaces, release_workspace, provider_yaml, kubeconfig, launch, launch_other],
+        dependencies=caller_dependency(edge, admin=False),
+        tags=["portal", "dev_workspace"],
+    )
+
+
+# -- the usage meter (workspace token, not the edge) ---------------------------------------------
+
+
+@post("/{employee_slug:str}/v1/chat/completions", status_code=200, sync_to_thread=True, summary="Metered model call")
+def metered_completion(
+    employee_slug: PathId, request: Request[Any, Any, Any], state: State, data: Annotated[dict[str, Any], Body()]
+) -> dict[str, Any]:
+    tokens: MeterTokens = part(state, "meter_tokens")
+    meter: UsageMeter = part(state, "usage_meter")
+    auth = request.headers.get("authorization", "")
+    token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else request.headers.get("x-api-key", "")
+    try:
+        tokens.verify(token, employee_slug)
+    except Exception as exc:
+        raise ApiError(401, str(exc), getattr(exc, "code", "meter_token_invalid")) from None
+    return meter.forward(employee_slug, data)
+
+
+def meter_router() -> Router:
+    return Router(path="/v1/meter", route_handlers=[metered_completion], tags=["dev_workspace"])

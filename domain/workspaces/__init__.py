@@ -1,0 +1,1 @@
+"""Developer workspaces: the employee-scoped workspace lease and its lifecycle."""
