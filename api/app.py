@@ -20,6 +20,7 @@ from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory.controller import project_factory_router
 from api.studio.controller import studio_router
 from api.studio.reads import Reads
+from api.web.controller import web_router
 from projections.studio.time_travel import EventSelector, TimeTravel
 
 
@@ -73,6 +74,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             control_plane_router(settings.edge_jwt_key),
             metrics_handler(registry),
             *control_routers(settings.edge_jwt_key),
+            *web_router(settings.edge_jwt_key),
         ],
         exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
         # The service's parts, read by handlers from state (see api/context.py).
