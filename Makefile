@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test bench lint clean
+.PHONY: install run test bench lint clean chromium
 
 install: $(STAMP)
 
@@ -18,8 +18,12 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/squadops serve --demo
 
-test: install
+test: install chromium
 	$(PY) -m pytest
+
+# The browser tests drive Debian's chromium (never a downloaded browser build).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 bench: install
 	$(PY) -m bench

@@ -11,30 +11,47 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import msgspec
 from litestar import Request, Response, Router, get
-from litestar.datastructures import CacheControlHeader, State
-from litestar.exceptions import ValidationException
+from litestar.datastructures import State
+from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import PathParameter
-from litestar.static_files import create_static_files_router
 
 from api.auth import EMAIL_HEADER, GROUPS_HEADER
-from api.context import CallerDep, caller_dependency, read_models
+from api.context import CallerDep, caller_dependency, part, read_models
+from api.control_plane.reads import ControlPlaneReads
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
-from api.web.pages import PAGE_HEADERS, STATIC, render
+from api.web.office_markup import rooms, script_config, sprite_svg
+from api.web.pages import PAGE_HEADERS, asset, render
 from api.web.verbs import verb_config
 from domain.shared.access import ProjectGrants, may_control, require_read
 from domain.shared.errors import DomainError
 from domain.shared.ids import ID_PATTERN
-from projections.studio.feed import MAX_LIMIT, live_channel_topic
+from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, live_channel_topic
+
+
+class _Agents(msgspec.Struct):
+    pixel_agents: list[dict[str, Any]] = []
+
 
 RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
 HTML = "text/html; charset=utf-8"
 
 
-def page(name: str, title: str, caller: Any, request: Request[Any, Any, Any], **config: Any) -> Response[str]:
+def page(
+    name: str,
+    title: str,
+    caller: Any,
+    request: Request[Any, Any, Any],
+    initial: bytes = b"",
+    markup: dict[str, str] | None = None,
+    **config: Any,
+) -> Response[str]:
     body = render(
         name,
         title=title,
+        initial=initial,
+        markup=markup,
         who=caller.principal.email,
         fields={key: str(value) for key, value in config.items() if isinstance(value, str)},
         config={
@@ -66,11 +83,20 @@ def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, ca
     project = reads.project_doc(caller.tenant, slug) or {}
     grants = ProjectGrants.from_participants(slug, project.get("participants", []))
     require_read(caller.principal, grants)
+    # The feed the office starts from rides in the page: the first agents paint without
+    # a second round trip (the same read, and the same rule, as the feed endpoint).
+    feeds: ControlPlaneReads = part(state, "control_plane")
+    args = (caller.principal, caller.tenant, slug, run_id, DEFAULT_LIMIT)  # the rest comes after
+    initial = feeds.cached_feed(*args) or feeds.feed(*args)
+    agents = msgspec.json.decode(initial, type=_Agents).pixel_agents
     return page(
         "office",
         f"Office of {run_id}",
         caller,
         request,
+        initial,
+        {**rooms(agents), "sprite": sprite_svg()},
+        office=script_config(),
         run_id=run_id,
         project_slug=slug,
         topic=live_channel_topic(caller.tenant, run_id),
@@ -78,6 +104,18 @@ def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, ca
         feed_limit=MAX_LIMIT,
         verbs=verb_config(),
     )
+
+
+@get("/{path:path}", name="web_static", sync_to_thread=False, include_in_schema=False)
+def static_file(path: str, request: Request[Any, Any, Any]) -> Response[bytes]:
+    """The pages' modules and styles, from memory (revalidated by ETag, re-read when changed)."""
+    found = asset(path.lstrip("/"))
+    if found is None:
+        raise NotFoundException(f"No static file {path!r}.")
+    headers = {"etag": found.etag, "cache-control": "no-cache", "x-content-type-options": "nosniff"}
+    if request.headers.get("if-none-match") == found.etag:
+        return Response(b"", status_code=304, headers=headers)
+    return Response(found.body, media_type=found.media_type, headers=headers)
 
 
 # -- errors as pages ----------------------------------------------------------------------------
@@ -128,11 +166,5 @@ def web_router(jwt_key: str) -> list[Router]:
         },
         include_in_schema=False,
     )
-    static = create_static_files_router(
-        path="/static",
-        directories=[STATIC],
-        name="web_static",
-        cache_control=CacheControlHeader(no_cache=True),
-        include_in_schema=False,
-    )
+    static = Router(path="/static", route_handlers=[static_file], include_in_schema=False)
     return [pages, static]

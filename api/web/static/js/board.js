@@ -147,6 +147,8 @@ async function refresh() {
       : "No run matches these filters.";
     status.dataset.state = "ok";
   } catch (error) {
+    show([], ""); // rows of another filter would mislead
+    more.hidden = true;
     status.textContent = `Could not load the board: ${error.message}`;
     status.dataset.state = "error";
   }

@@ -166,20 +166,30 @@ for (const verb of config.verbs.run) {
 // -- start -------------------------------------------------------------------------------------
 
 async function start() {
-  let feed;
-  try {
-    ({ body: feed } = await getJSON(FEED, feedParams()));
-  } catch (error) {
-    setStatus(`Could not read the run: ${error.message}`, "error");
-    return;
+  // The page carries the feed as it was when served; asked for only if it does not.
+  const carried = document.getElementById("initial-data");
+  let feed = carried ? JSON.parse(carried.textContent) : null;
+  if (!feed) {
+    try {
+      ({ body: feed } = await getJSON(FEED, feedParams()));
+    } catch (error) {
+      setStatus(`Could not read the run: ${error.message}`, "error");
+      return;
+    }
   }
   show(feed);
-  dock.addLogs(feed.runtime_logs);
-  dock.addEvents(feed.live_events);
-  timeline.add(feed.live_events, feed.event_count);
   const newest = feed.live_events.reduce((max, e) => Math.max(max, Number(e.event_id) || 0), 0);
   state.seen = newest;
-  new LiveStream({ topic: config.topic, lastEventId: newest ? String(newest) : "", onEvents, onStatus: onLiveStatus }).start();
+  // The agents are painted first; the dock and the timeline follow in the next task.
+  requestAnimationFrame(() =>
+    setTimeout(() => {
+      dock.addLogs(feed.runtime_logs);
+      dock.addEvents(feed.live_events);
+      timeline.add(feed.live_events, feed.event_count);
+      new LiveStream({ topic: config.topic, lastEventId: newest ? String(newest) : "", onEvents, onStatus: onLiveStatus }).start();
+      if (carried) refresh(); // the page carried the newest entries only: read the fuller feed
+    }, 0),
+  );
 }
 
 start();

@@ -1,20 +1,14 @@
 // The office floor: one character per agent, in the room of its role, keyed by agent id.
-// An update changes only the attributes and texts that differ; agents absent from a
-// snapshot (time travel) are hidden, never removed, so nothing is re-rendered.
+// The page arrives with its agents drawn (api/web/office_markup.py); they are adopted as
+// they are, and agents that join later are built the same way here. An update changes
+// only the attributes and texts that differ; agents absent from a snapshot (time travel)
+// are hidden, never removed, so nothing is re-rendered.
 
+import { config } from "../lib/api.js";
 import { h, setAttr, setHidden, setText } from "../lib/dom.js";
 import { roleWord, sprite } from "./sprite.js";
 
-export const STATE_TEXT = {
-  idle: "idle",
-  active: "working",
-  in_conversation: "in conversation",
-  waiting: "waiting",
-  awaiting_reply: "awaiting a reply",
-  moving: "moving (using a tool)",
-  blocked: "blocked by a wall",
-  resolved: "resolved (session ended)",
-};
+export const STATE_TEXT = config.office.state_text;
 
 /** intake, lanes, testers or compactor: where a role sits. */
 export function zoneOf(agent) {
@@ -32,7 +26,8 @@ export class Floor {
     this.agents = new Map(); // agent_id -> {button, parts, data}
     this.rooms = new Map();
     for (const room of root.querySelectorAll(".room")) this.rooms.set(room.dataset.zone, room.querySelector(".agents"));
-    this.firstPainted = false;
+    for (const button of root.querySelectorAll(".slot > [data-agent-id]")) this.#adopt(button);
+    this.firstPainted = this.agents.size > 0; // painted with the page itself
     root.addEventListener("click", (event) => {
       const button = event.target.closest("[data-agent-id]");
       if (button) this.open(button);
@@ -76,6 +71,12 @@ export class Floor {
       this.firstPainted = true;
       requestAnimationFrame(() => performance.mark("squadops:first-agent"));
     }
+  }
+
+  #adopt(button) {
+    const q = (selector) => button.querySelector(selector);
+    const parts = { bubble: q(".bubble"), wall: q(".wall"), wallText: q(".wall-text"), nick: q(".nick"), tool: q(".tool") };
+    this.agents.set(button.dataset.agentId, { slot: button.parentElement, button, parts, data: null });
   }
 
   #create(agent) {
