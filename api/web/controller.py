@@ -107,7 +107,7 @@ def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, ca
 
 
 @get("/{path:path}", name="web_static", sync_to_thread=False, include_in_schema=False)
-def static_file(path: str, request: Request[Any, Any, Any]) -> Response[bytes]:
+def static_file(path: Annotated[str, PathParameter()], request: Request[Any, Any, Any]) -> Response[bytes]:
     """The pages' modules and styles, from memory (revalidated by ETag, re-read when changed)."""
     found = asset(path.lstrip("/"))
     if found is None:
