@@ -23,8 +23,10 @@ TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
 
 # Nothing is fetched from elsewhere, nothing runs inline: sprites are inline SVG and CSS.
+# Style attributes are allowed (a drawn character's colours; every value is escaped),
+# style elements are not.
 CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; img-src 'self' data:; "
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
     "frame-ancestors 'none'; form-action 'self'"
 )

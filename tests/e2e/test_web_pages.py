@@ -121,6 +121,11 @@ def test_fifty_agents_paint_fast_and_the_office_is_usable_by_keyboard(crowded: t
             "els => els.map(e => [e.dataset.agentId, e.dataset.pixelState, e.getAttribute('aria-label')])",
         )
         assert {agent for agent, _, _ in shown} == set(truth)
+        # Each drawn in its colours (the page's own markup and the script's alike).
+        shirts = page.eval_on_selector_all(
+            "[data-agent-id] .sprite", "els => els.map(e => getComputedStyle(e).getPropertyValue('--shirt').trim())"
+        )
+        assert len(shirts) == len(truth) and all(shirt.startswith("#") for shirt in shirts)
         for agent, state, label in shown:
             assert state == truth[agent]["pixel_state"]
             assert STATE_TEXT[state] in label and truth[agent]["agent_nickname"] in label
