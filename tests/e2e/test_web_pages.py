@@ -156,6 +156,12 @@ def test_fifty_agents_paint_fast_and_the_office_is_usable_by_keyboard(crowded: t
         page.locator("[data-panel]").wait_for(state="hidden")
         assert focused_agent(page) == below
 
+        # The timeline reaches back past what the page started with.
+        page.locator("#earlier").wait_for()
+        held = int(page.get_attribute("#time-slider", "max") or 0)
+        page.click("#earlier")
+        page.wait_for_function("n => Number(document.getElementById('time-slider').max) > n", arg=held)
+
         # WCAG AA contrast for every visible text, with a panel open too.
         page.click(f'[data-agent-id="{order[0]}"]')
         page.locator("[data-panel]").wait_for()

@@ -137,11 +137,11 @@ async function earlier(oldest) {
   if (!oldest || oldest <= 1) return;
   try {
     const { body } = await getJSON(FEED, feedParams({ as_of_event: oldest - 1 }));
-    timeline.add(body.live_events, body.event_count);
+    if (!body.live_events.some((e) => Number(e.event_id) < oldest)) timeline.reachedStart();
+    else timeline.add(body.live_events, body.event_count);
   } catch (error) {
-    if (error instanceof ApiError && error.status === 404) timeline.total = timeline.ids.length; // the run began here
+    if (error instanceof ApiError && error.status === 404) timeline.reachedStart();
     else setStatus(`Could not read earlier events: ${error.message}`, "error");
-    timeline.add([]);
   }
 }
 

@@ -53,6 +53,12 @@ export class Timeline {
     this.#render();
   }
 
+  /** The run began at the first event held: there is nothing earlier to ask for. */
+  reachedStart() {
+    this.total = this.ids.length;
+    this.#render();
+  }
+
   get position() {
     return this.live ? null : this.ids[Number(this.slider.value)];
   }
