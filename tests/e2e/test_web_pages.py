@@ -188,6 +188,22 @@ def test_a_blocked_agent_offers_its_recommended_action_first(crowded: tuple[str,
         first.click()  # the control-line rule: one click
         panel.locator('[data-control-result="session"][data-status="202"]').wait_for()
 
+        # The run's verbs are in the header and answer the same way.
+        page.click('#run-verbs [data-level="run"][data-verb="verify_wave"]')
+        page.locator('[data-control-result="run"][data-status="202"]').wait_for()
+
+        # The log dock filters by level and by source.
+        page.select_option("#dock-level", "warn")
+        levels = page.eval_on_selector_all("#dock-list .entry:not([hidden])", "els => els.map(e => e.dataset.level)")
+        assert levels and set(levels) == {"warn"}
+        page.select_option("#dock-level", "")
+        page.select_option("#dock-source", "live")
+        kinds = page.eval_on_selector_all("#dock-list .entry:not([hidden])", "els => els.map(e => e.dataset.kind)")
+        assert kinds and set(kinds) == {"live"}
+        page.select_option("#dock-source", "sandbox/wall")
+        sources = page.eval_on_selector_all("#dock-list .entry:not([hidden])", "els => els.map(e => e.dataset.source)")
+        assert sources and set(sources) == {"sandbox/wall"}
+
     def unblocked() -> bool:
         states = httpx.get(f"{url}/v1/admin/studio/runs/{run_id}/session-state", headers=ADMIN).json()
         session = next(s for s in states["sessions"] if s["agent_id"] == blocked["agent_id"])
