@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test soak bench lint clean
+.PHONY: install run test soak bench lint clean chromium
 
 install: $(STAMP)
 
@@ -18,13 +18,17 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/squadops serve --demo
 
-test: install
+test: install chromium
 	$(PY) -m pytest
 
 # The production-topology fault test, longer than its in-suite variant (seconds of faults and load).
 SOAK_SECONDS ?= 300
 soak: install
 	SQUADOPS_SOAK_SECONDS=$(SOAK_SECONDS) $(PY) -m pytest tests/fault -s
+
+# The browser tests drive Debian's chromium (never a downloaded browser build).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 bench: install
 	$(PY) -m bench

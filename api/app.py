@@ -28,6 +28,7 @@ from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory.controller import project_factory_router
 from api.studio.controller import studio_router
 from api.studio.reads import Reads
+from api.web.controller import web_router
 from api.workspaces.controller import meter_router, workspace_router
 from api.workspaces.metrics import UsageCollector
 from domain.portal.copilot import ComposedAnswerer
@@ -98,6 +99,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             gate_router(edge),
             workspace_router(edge),
             meter_router(),
+            *web_router(edge),
         ],
         exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
         request_class=JsonRequest,  # every body is decoded there (api/body.py)

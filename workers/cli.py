@@ -192,6 +192,24 @@ def watch(http: httpx.Client, run_id: str, interval: float) -> int:
         return watch_live(http, run_id, view.show, retry_seconds=interval)
 
 
+def cmd_open(settings: Settings, args: argparse.Namespace) -> int:
+    """Serves the local dev proxy (loopback only) and opens the pages in a browser."""
+    import uvicorn
+
+    from workers.open_proxy import EdgeProxy, dev_claims
+
+    upstream = args.upstream or settings.base_url
+    proxy = EdgeProxy(upstream, dev_claims(args.email, args.groups, settings.edge_jwt_key))
+    address = f"http://127.0.0.1:{args.port}{args.path}"
+    print(f"squadops open: {address} -> {upstream} as {args.email} ({args.groups})", file=sys.stderr)
+    if not args.no_browser:
+        import webbrowser
+
+        threading.Timer(0.8, webbrowser.open, (address,)).start()
+    uvicorn.run(proxy, host="127.0.0.1", port=args.port, log_level="warning", timeout_graceful_shutdown=2)
+    return 0
+
+
 # -- entry point ----------------------------------------------------------------------------------
 
 
@@ -249,6 +267,14 @@ def parser() -> argparse.ArgumentParser:
         if action == "watch":
             one.add_argument("--interval", type=float, default=1.0)
     runs.set_defaults(func=cmd_runs)
+    opener = sub.add_parser("open", help="serve a local proxy adding dev edge claims, and open the pages")
+    opener.add_argument("--port", type=int, default=8080, help="loopback port of the proxy (default 8080)")
+    opener.add_argument("--upstream", default="", help="the service (default SQUADOPS_BASE_URL)")
+    opener.add_argument("--email", default=OPERATOR, help="the dev email claim")
+    opener.add_argument("--groups", default=SUPER_ADMIN, help="the dev group claims, comma-separated")
+    opener.add_argument("--path", default="/", help="the page to open (/, /portal, /runs/<run_id>)")
+    opener.add_argument("--no-browser", action="store_true", help="only serve the proxy")
+    opener.set_defaults(func=cmd_open)
     add_projections_parser(sub)
     return root
 

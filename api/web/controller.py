@@ -1,0 +1,170 @@
+"""The pages (C20): ``/`` fleet board, ``/runs/{run_id}`` a run's office, ``/portal``.
+
+Served by the service itself, no build step: an HTML shell per page plus static ES
+modules and CSS under ``/static/``. A page asks for the edge identity exactly as the API
+does (C2: no email claim, 401), and the office for the same read right as the feed, so
+a page never tells more than the endpoints it is built on. Errors are pages too, carrying
+the C3 ``code`` and sentence.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Request, Response, Router, get
+from litestar.datastructures import State
+from litestar.exceptions import NotFoundException, ValidationException
+from litestar.params import PathParameter
+
+from api.auth import EMAIL_HEADER, GROUPS_HEADER, EdgeJwt
+from api.context import CallerDep, caller_dependency, part, read_models
+from api.control_plane.reads import ControlPlaneReads
+from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
+from api.web.office_markup import rooms, script_config, sprite_svg
+from api.web.pages import PAGE_HEADERS, asset, render
+from api.web.verbs import verb_config
+from domain.shared.access import ProjectGrants, may_control, require_read
+from domain.shared.errors import DomainError
+from domain.shared.ids import ID_PATTERN
+from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, live_channel_topic
+
+
+class _Agents(msgspec.Struct):
+    pixel_agents: list[dict[str, Any]] = []
+
+
+RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
+HTML = "text/html; charset=utf-8"
+
+
+def page(
+    name: str,
+    title: str,
+    caller: Any,
+    request: Request[Any, Any, Any],
+    initial: bytes = b"",
+    markup: dict[str, str] | None = None,
+    **config: Any,
+) -> Response[str]:
+    body = render(
+        name,
+        title=title,
+        initial=initial,
+        markup=markup,
+        who=caller.principal.email,
+        fields={key: str(value) for key, value in config.items() if isinstance(value, str)},
+        config={
+            "tenant": caller.tenant,
+            # Given in the page's address: the page's own requests carry it on.
+            "tenant_query": request.query_params.get("tenant_id", ""),
+            "subject_key": caller.subject_key,
+            **config,
+        },
+    )
+    return Response(body, media_type=HTML, headers=PAGE_HEADERS)
+
+
+@get("/", name="web_board", sync_to_thread=False, include_in_schema=False)
+def board_page(request: Request[Any, Any, Any], caller: CallerDep) -> Response[str]:
+    return page("board", "Fleet board", caller, request)
+
+
+@get("/portal", name="web_portal", sync_to_thread=False, include_in_schema=False)
+def portal_page(request: Request[Any, Any, Any], caller: CallerDep) -> Response[str]:
+    return page("portal", "Portal", caller, request)
+
+
+@get("/runs/{run_id:str}", name="web_office", sync_to_thread=True, include_in_schema=False)
+def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Response[str]:
+    reads = read_models(state)
+    run = reads.run_doc(caller.tenant, run_id)
+    slug = run["project_slug"]
+    project = reads.project_doc(caller.tenant, slug) or {}
+    grants = ProjectGrants.from_participants(slug, project.get("participants", []))
+    require_read(caller.principal, grants)
+    # The feed the office starts from rides in the page: the first agents paint without
+    # a second round trip (the same read, and the same rule, as the feed endpoint).
+    feeds: ControlPlaneReads = part(state, "control_plane")
+    args = (caller.principal, caller.tenant, slug, run_id, DEFAULT_LIMIT)  # the rest comes after
+    initial = feeds.cached_feed(*args) or feeds.feed(*args)
+    agents = msgspec.json.decode(initial, type=_Agents).pixel_agents
+    return page(
+        "office",
+        f"Office of {run_id}",
+        caller,
+        request,
+        initial,
+        {**rooms(agents), "sprite": sprite_svg()},
+        office=script_config(),
+        run_id=run_id,
+        project_slug=slug,
+        topic=live_channel_topic(caller.tenant, run_id),
+        may_control=may_control(caller.principal, grants),
+        feed_limit=MAX_LIMIT,
+        verbs=verb_config(),
+    )
+
+
+@get("/{path:path}", name="web_static", sync_to_thread=False, include_in_schema=False)
+def static_file(path: Annotated[str, PathParameter()], request: Request[Any, Any, Any]) -> Response[bytes]:
+    """The pages' modules and styles, from memory (revalidated by ETag, re-read when changed)."""
+    found = asset(path.lstrip("/"))
+    if found is None:
+        raise NotFoundException(f"No static file {path!r}.")
+    headers = {"etag": found.etag, "cache-control": "no-cache", "x-content-type-options": "nosniff"}
+    if request.headers.get("if-none-match") == found.etag:
+        return Response(b"", status_code=304, headers=headers)
+    return Response(found.body, media_type=found.media_type, headers=headers)
+
+
+# -- errors as pages ----------------------------------------------------------------------------
+
+
+def error_page(status: int, code: str, detail: str) -> Response[str]:
+    hint = ""
+    if status == 401:
+        hint = (
+            f"These pages rely on the edge proxy's identity headers ({EMAIL_HEADER}, {GROUPS_HEADER}). "
+            "In development, open them through `squadops open`, which adds dev claims."
+        )
+    body = render(
+        "error",
+        title=f"{status} {code}",
+        config={"status": status, "code": code},
+        fields={"status": str(status), "code": code, "detail": detail, "hint": hint},
+        script=False,
+    )
+    return Response(body, media_type=HTML, status_code=status, headers=PAGE_HEADERS)
+
+
+def on_api_error(request: Request[Any, Any, Any], exc: ApiError) -> Response[str]:
+    return error_page(exc.status, exc.code, exc.detail)
+
+
+def on_domain_error(request: Request[Any, Any, Any], exc: DomainError) -> Response[str]:
+    status = next((s for kind, s in STATUS_BY_ERROR if isinstance(exc, kind)), 400)
+    return error_page(status, exc.code, exc.message)
+
+
+def on_invalid(request: Request[Any, Any, Any], exc: RequestInvalid | ValidationException) -> Response[str]:
+    detail = "; ".join(item["msg"] for item in exc.items) if isinstance(exc, RequestInvalid) else str(exc.detail)
+    return error_page(422, "request_invalid", detail)
+
+
+def web_router(edge: EdgeJwt) -> list[Router]:
+    """The pages (behind the edge identity) and their static assets (no data in them)."""
+    pages = Router(
+        path="/",
+        route_handlers=[board_page, office_page, portal_page],
+        dependencies=caller_dependency(edge, admin=False),
+        exception_handlers={
+            ApiError: on_api_error,
+            DomainError: on_domain_error,
+            RequestInvalid: on_invalid,
+            ValidationException: on_invalid,
+        },
+        include_in_schema=False,
+    )
+    static = Router(path="/static", route_handlers=[static_file], include_in_schema=False)
+    return [pages, static]
