@@ -52,7 +52,8 @@ class SseClient(threading.Thread):
         reader = SseReader()
         try:
             with httpx.stream(
-                "GET", f"{self.url}{LIVE}", params={"topic": topic(self.run_id)}, headers=ADMIN, timeout=30
+                "GET", f"{self.url}{LIVE}", params={"topic": topic(self.run_id)},
+                headers={**ADMIN, "Last-Event-ID": "0"}, timeout=30,  # the run's events so far, then live
             ) as response:
                 for chunk in response.iter_raw():
                     self.raw += chunk
@@ -148,7 +149,7 @@ def test_sigterm_to_serve_finishes_requests_tells_live_clients_to_reconnect_and_
 
     reader = build(settings)
     try:
-        head = reader.app.max_position()
+        head = reader.event_store.max_position()
         positions = reader.store.positions()
         assert {p.name: positions[p.name] for p in read_projectors()} == {p.name: head for p in read_projectors()}
         assert positions[TRACKING_NAME] == head  # every live event was published
@@ -161,8 +162,8 @@ def test_sigterm_to_a_projector_worker_commits_its_caught_up_position_and_exits_
     settings = settings_for(pg_url)
     container = build(settings)
     try:
-        drive_runs(container.app, runs=3, ticks=40)  # a backlog for the worker
-        head = container.app.max_position()
+        drive_runs(container, runs=3, ticks=40)  # a backlog for the worker
+        head = container.event_store.max_position()
         env = service_env(settings, SQUADOPS_PROJECTION_PAGE_SIZE="5", SQUADOPS_SHUTDOWN_DRAIN_SECONDS="60")
         with squadops_process(["worker", "projector"], env) as worker:
             eventually(lambda: min(container.runner.positions().values()) > 0, timeout=30)
