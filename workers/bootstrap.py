@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from collections.abc import Callable
@@ -17,13 +16,11 @@ from domain.gate.ports import ProposalRuns, Vcs
 from domain.gate.scenarios import shipped_scenarios
 from domain.jobs.commands import JobCommands, JobPolicy
 from domain.jobs.ports import Connectors, PowerDevice
-from domain.portal.notifications import Inboxes, InboxWorkflow, NotificationWorkflow
+from domain.portal.notifications import Inboxes, NotificationWorkflow
 from domain.projects.commands import ProjectCommands
-from domain.projects.provisioning import ProjectProvisioning, SurfacePorts
+from domain.projects.provisioning import ProjectProvisioning
 from domain.shared.clock import utc_now_iso
 from domain.shared.event_store import EventStore
-from domain.shared.ids import run_key
-from domain.shared.retry import backoff
 from domain.studio.commands import StudioCommands
 from domain.studio.commands.agent_tools import AgentToolCalls
 from domain.studio.commands.recovery import recovery_policies
@@ -32,12 +29,12 @@ from domain.studio.templates import TemplateCatalog, shipped_templates
 from domain.workspaces.commands import WorkspaceCommands
 from domain.workspaces.material import MaterialConfig
 from domain.workspaces.metering import MeterTokens, UsageMeter
-from domain.workspaces.ports import VolumeClaim
 from projections.engine.docs import Projector
 from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
+from projections.engine.pg_store import PostgresDocStore
 from projections.engine.runner import NotificationSource, ProjectionRunner
-from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.engine.store import DocStore, SqliteDocStore
 from projections.gate.proposals import ProposalIndex, ProposalsProjector
 from projections.gate.runs import GateRunsProjector
 from projections.jobs.checkpoints import CheckpointsProjector
@@ -56,73 +53,41 @@ from projections.studio.surfaces import SurfacesProjector
 from projections.studio.workspace_mirror import MirrorProjector
 from projections.workspaces.workspaces import WorkspacesProjector
 from workers.adapters.echo_model import EchoModel
-from workers.adapters.error_tracking import NoDsn, SentryKeysDsn
 from workers.adapters.local_cluster import LocalCluster
 from workers.adapters.local_connectors import LocalDirectoryConnectors
 from workers.adapters.local_git import LocalGitVcs
-from workers.adapters.local_vcs import LocalBareGitVcs
 from workers.adapters.model_proxy import ModelProxyAnswerer
-from workers.adapters.novu import NovuWorkflow
-from workers.adapters.portal_surfaces import LocalBoard, LocalCatalog, LocalDesign
 from workers.adapters.skill_files import DirectorySkills
 from workers.adapters.udp_power import UdpPowerDevice
+from workers.builders import (
+    await_database,
+    build_notifications,
+    build_plane,
+    build_provisioning,
+    controller_config,
+    eventsourcing_env,
+    material_config,
+    workspace_root,
+)
 from workers.fanout import LiveFanout
 from workers.job_claims import JobClaims, PostgresJobClaims, SqliteJobClaims
 from workers.jobs import JobRunner
 from workers.live_broker import MemoryBroker
 from workers.logging import configure_logging
 from workers.notify_relay import NotificationRelay
-from workers.planes.local import LocalConfig, LocalPlane
-from workers.planes.simulator import SimulatorPlane
 from workers.settings import Settings
 from workers.ticker import Ticker
 from workers.watcher import EventStoreProjectAssets, Watcher, load_project_assets
-from workers.workspace_controller import ControllerConfig, WorkspaceController
+from workers.workspace_controller import WorkspaceController
 from workers.workspace_controller_http import HealthServer
 
 log = structlog.get_logger("squadops")
 
 WORKERS = ("projector", "ticker", "fanout", "jobs")
-STARTUP_WAIT_SECONDS = 30.0
 # Workers that run only when named (``squadops worker watcher`` or ``serve --workers``).
 OPTIONAL_WORKERS = ("watcher", "notifier", "workspace-controller")
 # What ``serve`` (``make run``) runs in-process with ``--workers all``.
 SERVE_WORKERS = WORKERS + ("workspace-controller",)
-
-
-def eventsourcing_env(settings: Settings) -> dict[str, str]:
-    """The eventsourcing library's configuration for the chosen database."""
-    env = {
-        "ORIGINATOR_ID_TYPE": "text",
-        "AGGREGATE_CACHE_MAXSIZE": "5000",
-        "TRANSCODER_TOPIC": "workers.eventstore.transcoder:MsgspecTranscoder",
-    }
-    if settings.is_postgres:
-        from psycopg.conninfo import conninfo_to_dict
-
-        info = conninfo_to_dict(settings.database_url)
-        env.update(
-            PERSISTENCE_MODULE="projections.pg_events:BoundedPostgresFactory",
-            POSTGRES_DBNAME=str(info.get("dbname", "squadops")),
-            POSTGRES_HOST=str(info.get("host", "127.0.0.1")),
-            POSTGRES_PORT=str(info.get("port", "5432")),
-            POSTGRES_USER=str(info.get("user", "postgres")),
-            POSTGRES_PASSWORD=str(info.get("password", "")),
-            POSTGRES_POOL_SIZE=str(settings.event_store_pool_min),
-            POSTGRES_MAX_OVERFLOW=str(settings.event_store_pool_max - settings.event_store_pool_min),
-            POSTGRES_LOCK_TIMEOUT="10",
-            POSTGRES_ENABLE_DB_FUNCTIONS="n",
-            APPLICATION_RECORDER_TOPIC="workers.eventstore.recorder:TypedArrayApplicationRecorder",
-            # C19: a connection killed while idle is never handed out; every wait is bounded.
-            POSTGRES_PRE_PING="y",
-            POSTGRES_POOL_WAIT_SECONDS=str(settings.database_wait_seconds),
-            POSTGRES_STATEMENT_TIMEOUT_SECONDS=str(settings.database_statement_seconds),
-        )
-    else:
-        path = settings.sqlite_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        env.update(PERSISTENCE_MODULE="eventsourcing.sqlite", SQLITE_DBNAME=str(path), SQLITE_LOCK_TIMEOUT="30")
-    return env
 
 
 def broker_factory(settings: Settings) -> Callable[[], Broker]:
@@ -414,24 +379,6 @@ class Container(Services):
         self.event_store.close()
 
 
-def await_database(url: str, seconds: float = STARTUP_WAIT_SECONDS) -> None:
-    """At start, waits (bounded) for PostgreSQL to accept connections: once running, the
-    service answers 503 within 2 s while it cannot reach it, but it does not start without."""
-    import psycopg
-
-    deadline, failures = time.monotonic() + seconds, 0
-    while True:
-        try:
-            psycopg.connect(url, connect_timeout=2).close()
-            return
-        except psycopg.OperationalError as exc:
-            failures += 1
-            if time.monotonic() + backoff(failures) > deadline:
-                raise
-            log.warning("waiting_for_database", error=repr(exc), failures=failures)
-            time.sleep(backoff(failures))
-
-
 def build(settings: Settings) -> Container:
     configure_logging(settings)
     if settings.is_postgres:
@@ -536,92 +483,3 @@ def build(settings: Settings) -> Container:
         meter_tokens=meter_tokens, usage_meter=UsageMeter(EchoModel()), workspace_controller=controller,
         controller_http=HealthServer(controller.health, settings.controller_host, settings.controller_port),
     )
-
-
-def workspace_root(settings: Settings) -> Path:
-    return Path(settings.workspace_root) if settings.workspace_root else Path(settings.data_dir) / "workspaces"
-
-
-def controller_config(settings: Settings) -> ControllerConfig:
-    return ControllerConfig(
-        controller_id=f"controller-{secrets.token_hex(4)}",
-        interval_seconds=settings.controller_interval_seconds,
-        enabled=settings.controller_reconcile_enabled,
-        stale_seconds=settings.workspace_stale_seconds,
-        idle_seconds=settings.workspace_idle_seconds,
-        tool_timeout_seconds=settings.workspace_tool_timeout_seconds,
-        scratch=VolumeClaim(
-            name="scratch",
-            size=settings.workspace_scratch_size,
-            storage_class=settings.workspace_scratch_class,
-            access_mode=settings.workspace_scratch_access_mode,
-        ),
-    )
-
-
-def material_config(settings: Settings) -> MaterialConfig:
-    return MaterialConfig(
-        base_url=settings.base_url,
-        kube_api_server=settings.kube_api_server,
-        kube_oidc_issuer=settings.kube_oidc_issuer,
-        kube_oidc_client_id=settings.kube_oidc_client_id,
-        metric_prefix=settings.usage_metric_prefix,
-        dashboard_uid=settings.usage_dashboard_uid,
-        dashboard_base_url=settings.usage_dashboard_base_url,
-    )
-
-
-def build_notifications(
-    settings: Settings, event_store: EventStore, store: DocStore, clock: Callable[[], str]
-) -> dict[str, Any]:
-    """The inbox, the workflow (Novu when ``SQUADOPS_NOVU_API_URL`` is set) and the relay."""
-    inboxes = Inboxes(event_store, clock)
-    workflow: NotificationWorkflow = InboxWorkflow(inboxes)
-    if settings.novu_api_url:
-        workflow = NovuWorkflow(settings.novu_api_url, settings.novu_api_key, settings.novu_workflow_id, inboxes)
-    relay = NotificationRelay(store, inboxes, workflow, poll_seconds=max(settings.projection_poll_seconds, 0.2))
-    config = {
-        "provider": workflow.name,
-        "application_identifier": settings.novu_application_identifier,
-        "backend_url": settings.novu_api_url,
-        "socket_url": settings.novu_socket_url,
-    }
-    return {
-        "inboxes": inboxes, "notification_workflow": workflow, "notify_relay": relay,
-        "notification_secret": notification_secret, "notification_config": config,
-    }
-
-
-def notification_secret() -> str:
-    """The subscriber-hash secret, read from the environment on every call (never cached),
-    so a rotated ``SQUADOPS_NOVU_SECRET_KEY`` applies to the next request."""
-    return os.environ.get("SQUADOPS_NOVU_SECRET_KEY", "")
-
-
-def build_provisioning(settings: Settings, event_store: EventStore, clock: Callable[[], str]) -> ProjectProvisioning:
-    """Project provisioning: local bare git repositories under the data directory, and a
-    DSN from Sentry's client-keys API when ``SQUADOPS_ERROR_TRACKING_URL`` is set."""
-    dsn: Any = NoDsn()
-    if settings.error_tracking_url:
-        dsn = SentryKeysDsn(settings.error_tracking_url, settings.error_tracking_token, settings.error_tracking_org)
-    vcs = LocalBareGitVcs(Path(settings.data_dir) / "vcs")
-    surfaces = SurfacePorts(board=LocalBoard(), design=LocalDesign(), catalog=LocalCatalog())
-    return ProjectProvisioning(event_store, vcs=vcs, dsn=dsn, clock=clock, surfaces=surfaces)
-
-
-def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> Any:
-    """The execution plane C21 names: the simulator (default) or the local one."""
-    if settings.execution_plane != "local":
-        return SimulatorPlane()
-    config = LocalConfig(
-        data_dir=Path(settings.data_dir),
-        base_url=settings.base_url,
-        command=settings.local_agent_command,
-        max_processes=settings.local_max_processes,
-        first_tool_seconds=settings.local_first_tool_seconds,
-        stop_grace_seconds=settings.local_stop_grace_seconds,
-        model_proxy_base_url=settings.model_proxy_base_url,
-        model_proxy_token=settings.model_proxy_token,
-        token_key=token_key,
-    )
-    return LocalPlane(config, load_run=lambda tenant, run_id: event_store.get_or_none(run_key(tenant, run_id)))

@@ -16,9 +16,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from projections.engine.pg_store import PostgresDocStore
 from projections.engine.rebuild import Progress, RebuildReport, rebuild
 from projections.engine.runner import NotificationSource
-from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.engine.store import DocStore, SqliteDocStore
 from workers.settings import Settings
 
 # Relative cost of one event in each read model's fold (measured; unknown models cost 1).

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
 
-from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.engine.pg_store import PostgresDocStore
+from projections.engine.store import DocStore, SqliteDocStore
 
 TABLE = "projector_heartbeats"
 FORGET_AFTER_SECONDS = 3600.0  # rows of runners long dead are pruned by the living

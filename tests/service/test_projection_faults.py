@@ -19,9 +19,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from projections.engine.pg_store import PostgresDocStore
 from projections.engine.rebuild import rebuild
 from projections.engine.runner import NotificationSource, ProjectionRunner
-from projections.engine.store import Change, DocStore, PostgresDocStore, Row
+from projections.engine.store import Change, DocStore, Row
 from tests.feed_scenarios import OPERATIONS, apply_all, launch, project_requests
 from tests.helpers import drive_runs
 from tests.service.test_rebuild import dumps, parts

@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.shared.event_store import EventStore
+from projections.engine.pg_store import PostgresDocStore
 from projections.engine.rebuild import rebuild
 from projections.engine.runner import NotificationSource, ProjectionRunner
-from projections.engine.store import DocStore, PostgresDocStore, SqliteDocStore
+from projections.engine.store import DocStore, SqliteDocStore
 from projections.studio.pixels import pixels_doc_key
 from tests.conftest import settings_for
 from tests.feed_scenarios import OPERATIONS, TENANT, apply_all, launch, project_requests

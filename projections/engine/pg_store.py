@@ -1,0 +1,187 @@
+"""Read models in PostgreSQL, in the same database as the events."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from projections.engine.store import TRACKING, Change, DocStore, Row, T, table_name
+from projections.engine.unavailable import GuardedPool, connection_bounds, connection_lost
+
+PG_COLUMNS = (
+    'k TEXT COLLATE "C" PRIMARY KEY, p TEXT COLLATE "C" NOT NULL, g TEXT NOT NULL, '
+    's TEXT COLLATE "C" NOT NULL, st TEXT NOT NULL, v BYTEA NOT NULL'
+)
+
+
+class PostgresDocStore(DocStore):
+    """Read models in PostgreSQL, in the same database as the events."""
+
+    dialect = "postgres"
+
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 10, wait_seconds: float = 30.0, statement_seconds: float = 0.0
+    ) -> None:
+        self.url = url
+        # C19: connections are checked before use; waits, connects and statements bounded.
+        kwargs = {"autocommit": True, **connection_bounds(statement_seconds)}
+        self.pool = GuardedPool(
+            url, min_size=min_size, max_size=max_size, open=True, kwargs=kwargs, timeout=wait_seconds
+        )
+        with self.pool.connection() as conn:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {TRACKING} ("
+                "name TEXT PRIMARY KEY, position BIGINT NOT NULL DEFAULT 0)"
+            )
+
+    def _create(self, conn: Any, table: str) -> None:
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {table} ({PG_COLUMNS})"
+        )
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
+
+    def reading(self, query: Callable[[Any], T]) -> T:
+        """``query(connection)``, once more on a fresh connection if the first one died
+        under it (reads are safe to repeat; a pool wait or a timeout is not repeated)."""
+        try:
+            with self.pool.connection() as conn:
+                return query(conn)
+        except Exception as exc:
+            if not connection_lost(exc):
+                raise
+        with self.pool.connection() as conn:
+            return query(conn)
+
+    def ensure(self, name: str) -> None:
+        """Creates the read model's table and tracking row when missing.
+
+        A process starting beside running projectors must not lock what they write: the
+        check takes no lock, and the table's DDL (which locks the table) and the tracking
+        row's insert (which waits on a row a projector may hold) are separate transactions,
+        so neither waits on the other while holding a lock (no deadlock).
+        """
+        table = table_name(name)
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                f"SELECT to_regclass(%s) IS NOT NULL, EXISTS (SELECT 1 FROM {TRACKING} WHERE name = %s)",
+                (table, name),
+            ).fetchone()
+            has_table, tracked = bool(row[0]), bool(row[1])
+            if not has_table:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"squadops-rm-{name}",))
+                    self._create(conn, table)
+            if not tracked:
+                conn.execute(
+                    f"INSERT INTO {TRACKING} (name, position) VALUES (%s, 0) ON CONFLICT (name) DO NOTHING",
+                    (name,),
+                )
+
+    def position(self, name: str) -> int:
+        sql = f"SELECT position FROM {TRACKING} WHERE name = %s"
+        row = self.reading(lambda conn: conn.execute(sql, (name,)).fetchone())
+        return int(row[0]) if row else 0
+
+    def positions(self) -> dict[str, int]:
+        sql = f"SELECT name, position FROM {TRACKING} ORDER BY name"
+        rows = self.reading(lambda conn: conn.execute(sql).fetchall())
+        return {name: int(pos) for name, pos in rows}
+
+    def get(self, name: str, key: str) -> bytes | None:
+        sql = f"SELECT v FROM {table_name(name)} WHERE k = %s"
+        row = self.reading(lambda conn: conn.execute(sql, (key,), prepare=True).fetchone())
+        return bytes(row[0]) if row else None
+
+    def get_many(self, name: str, keys: Sequence[str]) -> dict[str, bytes]:
+        if not keys:
+            return {}
+        sql = f"SELECT k, v FROM {table_name(name)} WHERE k = ANY(%s)"
+        rows = self.reading(lambda conn: conn.execute(sql, (list(keys),)).fetchall())
+        return {k: bytes(v) for k, v in rows}
+
+    def scan(
+        self,
+        name: str,
+        *,
+        p: str,
+        after: str = "",
+        before: str = "",
+        g: str | None = None,
+        st: str | None = None,
+        limit: int = 100,
+        descending: bool = False,
+    ) -> list[Row]:
+        sql, params = self.scan_query(
+            name, "%s", p=p, after=after, before=before, g=g, st=st, limit=limit, descending=descending
+        )
+        rows = self.reading(lambda conn: conn.execute(sql, params).fetchall())
+        return [Row(k, p_, g_, s_, st_, bytes(v)) for k, p_, g_, s_, st_, v in rows]
+
+    def count(self, name: str, *, p: str) -> int:
+        sql = f"SELECT COUNT(*) FROM {table_name(name)} WHERE p = %s"
+        row = self.reading(lambda conn: conn.execute(sql, (p,)).fetchone())
+        return int(row[0])
+
+    def _write_rows(self, conn: Any, table: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
+        with conn.cursor() as cur:
+            if deletes:
+                cur.execute(f"DELETE FROM {table} WHERE k = ANY(%s)", (list(deletes),))
+            if upserts:
+                cur.executemany(
+                    f"INSERT INTO {table} (k, p, g, s, st, v) VALUES (%s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (k) DO UPDATE SET p = excluded.p, g = excluded.g, s = excluded.s, "
+                    "st = excluded.st, v = excluded.v",
+                    upserts,
+                )
+
+    def commit_many(self, changes: Sequence[Change]) -> bool:
+        from psycopg import Rollback
+
+        with self.pool.connection() as conn, conn.transaction():
+            for change in changes:
+                moved = conn.execute(
+                    f"UPDATE {TRACKING} SET position = %s WHERE name = %s AND position = %s",
+                    (change.position, change.name, change.expected),
+                ).rowcount
+                if moved != 1:
+                    raise Rollback()
+                self._write_rows(conn, table_name(change.name), change.upserts, change.deletes)
+            return True
+        return False
+
+    def swap_in(self, name: str, rows: Iterable[Row], position: int, catch_up: Any) -> int:
+        table, shadow = table_name(name), table_name(name) + "__shadow"
+        import psycopg  # a connection of its own: a whole read model is not bound like a request
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {shadow}")
+            conn.execute(
+                f"CREATE UNLOGGED TABLE {shadow} ({PG_COLUMNS})"
+            )
+            with conn.cursor() as cur, cur.copy(f"COPY {shadow} (k, p, g, s, st, v) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            conn.execute(f"ALTER TABLE {shadow} SET LOGGED")
+            with conn.transaction():
+                # Holds the live runner off this read model until the swap commits.
+                conn.execute(f"SELECT position FROM {TRACKING} WHERE name = %s FOR UPDATE", (name,))
+                upserts, deletes, final = catch_up(position)
+                self._write_rows(conn, shadow, upserts, deletes)
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+                conn.execute(f"ALTER TABLE {shadow} RENAME TO {table}")
+                conn.execute(f"ALTER INDEX IF EXISTS {shadow}_pkey RENAME TO {table}_pkey")
+                conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
+                conn.execute(
+                    f"INSERT INTO {TRACKING} (name, position) VALUES (%s, %s) "
+                    "ON CONFLICT (name) DO UPDATE SET position = excluded.position",
+                    (name, final),
+                )
+        return final
+
+    def dump(self, name: str) -> list[Row]:
+        sql = f"SELECT k, p, g, s, st, v FROM {table_name(name)} ORDER BY k"
+        rows = self.reading(lambda conn: conn.execute(sql).fetchall())
+        return [Row(k, p, g, s, st, bytes(v)) for k, p, g, s, st, v in rows]
+
+    def close(self) -> None:
+        self.pool.close()

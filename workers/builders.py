@@ -1,0 +1,175 @@
+"""Builders the composition root uses for the portal, workspaces and execution planes."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from domain.portal.notifications import Inboxes, InboxWorkflow, NotificationWorkflow
+from domain.projects.provisioning import ProjectProvisioning, SurfacePorts
+from domain.shared.event_store import EventStore
+from domain.shared.ids import run_key
+from domain.shared.retry import backoff
+from domain.workspaces.material import MaterialConfig
+from domain.workspaces.ports import VolumeClaim
+from projections.engine.store import DocStore
+from workers.adapters.error_tracking import NoDsn, SentryKeysDsn
+from workers.adapters.local_vcs import LocalBareGitVcs
+from workers.adapters.novu import NovuWorkflow
+from workers.adapters.portal_surfaces import LocalBoard, LocalCatalog, LocalDesign
+from workers.notify_relay import NotificationRelay
+from workers.planes.local import LocalConfig, LocalPlane
+from workers.planes.simulator import SimulatorPlane
+from workers.settings import Settings
+from workers.workspace_controller import ControllerConfig
+
+log = structlog.get_logger("squadops.bootstrap")
+STARTUP_WAIT_SECONDS = 30.0
+
+
+def workspace_root(settings: Settings) -> Path:
+    return Path(settings.workspace_root) if settings.workspace_root else Path(settings.data_dir) / "workspaces"
+
+
+def controller_config(settings: Settings) -> ControllerConfig:
+    return ControllerConfig(
+        controller_id=f"controller-{secrets.token_hex(4)}",
+        interval_seconds=settings.controller_interval_seconds,
+        enabled=settings.controller_reconcile_enabled,
+        stale_seconds=settings.workspace_stale_seconds,
+        idle_seconds=settings.workspace_idle_seconds,
+        tool_timeout_seconds=settings.workspace_tool_timeout_seconds,
+        scratch=VolumeClaim(
+            name="scratch",
+            size=settings.workspace_scratch_size,
+            storage_class=settings.workspace_scratch_class,
+            access_mode=settings.workspace_scratch_access_mode,
+        ),
+    )
+
+
+def material_config(settings: Settings) -> MaterialConfig:
+    return MaterialConfig(
+        base_url=settings.base_url,
+        kube_api_server=settings.kube_api_server,
+        kube_oidc_issuer=settings.kube_oidc_issuer,
+        kube_oidc_client_id=settings.kube_oidc_client_id,
+        metric_prefix=settings.usage_metric_prefix,
+        dashboard_uid=settings.usage_dashboard_uid,
+        dashboard_base_url=settings.usage_dashboard_base_url,
+    )
+
+
+def build_notifications(
+    settings: Settings, event_store: EventStore, store: DocStore, clock: Callable[[], str]
+) -> dict[str, Any]:
+    """The inbox, the workflow (Novu when ``SQUADOPS_NOVU_API_URL`` is set) and the relay."""
+    inboxes = Inboxes(event_store, clock)
+    workflow: NotificationWorkflow = InboxWorkflow(inboxes)
+    if settings.novu_api_url:
+        workflow = NovuWorkflow(settings.novu_api_url, settings.novu_api_key, settings.novu_workflow_id, inboxes)
+    relay = NotificationRelay(store, inboxes, workflow, poll_seconds=max(settings.projection_poll_seconds, 0.2))
+    config = {
+        "provider": workflow.name,
+        "application_identifier": settings.novu_application_identifier,
+        "backend_url": settings.novu_api_url,
+        "socket_url": settings.novu_socket_url,
+    }
+    return {
+        "inboxes": inboxes, "notification_workflow": workflow, "notify_relay": relay,
+        "notification_secret": notification_secret, "notification_config": config,
+    }
+
+
+def notification_secret() -> str:
+    """The subscriber-hash secret, read from the environment on every call (never cached),
+    so a rotated ``SQUADOPS_NOVU_SECRET_KEY`` applies to the next request."""
+    return os.environ.get("SQUADOPS_NOVU_SECRET_KEY", "")
+
+
+def build_provisioning(settings: Settings, event_store: EventStore, clock: Callable[[], str]) -> ProjectProvisioning:
+    """Project provisioning: local bare git repositories under the data directory, and a
+    DSN from Sentry's client-keys API when ``SQUADOPS_ERROR_TRACKING_URL`` is set."""
+    dsn: Any = NoDsn()
+    if settings.error_tracking_url:
+        dsn = SentryKeysDsn(settings.error_tracking_url, settings.error_tracking_token, settings.error_tracking_org)
+    vcs = LocalBareGitVcs(Path(settings.data_dir) / "vcs")
+    surfaces = SurfacePorts(board=LocalBoard(), design=LocalDesign(), catalog=LocalCatalog())
+    return ProjectProvisioning(event_store, vcs=vcs, dsn=dsn, clock=clock, surfaces=surfaces)
+
+
+def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> Any:
+    """The execution plane C21 names: the simulator (default) or the local one."""
+    if settings.execution_plane != "local":
+        return SimulatorPlane()
+    config = LocalConfig(
+        data_dir=Path(settings.data_dir),
+        base_url=settings.base_url,
+        command=settings.local_agent_command,
+        max_processes=settings.local_max_processes,
+        first_tool_seconds=settings.local_first_tool_seconds,
+        stop_grace_seconds=settings.local_stop_grace_seconds,
+        model_proxy_base_url=settings.model_proxy_base_url,
+        model_proxy_token=settings.model_proxy_token,
+        token_key=token_key,
+    )
+    return LocalPlane(config, load_run=lambda tenant, run_id: event_store.get_or_none(run_key(tenant, run_id)))
+
+
+def eventsourcing_env(settings: Settings) -> dict[str, str]:
+    """The eventsourcing library's configuration for the chosen database."""
+    env = {
+        "ORIGINATOR_ID_TYPE": "text",
+        "AGGREGATE_CACHE_MAXSIZE": "5000",
+        "TRANSCODER_TOPIC": "workers.eventstore.transcoder:MsgspecTranscoder",
+    }
+    if settings.is_postgres:
+        from psycopg.conninfo import conninfo_to_dict
+
+        info = conninfo_to_dict(settings.database_url)
+        env.update(
+            PERSISTENCE_MODULE="workers.eventstore.recorder:BoundedPostgresFactory",
+            POSTGRES_DBNAME=str(info.get("dbname", "squadops")),
+            POSTGRES_HOST=str(info.get("host", "127.0.0.1")),
+            POSTGRES_PORT=str(info.get("port", "5432")),
+            POSTGRES_USER=str(info.get("user", "postgres")),
+            POSTGRES_PASSWORD=str(info.get("password", "")),
+            POSTGRES_POOL_SIZE=str(settings.event_store_pool_min),
+            POSTGRES_MAX_OVERFLOW=str(settings.event_store_pool_max - settings.event_store_pool_min),
+            POSTGRES_LOCK_TIMEOUT="10",
+            POSTGRES_ENABLE_DB_FUNCTIONS="n",
+            APPLICATION_RECORDER_TOPIC="workers.eventstore.recorder:TypedArrayApplicationRecorder",
+            # C19: a connection killed while idle is never handed out; every wait is bounded.
+            POSTGRES_PRE_PING="y",
+            POSTGRES_POOL_WAIT_SECONDS=str(settings.database_wait_seconds),
+            POSTGRES_STATEMENT_TIMEOUT_SECONDS=str(settings.database_statement_seconds),
+        )
+    else:
+        path = settings.sqlite_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        env.update(PERSISTENCE_MODULE="eventsourcing.sqlite", SQLITE_DBNAME=str(path), SQLITE_LOCK_TIMEOUT="30")
+    return env
+
+
+def await_database(url: str, seconds: float = STARTUP_WAIT_SECONDS) -> None:
+    """At start, waits (bounded) for PostgreSQL to accept connections: once running, the
+    service answers 503 within 2 s while it cannot reach it, but it does not start without."""
+    import psycopg
+
+    deadline, failures = time.monotonic() + seconds, 0
+    while True:
+        try:
+            psycopg.connect(url, connect_timeout=2).close()
+            return
+        except psycopg.OperationalError as exc:
+            failures += 1
+            if time.monotonic() + backoff(failures) > deadline:
+                raise
+            log.warning("waiting_for_database", error=repr(exc), failures=failures)
+            time.sleep(backoff(failures))
