@@ -163,7 +163,12 @@ def document(schema: dict[str, Any], app: Litestar) -> None:
         # Litestar's generic 4xx bodies are not what the service sends (C3).
         for status in [s for s in responses if s.startswith("4")]:
             del responses[status]
-        statuses = set(meta["statuses"]) if meta else ({422} if operation.get("parameters") else set())
+        parameters = operation.get("parameters", [])
+        statuses = set(meta["statuses"]) if meta else ({422} if parameters else set())
+        if not meta and any(p.get("name", "").lower() == "x-edge-claim-email" for p in parameters):
+            # A route behind the edge principal without its own list: who (401/403), what it
+            # names (404) and the state it meets (409) can each refuse it.
+            statuses |= {401, 403, 404, 409}
         statuses.add(503)
         if any(p.get("name", "").lower() == "x-squadops-min-position" for p in operation.get("parameters", [])):
             statuses |= {409, 422}  # a min-position beyond the log, or malformed (C19)

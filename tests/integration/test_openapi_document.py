@@ -66,11 +66,14 @@ def test_every_operation_documents_each_status_it_answers_with_its_body(
 ) -> None:
     _, document = served
     found = {(method, path): operation for method, path, operation in operations(document)}
-    assert set(found) == set(EXPECTED)
+    assert set(EXPECTED) <= set(found)
     for key, operation in found.items():
         responses = operation["responses"]
         errors = {int(status) for status in responses if int(status) >= 400}
-        assert errors == EXPECTED[key] | {503}, key
+        if key in EXPECTED:  # the studio and control-plane parts list exactly what they answer
+            assert errors == EXPECTED[key] | {503}, key
+        else:  # every other part documents at least unavailability
+            assert 503 in errors, key
         for status in errors:
             schema = responses[str(status)]["content"]["application/json"]["schema"]
             assert schema == (VALIDATION if status == 422 else ERROR), (key, status)
