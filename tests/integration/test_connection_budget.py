@@ -57,7 +57,15 @@ class Sampler:
 
 def load(base_settings: Settings, admin_url: str) -> tuple[int, int]:
     """(most connections seen, how many samples) while CLIENTS clients drive the service."""
-    settings = base_settings.replace(watch_interval_seconds=0.2, controller_timeout_seconds=0.1)
+    # This measures how many connections a process holds, not how long a request waits for
+    # one: on a loaded 2-core machine CLIENTS clients queue for the pooled connections longer
+    # than the 1.5 s request budget (which would answer 503, as C19 wants).
+    settings = base_settings.replace(
+        watch_interval_seconds=0.2,
+        controller_timeout_seconds=0.1,
+        database_wait_seconds=10.0,
+        database_request_wait_seconds=15.0,
+    )
     dbname = psycopg.conninfo.conninfo_to_dict(settings.database_url)["dbname"]
     with served(settings, ALL_WORKERS) as server, Sampler(admin_url, str(dbname)) as sampler:
         with http_client(server) as http:
@@ -68,11 +76,13 @@ def load(base_settings: Settings, admin_url: str) -> tuple[int, int]:
             with http_client(server) as http:
                 for _ in range(4):
                     run_id = launch(http, slug)
-                    assert http.post(f"{STUDIO}/runs/{run_id}/execute").status_code == 202
+                    # Under this contention a command may be refused after its retries (409,
+                    # nothing recorded); what is measured here is the connections held.
+                    assert http.post(f"{STUDIO}/runs/{run_id}/execute").status_code in (202, 409)
                     for path in ("", "/session-state", "/reports", "/handoff-trail"):
                         assert http.get(f"{STUDIO}/runs/{run_id}{path}").status_code in (200, 404)
                     answer = http.post(f"{STUDIO}/runs/{run_id}/control", json={"verb": "replay_blockers"})
-                    assert answer.status_code == 202, answer.text
+                    assert answer.status_code in (202, 409), answer.text
                     http.get("/control-plane/runs")
 
         with ThreadPoolExecutor(CLIENTS) as pool:

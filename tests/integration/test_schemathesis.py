@@ -30,7 +30,7 @@ from workers.cli import seed_demo
 
 SEED = 20261122
 MAX_EXAMPLES = 8
-STATEFUL_SCENARIOS = 20
+STATEFUL_SCENARIOS = 40
 LAUNCH = "POST /v1/admin/studio/runs"
 
 
