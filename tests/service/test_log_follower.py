@@ -250,3 +250,34 @@ def test_postgres_notify_from_another_process_wakes_a_listening_follower(pg_url:
     finally:
         reader.close()
         writer.close()
+
+
+def test_the_tickers_holdings_follow_the_log_and_drop_a_copy_changed_elsewhere(container: Container) -> None:
+    [run_id] = drive_runs(container, runs=1, ticks=3)
+    holdings = container.studio.ticks.holdings
+    run = container.studio.runs.get_run("default", run_id)
+    assert run.id in holdings.aggregates and holdings.position == container.event_store.max_position()
+    container.studio.runs.share_preview(tenant="default", run_id=run_id, fields={"note": "from elsewhere"})
+    holdings.refresh()
+    assert run.id not in holdings.aggregates
+    assert holdings.position == container.event_store.max_position()
+
+
+def test_the_tickers_holdings_do_not_read_past_a_gap_still_in_flight(container: Container) -> None:
+    from domain.studio.commands.holdings import Holdings
+
+    [run_id] = drive_runs(container, runs=1, ticks=3)
+    source = Hiding(NotificationSource(container.event_store.recorder, decode=header), set())
+    holdings = Holdings(container.event_store, LogFollower(source, gap_timeout=3600.0))
+    run = container.event_store.repository.get(container.studio.runs.get_run("default", run_id).id)
+    holdings.adopt([run])
+    holdings.log.seek(container.event_store.max_position())
+    container.studio.runs.share_preview(tenant="default", run_id=run_id, fields={"note": "one"})
+    container.studio.runs.share_preview(tenant="default", run_id=run_id, fields={"note": "two"})
+    first = container.event_store.max_position() - 1
+    source.hidden.add(first)  # not committed yet, as far as the holdings can see
+    holdings.refresh()
+    assert holdings.position == first - 1 and run.id in holdings.aggregates
+    source.hidden.clear()  # it committed
+    holdings.refresh()
+    assert holdings.position == first + 1 and run.id not in holdings.aggregates
