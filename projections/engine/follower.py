@@ -33,6 +33,8 @@ from projections.engine.envelope import Envelope, envelope
 
 log = structlog.get_logger("squadops.follower")
 
+LISTEN_POLL_SECONDS = 0.25
+
 
 class Positioned(Protocol):
     @property
@@ -245,7 +247,9 @@ class LogFollower(Generic[T]):
                 with psycopg.connect(url, autocommit=True) as conn:
                     conn.execute(f'LISTEN "{channel}"')
                     while not self._unheard.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                        # A short timeout so stop_listening returns promptly; notifies
+                        # arriving between calls wait in the connection's backlog.
+                        for _ in conn.notifies(timeout=LISTEN_POLL_SECONDS, stop_after=1):
                             self.wake()
             except Exception as exc:
                 log.warning("log_listen_failed", follower=self.name, error=repr(exc))
