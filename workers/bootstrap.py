@@ -30,10 +30,11 @@ from domain.workspaces.commands import WorkspaceCommands
 from domain.workspaces.material import MaterialConfig
 from domain.workspaces.metering import MeterTokens, UsageMeter
 from projections.engine.docs import Projector
+from projections.engine.follower import LogFollower, NotificationSource, header
 from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
 from projections.engine.pg_store import PostgresDocStore
-from projections.engine.runner import NotificationSource, ProjectionRunner
+from projections.engine.runner import ProjectionRunner
 from projections.engine.store import DocStore, SqliteDocStore
 from projections.gate.proposals import ProposalIndex, ProposalsProjector
 from projections.gate.runs import GateRunsProjector
@@ -99,6 +100,9 @@ def broker_factory(settings: Settings) -> Callable[[], Broker]:
     shared = MemoryBroker(settings.live_memory_buffer_events)
     return lambda: shared
 
+
+# The ticker's holdings follow the log (no LISTEN: they read once per pass) in pages of this size.
+HOLDINGS_PAGE = 5000
 
 # Workers that hold a PostgreSQL LISTEN connection of their own (outside the pools).
 LISTENERS = ("projector", "fanout")
@@ -190,6 +194,12 @@ def wire_services(
         agent_domain=agent_domain,
         aliases=aliases or ModelProxyAliases(),
         clock=clock,
+        log=LogFollower(
+            NotificationSource(event_store.recorder, decode=header),
+            page_size=HOLDINGS_PAGE,
+            gap_timeout=settings.projection_gap_timeout_seconds,
+            name="ticker",
+        ),
     )
     jobs = JobCommands(
         event_store,
