@@ -472,7 +472,7 @@ def build(settings: Settings) -> Container:
         settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health, job_runner=job_runner,
         agent_tools=AgentToolCalls(services.studio.runs), mcp_token_key=mcp_token_key,
-        provisioning=build_provisioning(settings, event_store, services.clock),
+        provisioning=build_provisioning(settings, event_store, services.clock, services.gate.vcs),
         **build_notifications(settings, event_store, store, services.clock),
         copilot_answerer=(
             ModelProxyAnswerer(settings.model_proxy_url, settings.model_proxy_token, settings.copilot_model)
