@@ -86,8 +86,9 @@ log = structlog.get_logger("squadops")
 WORKERS = ("projector", "ticker", "fanout", "jobs")
 # Workers that run only when named (``squadops worker watcher`` or ``serve --workers``).
 OPTIONAL_WORKERS = ("watcher", "notifier", "workspace-controller")
-# What ``serve`` (``make run``) runs in-process with ``--workers all``.
-SERVE_WORKERS = WORKERS + ("workspace-controller",)
+# What ``serve`` (``make run``) runs in-process with ``--workers all``: every worker but the
+# watcher, which needs a plane's observation assets (``squadops worker watcher``).
+SERVE_WORKERS = WORKERS + ("notifier", "workspace-controller")
 
 
 def broker_factory(settings: Settings) -> Callable[[], Broker]:
