@@ -67,6 +67,7 @@ from workers.builders import (
     controller_config,
     eventsourcing_env,
     material_config,
+    meter_upstream,
     workspace_root,
 )
 from workers.fanout import LiveFanout
@@ -481,6 +482,6 @@ def build(settings: Settings) -> Container:
         ),
         skill_sources=[DirectorySkills(Path(settings.skills_path))] if settings.skills_path else [],
         workspaces=services.workspaces, workspace_material=material_config(settings),
-        meter_tokens=meter_tokens, usage_meter=UsageMeter(EchoModel()), workspace_controller=controller,
+        meter_tokens=meter_tokens, usage_meter=UsageMeter(meter_upstream(settings)), workspace_controller=controller,
         controller_http=HealthServer(controller.health, settings.controller_host, settings.controller_port),
     )

@@ -19,8 +19,10 @@ from domain.shared.retry import backoff
 from domain.workspaces.material import MaterialConfig
 from domain.workspaces.ports import VolumeClaim
 from projections.engine.store import DocStore
+from workers.adapters.echo_model import EchoModel
 from workers.adapters.error_tracking import NoDsn, SentryKeysDsn
 from workers.adapters.local_git import LocalGitVcs
+from workers.adapters.model_proxy import ModelProxyUpstream
 from workers.adapters.novu import NovuWorkflow
 from workers.adapters.portal_surfaces import LocalBoard, LocalCatalog, LocalDesign
 from workers.notify_relay import NotificationRelay
@@ -176,3 +178,11 @@ def await_database(url: str, seconds: float = STARTUP_WAIT_SECONDS) -> None:
                 raise
             log.warning("waiting_for_database", error=repr(exc), failures=failures)
             time.sleep(backoff(failures))
+
+
+def meter_upstream(settings: Settings) -> Any:
+    """The usage meter forwards to the model proxy when one is configured, else to the
+    built-in deterministic echo model."""
+    if settings.model_proxy_url:
+        return ModelProxyUpstream(settings.model_proxy_url, settings.model_proxy_client_key or settings.model_proxy_token)
+    return EchoModel()
