@@ -125,3 +125,35 @@ def test_graph_workspace_controller_and_notifications_from_a_terminal(served: di
     assert inbox["unread_count"] >= 1
     assert {n["kind"] for n in inbox["notifications"]} <= {"blocker", "delivery", "review"}
     assert out(env, "portal", "inbox", *STRANGER)["notifications"] == []
+
+
+def test_the_controller_runs_as_its_own_worker_with_its_own_healthz(tmp_path: Path) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "SQUADOPS_DATABASE_URL": f"sqlite:///{tmp_path / 'squadops.db'}",
+        "SQUADOPS_DATA_DIR": str(tmp_path / "data"),
+        "SQUADOPS_LOG_LEVEL": "warning",
+        "SQUADOPS_CONTROLLER_PORT": str(port),
+        "SQUADOPS_CONTROLLER_INTERVAL_SECONDS": "0.2",
+        "SQUADOPS_MODEL_PROXY_CLIENT_KEY": "proxy-client-key",
+    }
+    env.pop("SQUADOPS_NATS_URL", None)
+    worker = subprocess.Popen([SQUADOPS, "worker", "workspace-controller"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        def reconciled() -> dict | None:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).json()
+            except httpx.HTTPError:
+                return None
+            return health if health["last_reconcile_at"] else None
+
+        health = eventually(reconciled, timeout=30, interval=0.2)
+        assert health["last_reconcile_error"] == "" and health["last_reconcile"]["errored"] == 0
+        assert httpx.get(f"http://127.0.0.1:{port}/other", timeout=1).status_code == 404
+        done = squadops(env, "workspace", "health", "--url", f"http://127.0.0.1:{port}")
+        assert json.loads(done.stdout)["reconcile_enabled"] is True
+    finally:
+        worker.terminate()
+        assert worker.wait(timeout=15) == 0
