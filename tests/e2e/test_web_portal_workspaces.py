@@ -6,7 +6,6 @@ its own process with every worker (as ``make run``), the controller on a free po
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
