@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
+import structlog
 from litestar import Request, Response, Router, delete, get, post
 from litestar.datastructures import State
 from litestar.params import Body, PathParameter, QueryParameter
@@ -36,6 +37,7 @@ Key = Annotated[str | None, QueryParameter(pattern=ID_PATTERN, required=False)]
 Branch = Annotated[str | None, QueryParameter(pattern=r"^[A-Za-z0-9._/-]{1,200}$", required=False)]
 Scope = Annotated[str, QueryParameter(pattern=ID_PATTERN, description="the workspace_scope of a launch")]
 YAML = "application/yaml"
+log = structlog.get_logger("squadops.workspaces")
 _decode = msgspec.json.Decoder(dict).decode
 
 
@@ -149,10 +151,15 @@ def metered_completion(
     auth = request.headers.get("authorization", "")
     token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else request.headers.get("x-api-key", "")
     try:
-        tokens.verify(token, employee_slug)
+        tenant, scope = tokens.binding(token, employee_slug)
     except Exception as exc:
         raise ApiError(401, str(exc), getattr(exc, "code", "meter_token_invalid")) from None
-    return meter.forward(employee_slug, data)
+    answer = meter.forward(employee_slug, data)
+    try:  # the workspace is in use: no idle auto-stop (best effort: the call was answered)
+        commands(state).mark_active(tenant, scope)
+    except Exception as exc:
+        log.warning("workspace_activity_not_recorded", scope=scope, error=repr(exc))
+    return answer
 
 
 def meter_router() -> Router:

@@ -1,7 +1,7 @@
 """The usage meter forwards to the model-proxy port when ``SQUADOPS_MODEL_PROXY_URL`` is set
 (issue 11 §5): the request goes upstream as given under the service's proxy client key, the
-upstream's reported usage is what is counted, and an unreachable proxy is a 503 that counts
-nothing."""
+upstream's reported usage is what is counted (and marks the workspace used), and an
+unreachable proxy is a 503 that counts nothing."""
 
 from __future__ import annotations
 
@@ -53,11 +53,17 @@ def test_meter_forwards_to_the_model_proxy_and_counts_its_usage(tmp_path: Path) 
             ws = http.get("/v1/portal/launches/dev_workspace", params={"project_slug": "acme"}, headers=OWNER).json()
             obs = ws["reconnect_material"]["usage_observability"]
             token = container.meter_tokens.issue(obs["employee_slug"], ws["workspace_scope"])
+            scope, earlier = ws["workspace_scope"], "2026-01-01T00:00:01.000000Z"
+            wid = f"dws:default:{scope}"
+            container.workspaces.claim(wid, lambda w: w.pick_up("2026-01-01T00:00:00.000000Z", "t"))
+            container.workspaces.claim(wid, lambda w: w.provisioned(earlier, "p", []))
             call = {"model": "gpt-x", "messages": [{"role": "user", "content": "hello"}]}
             meter = f"{obs['meter_path']}/chat/completions"
             answer = http.post(meter, json=call, headers={"authorization": f"Bearer {token}"})
             assert answer.status_code == 200, answer.text
             assert answer.json()["usage"]["total_tokens"] == 42
+            used = container.workspaces.get("default", scope)
+            assert used is not None and used.last_active_at > earlier  # metered use: not idle
             [(path, auth, body)] = _Proxy.seen
             assert (path, auth, body) == ("/v1/chat/completions", "Bearer proxy-key", call)
             label = f'{{{obs["employee_label"]}="{obs["employee_slug"]}"}}'
@@ -70,6 +76,7 @@ def test_meter_forwards_to_the_model_proxy_and_counts_its_usage(tmp_path: Path) 
             down = http.post(meter, json=call, headers={"authorization": f"Bearer {token}"})
             assert down.status_code == 503 and down.json()["code"] == "model_proxy_unavailable"
             assert set(down.json()) == {"detail", "code"}
+            assert container.workspaces.get("default", scope).version == used.version  # a failed call is no use
             metrics = http.get("/metrics").text
             assert f"{obs['metric_names']['requests']}{label} 1.0" in metrics  # nothing counted for it
     finally:
