@@ -52,6 +52,6 @@ def test_meter_tokens_bind_tenant_and_scope(tenant: str) -> None:
     with pytest.raises(Unauthorized):
         MeterTokens("other-key").binding(token, "dev")
     if tenant != "default":  # the tenant is signed: it cannot be swapped
-        swapped = token.replace("acme.eu".encode().hex(), "default".encode().hex())
+        swapped = token.replace(b"acme.eu".hex(), b"default".hex())
         with pytest.raises(Unauthorized):
             tokens.binding(swapped, "dev")
