@@ -68,6 +68,7 @@ from workers.builders import (
     controller_config,
     eventsourcing_env,
     material_config,
+    meter_upstream,
     workspace_root,
 )
 from workers.fanout import LiveFanout
@@ -87,8 +88,9 @@ log = structlog.get_logger("squadops")
 WORKERS = ("projector", "ticker", "fanout", "jobs")
 # Workers that run only when named (``squadops worker watcher`` or ``serve --workers``).
 OPTIONAL_WORKERS = ("watcher", "notifier", "workspace-controller")
-# What ``serve`` (``make run``) runs in-process with ``--workers all``.
-SERVE_WORKERS = WORKERS + ("workspace-controller",)
+# What ``serve`` (``make run``) runs in-process with ``--workers all``: every worker but the
+# watcher, which needs a plane's observation assets (``squadops worker watcher``).
+SERVE_WORKERS = WORKERS + ("notifier", "workspace-controller")
 
 
 def broker_factory(settings: Settings) -> Callable[[], Broker]:
@@ -482,7 +484,7 @@ def build(settings: Settings) -> Container:
         settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health, job_runner=job_runner,
         agent_tools=AgentToolCalls(services.studio.runs), mcp_token_key=mcp_token_key,
-        provisioning=build_provisioning(settings, event_store, services.clock),
+        provisioning=build_provisioning(settings, event_store, services.clock, services.gate.vcs),
         **build_notifications(settings, event_store, store, services.clock),
         copilot_answerer=(
             ModelProxyAnswerer(settings.model_proxy_url, settings.model_proxy_token, settings.copilot_model)
@@ -490,6 +492,6 @@ def build(settings: Settings) -> Container:
         ),
         skill_sources=[DirectorySkills(Path(settings.skills_path))] if settings.skills_path else [],
         workspaces=services.workspaces, workspace_material=material_config(settings),
-        meter_tokens=meter_tokens, usage_meter=UsageMeter(EchoModel()), workspace_controller=controller,
+        meter_tokens=meter_tokens, usage_meter=UsageMeter(meter_upstream(settings)), workspace_controller=controller,
         controller_http=HealthServer(controller.health, settings.controller_host, settings.controller_port),
     )
