@@ -247,14 +247,13 @@ def test_concurrent_enqueues_under_one_key_race_to_one_job(app: Container) -> No
     assert len({job_id for job_id, _ in found}) == 1 and sum(created for _, created in found) == 1
 
 
-# -- two runners on PostgreSQL ----------------------------------------------------------------------
+# -- two runners: FOR UPDATE SKIP LOCKED on PostgreSQL, BEGIN IMMEDIATE on SQLite ----------------------
 
 
-@pytest.mark.pg
-def test_two_runners_never_execute_one_job_twice(pg_url: str, tmp_path: Path, device: LoopbackPowerDevice) -> None:
+def test_two_runners_never_execute_one_job_twice(database_url: str, tmp_path: Path, device: LoopbackPowerDevice) -> None:
     nodes = [f"node-{i}" for i in range(12)]
     changes = {"power_device_addr": device.addr, "job_poll_seconds": 0.01}
-    with service(pg_url, tmp_path, **changes) as first, service(pg_url, tmp_path, **changes) as second:
+    with service(database_url, tmp_path, **changes) as first, service(database_url, tmp_path, **changes) as second:
         for node in nodes:
             first.jobs.enqueue(tenant="default", job_type="node_power_sleep", provider_kind="power_device",
                                proposal_id=None, request=sleep_request(node), requested_by="op")
