@@ -163,6 +163,14 @@ def test_an_operator_watches_steers_and_scrubs_a_run_in_the_browser(service: Liv
             resumed_after = int(reconnect.value.headers["last-event-id"])
             assert resumed_after >= held  # resumes where the page stood, not from scratch
             page.locator('#office[data-live="open"]').wait_for(timeout=20_000)
+            # An event after the reconnect whatever the simulator does meanwhile (under load
+            # the run may have gone quiet): the operator wakes the paused curator.
+            curator = session_state(http, run_id)["curator"]["session_id"]
+            woken = http.post(
+                f"{PLANE}/runs/{run_id}/sessions/{curator}/control",
+                json={"verb": "queue_request", "wake_target": "curator", "message": "carry on"},
+            )
+            assert woken.status_code == 202, woken.text
             eventually(lambda: max(dock_event_ids(page)) > resumed_after, timeout=20)
             shown = dock_event_ids(page)
             assert len(shown) == len(set(shown))
