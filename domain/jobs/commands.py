@@ -26,7 +26,7 @@ from domain.jobs.ports import Connectors, PowerDevice
 from domain.jobs.wizard import run_wizard_try
 from domain.shared.clock import shift
 from domain.shared.errors import Conflict, NotFound
-from domain.shared.event_store import CONFLICT_ATTEMPTS, EventStore
+from domain.shared.event_store import EventStore
 from domain.shared.ids import derived_id, is_valid_id, new_id
 
 # The job types and the step that runs each (a step answers Done or Wait, or raises JobFailure).
@@ -38,6 +38,8 @@ STEPS: dict[str, Step] = {
 }
 
 _CONFLICTS = (IntegrityError, RecordConflictError)
+# How often a step runs again on fresh copies when a record it read changed under it.
+_STEP_ATTEMPTS = 8
 
 
 class IdempotencyKeyReused(Conflict):
@@ -166,7 +168,7 @@ class JobCommands:
         return True
 
     def _step(self, job: Job, runner_id: str) -> str:
-        for _ in range(CONFLICT_ATTEMPTS):
+        for _ in range(_STEP_ATTEMPTS):
             now = self.clock()
             context = JobContext(load=self.store.get_or_none, now=now, connectors=self.connectors, power=self.power)
             try:

@@ -8,6 +8,7 @@ in each area (``domain/<area>/commands``) and receive this store.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -16,10 +17,14 @@ from eventsourcing.domain import BaseAggregate
 from eventsourcing.persistence import IntegrityError, RecordConflictError, Recording
 
 from domain.shared.errors import Conflict
+from domain.shared.retry import conflict_pause
 
 T = TypeVar("T")
 
-CONFLICT_ATTEMPTS = 8
+# Each lost race means another writer's save of the same aggregate succeeded, so a valid
+# command is refused only when more than this many saves land on its aggregate while it
+# retries (a jittered pause between attempts, at most ~50 ms each): a livelock, not load.
+CONFLICT_ATTEMPTS = 32
 
 
 class EventStore(Application[str]):
@@ -91,14 +96,17 @@ class EventStore(Application[str]):
     def retrying(self, command: Callable[[], T], attempts: int = CONFLICT_ATTEMPTS) -> T:
         """Runs ``command`` (load, decide, save) again after a concurrent write.
 
-        A command that still conflicts after ``attempts`` answers 409; no event is lost,
-        because a failed save stores nothing and the command re-reads the winner's events.
+        Between attempts it pauses a jittered, growing moment, so concurrent commands on one
+        aggregate (several steps each, e.g. gate runs of one thread) interleave instead of
+        colliding again. A command that still conflicts after ``attempts`` answers 409; no
+        event is lost, because a failed save stores nothing and the command re-reads the
+        winner's events.
         """
-        for _ in range(attempts - 1):
+        for conflicts in range(1, attempts):
             try:
                 return command()
             except (IntegrityError, RecordConflictError):
-                continue
+                time.sleep(conflict_pause(conflicts))
         try:
             return command()
         except (IntegrityError, RecordConflictError):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -113,22 +115,50 @@ def connection_bounds(statement_seconds: float) -> dict[str, Any]:
     return bounds
 
 
-_deadline: ContextVar[float | None] = ContextVar("squadops_database_deadline", default=None)
+class WaitBudget:
+    """What is left of one request's time for waiting on pooled connections (seconds).
+
+    Only the waits are counted, not the request's other work: a command that runs for
+    seconds (a gate run writing git commits) still gets its connections, while the waits
+    of a request against an unreachable database end within the budget in total."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+
+    def spend(self, seconds: float) -> None:
+        self.left = max(0.0, self.left - seconds)
+
+
+_budget: ContextVar[WaitBudget | None] = ContextVar("squadops_database_wait_budget", default=None)
 
 
 def set_wait_budget(seconds: float | None) -> None:
-    """From now on, in this context, waits for pooled connections end within ``seconds``
+    """From now on, in this context, waits for pooled connections take at most ``seconds``
     in total (None: each wait has only its pool's own bound)."""
-    _deadline.set(None if seconds is None else time.monotonic() + seconds)
+    _budget.set(None if seconds is None else WaitBudget(seconds))
 
 
 def wait_budget(timeout: float) -> float:
     """``timeout``, cut to what is left of this context's budget (a ready connection is
     still taken when none is left)."""
-    deadline = _deadline.get()
-    if deadline is None:
+    budget = _budget.get()
+    if budget is None:
         return timeout
-    return max(0.001, min(timeout, deadline - time.monotonic()))
+    return max(0.001, min(timeout, budget.left))
+
+
+@contextmanager
+def waiting() -> Iterator[None]:
+    """Counts the time spent inside against this context's budget."""
+    budget = _budget.get()
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        if budget is not None:
+            budget.spend(time.monotonic() - started)
 
 
 class PoolGuard:
@@ -150,7 +180,8 @@ class PoolGuard:
             raise
 
     def getconn(self, timeout: float | None = None) -> Any:
-        return super().getconn(wait_budget(self.timeout if timeout is None else timeout))  # type: ignore[misc]
+        with waiting():
+            return super().getconn(wait_budget(self.timeout if timeout is None else timeout))  # type: ignore[misc]
 
 
 class GuardedPool(PoolGuard, ConnectionPool):  # type: ignore[misc]

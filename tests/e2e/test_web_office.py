@@ -163,6 +163,14 @@ def test_an_operator_watches_steers_and_scrubs_a_run_in_the_browser(service: Liv
             resumed_after = int(reconnect.value.headers["last-event-id"])
             assert resumed_after >= held  # resumes where the page stood, not from scratch
             page.locator('#office[data-live="open"]').wait_for(timeout=20_000)
+            # An event after the reconnect whatever the simulator does meanwhile (under load
+            # the run may have gone quiet): the operator wakes the paused curator.
+            curator = session_state(http, run_id)["curator"]["session_id"]
+            woken = http.post(
+                f"{PLANE}/runs/{run_id}/sessions/{curator}/control",
+                json={"verb": "queue_request", "wake_target": "curator", "message": "carry on"},
+            )
+            assert woken.status_code == 202, woken.text
             eventually(lambda: max(dock_event_ids(page)) > resumed_after, timeout=20)
             shown = dock_event_ids(page)
             assert len(shown) == len(set(shown))
@@ -170,4 +178,60 @@ def test_an_operator_watches_steers_and_scrubs_a_run_in_the_browser(service: Liv
             assert sorted(shown) == [i for i in truth if i <= max(shown)]
     finally:
         proxy.stop()
+        http.close()
+
+
+BUCKETS = ["active", "moving", "waiting", "blocked", "idle", "completed"]
+
+
+def test_the_office_header_shows_the_runs_surfaces_and_each_agent_its_nickname_and_tool(
+    service: LiveServer, browser: Browser  # noqa: F811
+) -> None:
+    http = httpx.Client(base_url=service.url, headers=ADMIN, timeout=30)
+    try:
+        assert http.post("/v1/project-factory/projects", json=DEMO_LIKE).status_code == 201
+        run_id = http.post(f"{STUDIO}/runs", json={"template_id": "delivery-core", "project_slug": "acme"}).json()["run_id"]
+        # The gate publishes the run's proposal as a pull request (a real commit in the local repository).
+        gate = http.post(f"/v1/admin/gate/threads/{run_id}/run", json={"agent_key": "backend"})
+        assert gate.status_code == 200, gate.text
+        pr_url = gate.json()["pr_url"]
+
+        with opened(browser, extra_http_headers=ADMIN) as page:
+            page.goto(f"{service.url}/runs/{run_id}")
+            page.locator('#office[data-live="open"]').wait_for()
+            page.evaluate("window.__samePage = 'yes'")
+            feed = http.get(f"{PLANE}/observability-feed", params={"project_slug": "acme", "run_id": run_id}).json()
+
+            # Delivery: the pull request's link; cost, queue state and source ref as the feed has them.
+            delivery = page.locator('[data-badge="delivery"]')
+            assert delivery.get_attribute("data-state") == "delivered"
+            assert delivery.locator(f'a[href="{pr_url}"]').inner_text() == "PR #1"
+            queue = page.locator('[data-badge="queue"]')
+            assert queue.get_attribute("data-state") == feed["queue"]["state"]
+            cost = page.inner_text('[data-badge="cost"] .badge-value')
+            assert cost.startswith(f"${feed['run_cost']['total_cost_usd']:.2f}")
+            source = page.inner_text('[data-badge="source"] .badge-value')
+            assert source.split(" · ")[0] == feed["source_ref"]["mode"]
+
+            # Progress: the six buckets, each counting agents as the feed does.
+            shown = page.eval_on_selector_all(
+                "#progress [data-bucket]", "els => els.map(e => [e.dataset.bucket, e.querySelector('.count').textContent])"
+            )
+            total = feed["progress"]["total_agents"]
+            assert shown == [[b, f"{feed['progress'][b]} of {total}"] for b in BUCKETS]
+
+            # Under each character: its nickname, and its current tool (or its state).
+            for agent in feed["pixel_agents"]:
+                element = page.locator(f'[data-agent-id="{agent["agent_id"]}"]')
+                assert element.locator(".nick").inner_text() == agent["agent_nickname"]
+                assert element.locator(".tool").inner_text()
+
+            # A preview shared now shows up live beside the pull request, without a reload.
+            preview = "https://preview.acme.example/orders"
+            shared = http.post(f"{STUDIO}/runs/{run_id}/preview", json={"url": preview})
+            assert shared.status_code == 200, shared.text
+            delivery.locator(f'a[href="{preview}"]').wait_for(timeout=20_000)
+            assert delivery.locator(f'a[href="{pr_url}"]').count() == 1
+            assert page.evaluate("window.__samePage") == "yes"
+    finally:
         http.close()

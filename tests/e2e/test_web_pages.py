@@ -248,3 +248,33 @@ def test_the_portal_home_shows_the_portal_endpoints_or_says_they_are_absent(crow
             principal = workspace.json()["principal"]
             assert principal["subject_key"] in dashboard.inner_text()
         assert page.evaluate(CONTRAST_JS) == []
+
+
+# One computed style property of an agent's figure.
+FIGURE_STYLE = "([id, prop]) => getComputedStyle(document.querySelector(`[data-agent-id=\"${id}\"] .figure`))[prop]"
+
+
+def test_characters_walk_when_moving_and_grey_out_when_resolved(crowded: tuple[str, str], browser: Browser) -> None:  # noqa: F811
+    url, run_id = crowded
+    agents = feed(url, run_id)["pixel_agents"]
+    moving = [a["agent_id"] for a in agents if a["pixel_state"] == "moving"]
+    assert moving, "the crowded run has agents whose last act was a tool call"
+    with opened(browser, extra_http_headers=ADMIN) as page:
+        page.goto(f"{url}/runs/{run_id}")
+        page.locator('#office[data-live="open"]').wait_for()
+        for agent in moving:
+            assert page.evaluate(FIGURE_STYLE, [agent, "animationName"]) == "walk"
+        # The operator stops one: live, the character turns resolved and greyed out.
+        target = next(a for a in agents if a["agent_id"] == moving[0])
+        answer = httpx.post(
+            f"{url}/control-plane/studio/runs/{run_id}/sessions/{target['session_id']}/control",
+            json={"verb": "stop_session", "reason": "done here"}, headers=ADMIN,
+        )
+        assert answer.status_code == 202, answer.text
+        page.wait_for_function(
+            "id => document.querySelector(`[data-agent-id=\"${id}\"]`).dataset.pixelState === 'resolved'",
+            arg=target["agent_id"], timeout=20_000,
+        )
+        assert "grayscale(1)" in page.evaluate(FIGURE_STYLE, [target["agent_id"], "filter"])
+        label = page.get_attribute(f'[data-agent-id="{target["agent_id"]}"]', "aria-label") or ""
+        assert STATE_TEXT["resolved"] in label

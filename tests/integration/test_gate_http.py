@@ -21,8 +21,8 @@ IDENTITY = "Squadops Gate <gate-app@apps.example.com>"
 
 
 @pytest.fixture
-def setup(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, Path]]:
-    with service(sqlite_url, tmp_path, gate_app_identity=IDENTITY) as container, http(container, ADMIN, ("projector",)) as c:
+def setup(database_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, Path]]:
+    with service(database_url, tmp_path, gate_app_identity=IDENTITY) as container, http(container, ADMIN, ("projector",)) as c:
         yield c, tmp_path / "vcs"
 
 
@@ -146,6 +146,31 @@ def test_gate_errors(setup: tuple[TestClient, Path]) -> None:
     person = {"x-edge-claim-email": "dev@example.com", "x-edge-claim-groups": "/org/dev"}
     assert client.post(f"{GATE}/threads/t-1/run", json={}, headers=person).status_code == 403
     assert client.get(f"{GATE}/scenarios/portal-dashboard-smoke", headers={"x-edge-claim-email": ""}).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "loc", "type_"),
+    [
+        ({"tenant_id": ""}, {}, ["body", "tenant_id"], "string_length"),
+        ({"tenant_id": "a b"}, {}, ["body", "tenant_id"], "string_pattern_mismatch"),
+        ({"tenant_id": "acme"}, {"X-Squadops-Tenant-Id": "other"}, ["body", "tenant_id"], "value_error"),
+        ({"agent_key": "back end"}, {}, ["body", "agent_key"], "string_pattern_mismatch"),
+        ({"provider_key": "x" * 129}, {}, ["body", "provider_key"], "string_length"),
+        ({"scenario_key": "no/such"}, {}, ["body", "scenario_key"], "string_pattern_mismatch"),
+        ({"notes": "n" * 4001}, {}, ["body", "notes"], "string_length"),
+        ({"dry_run": "no"}, {}, ["body", "dry_run"], "type_error"),
+        ([], {}, ["body"], "type_error"),
+    ],
+)
+def test_every_gate_field_rule_is_a_422_that_changes_nothing(
+    setup: tuple[TestClient, Path], body: Any, headers: dict[str, str], loc: list[str], type_: str
+) -> None:
+    client, vcs = setup
+    answer = client.post(f"{GATE}/threads/t-rules/run", json=body, headers=headers)
+    assert answer.status_code == 422, answer.text
+    [item] = answer.json()["detail"]
+    assert (item["loc"], item["type"]) == (loc, type_)
+    assert client.get(f"{GATE}/threads/t-rules/runs").json() == {"items": []} and not vcs.exists()
 
 
 def test_a_failing_vcs_is_a_503_and_the_run_records_where_it_failed(sqlite_url: str, tmp_path: Path) -> None:

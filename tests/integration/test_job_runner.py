@@ -180,6 +180,36 @@ def test_sleep_sends_the_command_once_and_verifies_the_node_asleep(app: Containe
     assert len(device.commands("state")) == 1
 
 
+def test_the_node_is_asked_for_its_state_only_verify_after_seconds_after_the_command(app: Container, device: LoopbackPowerDevice) -> None:
+    job, _ = app.jobs.enqueue(tenant="default", job_type="node_power_sleep", provider_kind="power_device",
+                              proposal_id=None, request=sleep_request("gpu-6", verify_after_seconds=1), requested_by="op")
+    settle(app)
+    assert app.job_runner is not None
+    app.job_runner.run_once()
+    waiting = app.jobs.get_job("default", job.job_id)
+    sent_at = waiting.phase_detail["sent_at"]
+    assert (waiting.status, waiting.phase, waiting.due_at) == ("running", "verify", shift(sent_at, 1))
+    assert len(device.commands("sleep")) == 1 and device.commands("state") == []
+    settle(app)
+    app.job_runner.run_once()  # not due yet: nothing is asked
+    assert device.commands("state") == []
+    done = run_job_to_end(app, job.job_id)
+    assert done.status == "succeeded" and done.result["verified_at"] >= shift(sent_at, 1)
+    assert len(device.commands("sleep")) == 1 and len(device.commands("state")) == 1
+
+
+def run_job_to_end(app: Container, job_id: str, passes: int = 300) -> Any:
+    assert app.job_runner is not None
+    for _ in range(passes):
+        settle(app)
+        app.job_runner.run_once()
+        current = app.jobs.get_job("default", job_id)
+        if current.ended:
+            return current
+        time.sleep(0.01)
+    raise AssertionError(f"job did not end: {app.jobs.get_job('default', job_id).status}")
+
+
 def test_the_wake_on_lan_magic_packet_arrives_byte_for_byte(app: Container, device: LoopbackPowerDevice) -> None:
     job = run_job(app, "node_power_wake", sleep_request("gpu-2", mac="0A-1b-2C-3d-4E-5f"))
     assert job.status == "succeeded" and job.result["state"] == "awake"
@@ -247,14 +277,13 @@ def test_concurrent_enqueues_under_one_key_race_to_one_job(app: Container) -> No
     assert len({job_id for job_id, _ in found}) == 1 and sum(created for _, created in found) == 1
 
 
-# -- two runners on PostgreSQL ----------------------------------------------------------------------
+# -- two runners: FOR UPDATE SKIP LOCKED on PostgreSQL, BEGIN IMMEDIATE on SQLite ----------------------
 
 
-@pytest.mark.pg
-def test_two_runners_never_execute_one_job_twice(pg_url: str, tmp_path: Path, device: LoopbackPowerDevice) -> None:
+def test_two_runners_never_execute_one_job_twice(database_url: str, tmp_path: Path, device: LoopbackPowerDevice) -> None:
     nodes = [f"node-{i}" for i in range(12)]
     changes = {"power_device_addr": device.addr, "job_poll_seconds": 0.01}
-    with service(pg_url, tmp_path, **changes) as first, service(pg_url, tmp_path, **changes) as second:
+    with service(database_url, tmp_path, **changes) as first, service(database_url, tmp_path, **changes) as second:
         for node in nodes:
             first.jobs.enqueue(tenant="default", job_type="node_power_sleep", provider_kind="power_device",
                                proposal_id=None, request=sleep_request(node), requested_by="op")

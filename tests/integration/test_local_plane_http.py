@@ -9,6 +9,8 @@ exactly what the CLIs reported: their metrics, their tools and their LLM session
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +80,8 @@ def tools(feed: dict[str, Any], agent_id: str) -> list[str]:
 
 
 def test_a_squad_of_real_processes_shows_exactly_what_the_clis_reported(database_url: str, tmp_path: Path) -> None:
-    with served(database_url, tmp_path / "data", PLAN, local_first_tool_seconds=2.0) as svc:
+    proxy = {"model_proxy_base_url": "https://models.example/v1", "model_proxy_token": "proxy-token-1"}
+    with served(database_url, tmp_path / "data", PLAN, local_first_tool_seconds=2.0, **proxy) as svc:
         run_id = svc.launch()
         svc.wait_status(run_id, "planner", "session_completed")
         svc.wait_status(run_id, "backend", "session_completed")
@@ -133,6 +136,21 @@ def test_a_squad_of_real_processes_shows_exactly_what_the_clis_reported(database
         briefs = sorted(p.name for p in (frontend_tree / ".standin").glob("brief-*.txt"))
         assert briefs == ["brief-1.txt", "brief-2.txt"]
         assert "Build the orders page" in (frontend_tree / ".standin" / "brief-1.txt").read_text()
+
+        # What the real process got: its identity and the model proxy from the settings in its
+        # environment, its worktree on branch squad/<run_id>/<agent_id>, the squad's MCP config.
+        seen = json.loads((frontend_tree / ".standin" / "env-2.json").read_text())
+        assert {k: seen[k] for k in ("SQUADOPS_RUN_ID", "SQUADOPS_SESSION_ID", "SQUADOPS_AGENT_ID", "SQUADOPS_ROLE_KEY")} == {
+            "SQUADOPS_RUN_ID": run_id, "SQUADOPS_SESSION_ID": state["frontend"]["session_id"],
+            "SQUADOPS_AGENT_ID": "frontend", "SQUADOPS_ROLE_KEY": state["frontend"]["role_key"],
+        }
+        assert seen["SQUADOPS_BASE_URL"] == str(svc.http.base_url).rstrip("/")
+        assert (seen["ANTHROPIC_BASE_URL"], seen["ANTHROPIC_AUTH_TOKEN"]) == ("https://models.example/v1", "proxy-token-1")
+        head = subprocess.run(["git", "-C", str(frontend_tree), "rev-parse", "--abbrev-ref", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        assert head == f"squad/{run_id}/frontend"
+        argv = json.loads((frontend_tree / ".standin" / "argv-2.json").read_text())
+        assert "--mcp-config" in argv
 
         # The operator follows the wall: retry_prompt starts the curator again, briefed with its mailbox.
         svc.verb(run_id, state["curator"]["session_id"], {"verb": "retry_prompt", "reason": "after the crash"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import sqlite3
+import time
 
 import psycopg
 import pytest
@@ -29,6 +30,7 @@ from projections.engine.unavailable import (
     set_wait_budget,
     unavailable,
     wait_budget,
+    waiting,
 )
 
 
@@ -110,6 +112,23 @@ def test_a_requests_waits_share_one_budget_in_its_own_context_only() -> None:
         set_wait_budget(budget)
         return wait_budget(1.0)
 
-    assert 0.15 < contextvars.copy_context().run(in_request, 0.2) <= 0.2
+    assert contextvars.copy_context().run(in_request, 0.2) == 0.2
     assert contextvars.copy_context().run(in_request, 0.0) == 0.001  # spent: only a ready connection
     assert wait_budget(1.0) == 1.0  # outside a request: each wait has its pool's bound
+
+
+def test_only_the_waits_spend_the_budget_not_the_requests_other_work() -> None:
+    def in_request() -> list[float]:
+        set_wait_budget(0.2)
+        time.sleep(0.25)  # the command's own work (git, a UDP exchange) is not waiting
+        left = [wait_budget(1.0)]
+        with waiting():
+            time.sleep(0.12)
+        left.append(wait_budget(1.0))
+        with waiting():
+            time.sleep(0.12)
+        left.append(wait_budget(1.0))
+        return left
+
+    untouched, some, spent = contextvars.copy_context().run(in_request)
+    assert untouched == 0.2 and 0.0 < some <= 0.08 and spent == 0.001
