@@ -47,6 +47,7 @@ from projections.projects.projects import ProjectsProjector
 from projections.studio.fleet import FleetProjector
 from projections.studio.live_channel import Broker
 from projections.studio.log_dock import LogDockProjector
+from projections.studio.feed_doc import FeedProjector
 from projections.studio.pixels import PixelsProjector
 from projections.studio.runs import RunsProjector
 from projections.studio.surfaces import SurfacesProjector
@@ -131,6 +132,7 @@ def read_projectors() -> list[Projector]:
         InboxProjector(),
         ImpactProjector(),
         WorkspacesProjector(),
+        FeedProjector(),  # derived from the studio models above, in the same transaction
     ]
 
 
