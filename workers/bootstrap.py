@@ -44,10 +44,10 @@ from projections.portal.impact import ImpactProjector
 from projections.portal.notifications import InboxProjector, NotifyOutboxProjector
 from projections.portal.relations import RelationsProjector
 from projections.projects.projects import ProjectsProjector
+from projections.studio.feed_doc import FeedProjector
 from projections.studio.fleet import FleetProjector
 from projections.studio.live_channel import Broker
 from projections.studio.log_dock import LogDockProjector
-from projections.studio.feed_doc import FeedProjector
 from projections.studio.pixels import PixelsProjector
 from projections.studio.runs import RunsProjector
 from projections.studio.surfaces import SurfacesProjector

@@ -20,6 +20,7 @@ and its reads compose on request instead, with the same rule.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+
 import msgspec
 import structlog
 
