@@ -255,3 +255,30 @@ def test_a_read_naming_another_project_or_an_unknown_run_finds_no_stored_feed() 
         with pytest.raises(Exception) as no_project:
             reads.feed(ADMIN, TENANT, "nope", scenario.run_id, DEFAULT_LIMIT)
         assert getattr(no_project.value, "code", "") == "project_not_found"
+
+
+def test_workspace_changes_reach_the_stored_feed_of_every_run_of_the_project() -> None:
+    from tests.service.recovery_support import DEMO_LIKE
+    from workers.planes.simulator import FaultRates, SimulatorPlane
+
+    with world() as (app, store, runner, reads):
+        app.projects.create_project(tenant=TENANT, request=DEMO_LIKE, created_by=ACTOR)
+        slug = app.projects.get_project(TENANT, str(DEMO_LIKE["project_key"])).project_slug
+        plane = SimulatorPlane(faults=FaultRates())
+        run_ids = []
+        for _ in range(2):
+            run, _ = app.studio.runs.launch_run(tenant=TENANT, template_id="delivery-core", project_slug=slug, launched_by=ACTOR)
+            app.studio.runs.request_execution(tenant=TENANT, run_id=run.run_id, requested_by=ACTOR)
+            app.studio.ticks.tick_runs(plane, start=[(TENANT, run.run_id)])
+            run_ids.append(run.run_id)
+        seen = set()
+        for tick in range(40):
+            app.studio.ticks.tick_runs(plane, tick=[(TENANT, r) for r in run_ids[: 1 + tick % 2]])  # one run, then both
+            drain(runner)
+            for run_id in run_ids:
+                served = reads.feed(ADMIN, TENANT, slug, run_id, DEFAULT_LIMIT)
+                assert served == store.get(FEED, feed_doc_key(TENANT, slug, run_id))
+                assert served == reads.composed_feed(ADMIN, TENANT, slug, run_id, DEFAULT_LIMIT)
+                mirror = msgspec.json.decode(served)["execution_workspace_mirror"]
+                seen |= {(w["workspace_name"], w["workspace_status"]) for w in mirror["workspaces"]}
+        assert seen  # the mirror took part
