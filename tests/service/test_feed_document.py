@@ -282,3 +282,25 @@ def test_workspace_changes_reach_the_stored_feed_of_every_run_of_the_project() -
                 mirror = msgspec.json.decode(served)["execution_workspace_mirror"]
                 seen |= {(w["workspace_name"], w["workspace_status"]) for w in mirror["workspaces"]}
         assert seen  # the mirror took part
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    operations=st.lists(OPERATIONS, min_size=5, max_size=30),
+    sizes=st.tuples(st.integers(min_value=1, max_value=20), st.integers(min_value=1, max_value=20)),
+    turns=st.lists(st.booleans(), min_size=30, max_size=30),
+)
+def test_two_runners_on_one_store_leave_the_feed_a_rebuild_gives(
+    operations: list[tuple[Any, ...]], sizes: tuple[int, int], turns: list[bool]
+) -> None:
+    with world() as (app, store, first, _):
+        second = ProjectionRunner(NotificationSource(app.event_store.recorder), store, read_projectors(), page_size=sizes[1])
+        first.page_size = sizes[0]
+        scenario = launch(app, {"project_key": "acme"})
+        turn = iter(turns)
+        apply_all(scenario, operations, after_each=lambda: (first if next(turn, True) else second).run_once())
+        while first.run_once() + second.run_once():
+            pass
+        live = store.dump(FEED)
+        rebuild(store, NotificationSource(app.event_store.recorder), [FeedProjector()])
+        assert store.dump(FEED) == live
