@@ -59,7 +59,6 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
         container.store,
         TimeTravel(EventSelector(container.event_store.recorder)),
         container.event_store.max_position,
-        cache_seconds=settings.feed_cache_seconds,
         graph=graph,
     )
     registry, http_metrics = metrics_registry(

@@ -1,7 +1,7 @@
 """The service over an existing database, plus a static 2 KB endpoint, for ``bench_feed``.
 
-Run as ``python -m bench.feed_server DATABASE_URL PORT [FEED_CACHE_SECONDS]``; serves until
-terminated. No workers run in it: the feed is read from read models already built.
+Run as ``python -m bench.feed_server DATABASE_URL PORT``; serves until terminated. No
+workers run in it: the feed is the stored document of read models already built.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def static() -> Response[bytes]:
     return Response(STATIC, media_type="text/plain")
 
 
-def main(url: str, port: int, cache_seconds: float) -> None:
-    container = build(Settings(database_url=url, log_level="warning", feed_cache_seconds=cache_seconds))
+def main(url: str, port: int) -> None:
+    container = build(Settings(database_url=url, log_level="warning"))
     app = create_app(container, workers=())
     app.register(static)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", access_log=False)
@@ -35,4 +35,4 @@ def main(url: str, port: int, cache_seconds: float) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else Settings().feed_cache_seconds)
+    main(sys.argv[1], int(sys.argv[2]))

@@ -45,6 +45,7 @@ from projections.portal.impact import ImpactProjector
 from projections.portal.notifications import InboxProjector, NotifyOutboxProjector
 from projections.portal.relations import RelationsProjector
 from projections.projects.projects import ProjectsProjector
+from projections.studio.feed_doc import FeedProjector
 from projections.studio.fleet import FleetProjector
 from projections.studio.live_channel import Broker
 from projections.studio.log_dock import LogDockProjector
@@ -137,6 +138,7 @@ def read_projectors() -> list[Projector]:
         InboxProjector(),
         ImpactProjector(),
         WorkspacesProjector(),
+        FeedProjector(),  # derived from the studio models above, in the same transaction
     ]
 
 

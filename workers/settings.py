@@ -53,7 +53,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     health_max_lag_seconds: float = 5.0
     rebuild_page_size: int = 10_000
     rebuild_workers: int = 2
-    feed_cache_seconds: float = 0.02
     live_stream_name: str = "PORTAL_LIVE_EVENTS"
     live_stream_max_age_seconds: float = 7 * 24 * 3600.0
     live_stream_max_bytes: int = 1024 * 1024 * 1024

@@ -1,9 +1,9 @@
 """Control-plane observation reads under ``/control-plane/studio`` (C2: participants).
 
-- ``GET /observability-feed?project_slug=&run_id=&limit=``: the run's feed, served
-  pre-encoded from its read models (a composition is reused for at most
-  ``SQUADOPS_FEED_CACHE_SECONDS``); ``as_of_event=N`` or ``as_of=<ISO time>`` answers it
-  as it was then, computed from the event log (header ``X-Squadops-As-Of-Event``).
+- ``GET /observability-feed?project_slug=&run_id=&limit=``: the run's feed, the stored
+  document the ``feed`` read model keeps (access is checked first; ``limit`` slices it);
+  ``as_of_event=N`` or ``as_of=<ISO time>`` answers it as it was then, computed from the
+  event log (header ``X-Squadops-As-Of-Event``).
 - ``GET /runs``: the fleet board, newest first, filtered by project and status, paged with
   an opaque cursor.
 """
@@ -63,10 +63,8 @@ async def observability_feed(
     control_plane: ControlPlaneReads = part(state, "control_plane")
     principal, tenant = caller.principal, caller.tenant
     if as_of_event is None and as_of is None:
-        # A reader waiting for a position must not get a composition older than it.
-        body = None if caller.min_position else control_plane.cached_feed(principal, tenant, project_slug, run_id, limit)
-        if body is None:  # the store is blocking I/O: a worker thread reads it
-            body = await anyio.to_thread.run_sync(control_plane.feed, principal, tenant, project_slug, run_id, limit)
+        # The store is blocking I/O: a worker thread reads it.
+        body = await anyio.to_thread.run_sync(control_plane.feed, principal, tenant, project_slug, run_id, limit)
         return Response(body, media_type=JSON)
     if as_of_event is not None and as_of is not None:
         raise RequestInvalid(["query", "as_of"], "give as_of_event or as_of, not both", "value_error", as_of)

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import base64
 import re
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Callable
-from typing import NamedTuple
 
 import msgspec
 
@@ -30,6 +26,7 @@ from projections.engine.store import DocStore
 from projections.portal.relations import store_graph
 from projections.projects.projects import project_doc_key
 from projections.studio.feed import compose_feed, feed_reads, feed_scans
+from projections.studio.feed_doc import FEED, answer, stored_feed_key
 from projections.studio.fleet import fleet_partition
 from projections.studio.runs import run_doc_key
 from projections.studio.time_travel import RunNotYet, TimeTravel, workspace_names
@@ -76,44 +73,6 @@ def decode_cursor(cursor: str) -> str:
     return raw.decode("utf-8", "replace").replace("\x00", "")
 
 
-class _Composed(NamedTuple):
-    expires: float
-    access: _ProjectAccess
-    run_project: str | None
-    body: bytes
-
-
-class FeedCache:
-    """Composed feeds kept for a few milliseconds: a burst of readers of one run shares one
-    composition. Staleness is bounded by ``seconds`` (part of the append-to-visible lag
-    budget); who may read is still decided on every request."""
-
-    def __init__(self, seconds: float, size: int = 1024, clock: Callable[[], float] = time.monotonic) -> None:
-        self.seconds = seconds
-        self.size = size
-        self.clock = clock
-        self._entries: OrderedDict[tuple[str, ...], _Composed] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, ...]) -> _Composed | None:
-        if self.seconds <= 0:
-            return None
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None or entry.expires <= self.clock():
-                return None
-            return entry
-
-    def put(self, key: tuple[str, ...], access: _ProjectAccess, run_project: str | None, body: bytes) -> None:
-        if self.seconds <= 0:
-            return
-        with self._lock:
-            self._entries[key] = _Composed(self.clock() + self.seconds, access, run_project, body)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-
-
 class ControlPlaneReads:
     """Feed, time travel and fleet board over the read models."""
 
@@ -123,14 +82,12 @@ class ControlPlaneReads:
         time_travel: TimeTravel,
         log_position: Callable[[], int],
         *,
-        cache_seconds: float = 0.0,
         graph: PermissionGraph | None = None,
     ) -> None:
         self.store = store
         self.graph = graph if graph is not None else store_graph(store)
         self.time_travel = time_travel
         self.log_position = log_position
-        self.cache = FeedCache(cache_seconds)
 
     # -- access ---------------------------------------------------------------------------
 
@@ -157,29 +114,27 @@ class ControlPlaneReads:
         if self._run_project(raw, tenant, run_id) != project_slug:
             raise run_not_found(run_id)
 
-    def cached_feed(self, principal: Principal, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes | None:
-        """The feed if a fresh composition is cached (access checked now), else None."""
-        entry = self.cache.get((tenant, project_slug, run_id, str(limit)))
-        if entry is None:
-            return None
-        self._allow(principal, tenant, project_slug)
-        if entry.run_project != project_slug:
-            raise run_not_found(run_id)
-        return entry.body
-
     # -- the feed -------------------------------------------------------------------------
 
     def feed(self, principal: Principal, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes:
+        """The run's feed: its stored document (access checked first), else composed now."""
+        key = stored_feed_key(tenant, project_slug, run_id, limit)
+        parts, _ = fetch(self.store, {"project": ("projects", project_doc_key(tenant, project_slug)), "feed": (FEED, key)})
+        self._check_project(principal, parts["project"], tenant, project_slug)
+        body = parts["feed"]
+        if body is not None:
+            return answer(body, limit)
+        # Not stored (the run is unknown, or in another project, or its feed is not
+        # projected yet): the composition answers, with the same rules.
+        return self.composed_feed(principal, tenant, project_slug, run_id, limit)
+
+    def composed_feed(self, principal: Principal, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes:
+        """The run's feed composed from its read models now (what the stored one equals)."""
         reads = {"project": ("projects", project_doc_key(tenant, project_slug)), **feed_reads(tenant, run_id, project_slug)}
         parts, rows = fetch(self.store, reads, feed_scans(tenant, run_id, limit))
-        access = self._check_project(principal, parts.pop("project"), tenant, project_slug)
-        run_project = self._run_project(parts.get("run"), tenant, run_id)
-        if run_project != project_slug:
-            self.cache.put((tenant, project_slug, run_id, str(limit)), access, run_project, b"")
-            raise run_not_found(run_id)
-        body = compose_feed(tenant, run_id, project_slug, parts, rows, limit)
-        self.cache.put((tenant, project_slug, run_id, str(limit)), access, run_project, body)
-        return body
+        self._check_project(principal, parts.pop("project"), tenant, project_slug)
+        self._check_run(parts.get("run"), tenant, run_id, project_slug)
+        return compose_feed(tenant, run_id, project_slug, parts, rows, limit)
 
     def feed_at(
         self,

@@ -87,7 +87,7 @@ def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, ca
     # a second round trip (the same read, and the same rule, as the feed endpoint).
     feeds: ControlPlaneReads = part(state, "control_plane")
     args = (caller.principal, caller.tenant, slug, run_id, DEFAULT_LIMIT)  # the rest comes after
-    initial = feeds.cached_feed(*args) or feeds.feed(*args)
+    initial = feeds.feed(*args)
     agents = msgspec.json.decode(initial, type=_Agents).pixel_agents
     return page(
         "office",

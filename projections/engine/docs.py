@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, Protocol
 
 import msgspec
 
 from projections.engine.envelope import Envelope
-from projections.engine.store import DocStore, Row
+from projections.engine.store import Change, DocStore, Row
 
 encode = msgspec.json.Encoder(order="sorted").encode
 decode = msgspec.json.Decoder(dict).decode
@@ -52,6 +52,28 @@ class Projector(ABC):
     @abstractmethod
     def apply(self, env: Envelope, docs: Docs) -> None:
         """Folds one event into the documents it changes."""
+
+    def memory_docs(self) -> MemoryDocs:
+        """The documents a rebuild folds into."""
+        return MemoryDocs()
+
+
+class DerivedProjector(Projector):
+    """A read model composed from other read models' documents (``sources``).
+
+    Live, the runner folds the other projectors' batches first, then asks ``derive`` for
+    this model's row changes as those batches leave the documents, and commits them in the
+    same transaction: the derived model is never behind or ahead of what it is made of.
+    A rebuild folds the sources privately (``memory_docs``) and composes from them.
+    """
+
+    sources: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def derive(
+        self, store: DocStore, batches: Mapping[str, BatchDocs], positions: Mapping[str, int], last: int
+    ) -> Change | None:
+        """The rows to commit with ``batches`` (folded up to ``last``), or None: nothing to do."""
 
 
 class MemoryDocs:

@@ -108,7 +108,7 @@ def rebuild(
     """Replays the whole log into ``projectors``' read models and swaps them in."""
     started = time.perf_counter()
     target = source.max_position()
-    docs = {p.name: MemoryDocs() for p in projectors}
+    docs = {p.name: p.memory_docs() for p in projectors}
     for projector in projectors:
         store.ensure(projector.name)
 

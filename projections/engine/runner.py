@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from domain.shared.retry import backoff
-from projections.engine.docs import BatchDocs, DocCache, Projector
+from projections.engine.docs import BatchDocs, DerivedProjector, DocCache, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.follower import LogFollower, NotificationSource, contiguous
 from projections.engine.heartbeat import Heartbeats
@@ -49,6 +49,7 @@ class _Batch:
     position: int
     docs: BatchDocs
     applied: int
+    derived: Change | None = None  # a derived read model's rows and position (see _derive)
 
 
 @dataclass
@@ -199,9 +200,15 @@ class ProjectionRunner:
             self.stats.events_read += len(envs)
             batches = []
             for projector in active:
-                batch = self._fold(projector, positions[projector.name], envs)
-                if batch is not None:
-                    batches.append(batch)
+                if not isinstance(projector, DerivedProjector):
+                    batch = self._fold(projector, positions[projector.name], envs)
+                    if batch is not None:
+                        batches.append(batch)
+            for projector in active:
+                if isinstance(projector, DerivedProjector):
+                    batch = self._derive(projector, positions, batches, last)
+                    if batch is not None:
+                        batches.append(batch)
             applied = self._commit(batches, last)
         with self._progress:
             self._progress.notify_all()
@@ -229,10 +236,11 @@ class ProjectionRunner:
 
     def _confirm(self, batch: _Batch, last: int) -> None:
         """The batch is in the store: its documents are what the store holds at ``last``."""
-        self._caches[batch.name].keep(batch.docs.cache)
-        self._cached_at[batch.name] = last
         status = self.stats.statuses[batch.name]
-        status.position = last
+        if batch.derived is None:
+            self._caches[batch.name].keep(batch.docs.cache)
+            self._cached_at[batch.name] = last
+        status.position = last if batch.derived is None else batch.derived.position
         status.events_applied += batch.applied
         status.failures = 0
         status.last_error = ""
@@ -268,6 +276,26 @@ class ProjectionRunner:
             return None
         return _Batch(projector.name, position, docs, applied)
 
+    def _derive(
+        self, projector: DerivedProjector, positions: dict[str, int], batches: list[_Batch], last: int
+    ) -> _Batch | None:
+        """The derived read model's rows as ``batches`` leave its sources (not committed)."""
+        status = self.stats.statuses[projector.name]
+        try:
+            change = projector.derive(self.store, {b.name: b.docs for b in batches}, positions, last)
+        except Exception as exc:  # the feed is late, never wrong: the next pass recomposes
+            if unavailable(exc) is not None:
+                raise
+            status.failures += 1
+            status.last_error = f"{type(exc).__name__}: {exc}"
+            status.retry_at = self.clock() + min(30.0, 0.5 * 2 ** min(status.failures, 6))
+            log.error("projector_failed", projector=projector.name, error=repr(exc))
+            return None
+        if change is None:
+            return None
+        docs = BatchDocs(self.store, projector.name)
+        return _Batch(projector.name, change.expected, docs, len(change.upserts) + len(change.deletes), change)
+
     def _commit(self, batches: list[_Batch], last: int) -> int:
         """Commits every projector's batch in one transaction (each alone if that fails).
 
@@ -279,12 +307,14 @@ class ProjectionRunner:
             return 0
         confirmed: list[_Batch] = []
         try:
-            changes = [Change(b.name, b.position, last, *b.docs.changes()) for b in batches]
+            changes = [b.derived or Change(b.name, b.position, last, *b.docs.changes()) for b in batches]
             if self.store.commit_many(changes):
                 confirmed = list(batches)
             else:  # another runner moved a projector on: commit the others alone
+                # (a derived model never alone: it was composed from all the batches; the
+                # next pass finds it behind its sources and composes it again)
                 for batch, change in zip(batches, changes, strict=True):
-                    if self.store.commit(*change):
+                    if batch.derived is None and self.store.commit(*change):
                         confirmed.append(batch)
         finally:
             done = {b.name for b in confirmed}

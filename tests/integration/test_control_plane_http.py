@@ -59,8 +59,7 @@ def wait(container: Container) -> None:
 
 @pytest.fixture
 def world(database_url: str) -> Iterator[tuple[TestClient, Container]]:
-    # The feed cache is off here: these tests read right after each change.
-    container = build(settings_for(database_url, feed_cache_seconds=0.0))
+    container = build(settings_for(database_url))
     with TestClient(create_app(container, workers=("projector",))) as client:
         client.headers.update(ADMIN)
         yield client, container
@@ -283,7 +282,7 @@ def test_a_surface_whose_projector_raised_leaves_the_rest_of_the_feed(
         raise RuntimeError("surfaces projector is broken")
 
     monkeypatch.setattr(SurfacesProjector, "apply", broken)
-    container = build(settings_for(database_url, feed_cache_seconds=0.0))
+    container = build(settings_for(database_url))
     try:
         with TestClient(create_app(container, workers=("projector",))) as http:
             http.headers.update(ADMIN)
@@ -309,30 +308,28 @@ def driven_run_without_surfaces(http: TestClient, container: Container) -> str:
     return run_id
 
 
-def test_the_feed_cache_shares_a_composition_briefly_and_checks_access_every_time(
+def test_the_feed_is_its_stored_document_and_access_is_checked_every_time(
     world: tuple[TestClient, Container],
 ) -> None:
     from api.auth import Principal
-    from api.control_plane.reads import ControlPlaneReads, FeedCache
+    from api.control_plane.reads import ControlPlaneReads
+    from projections.studio.feed_doc import FEED, feed_doc_key
     from projections.studio.time_travel import EventSelector, TimeTravel
 
     http, container = world
     run_id = driven_run(http, container)
-    now = [100.0]
     reads = ControlPlaneReads(container.store, TimeTravel(EventSelector(container.event_store.recorder)), container.event_store.max_position)
-    reads.cache = FeedCache(0.02, clock=lambda: now[0])
     admin = Principal("op@example.com", "op@example.com", ("/org/platform/roles/super_admin",))
     stranger = Principal("someone@example.com", "someone@example.com", ())
-    assert reads.cached_feed(admin, "default", "acme", run_id, 50) is None
-    first = reads.feed(admin, "default", "acme", run_id, 50)
-    assert reads.cached_feed(admin, "default", "acme", run_id, 50) == first
+    stored = container.store.get(FEED, feed_doc_key("default", "acme", run_id))
+    for limit in (1, 7, 50, 200):  # the stored answer, sliced: what a composition answers now
+        assert reads.feed(admin, "default", "acme", run_id, limit) == reads.composed_feed(admin, "default", "acme", run_id, limit)
+    assert reads.feed(admin, "default", "acme", run_id, 50) == stored
     with pytest.raises(Exception) as denied:
-        reads.cached_feed(stranger, "default", "acme", run_id, 50)
+        reads.feed(stranger, "default", "acme", run_id, 50)
     assert getattr(denied.value, "code", "") == "not_a_participant"
     scenario = Scenario(app=container, run_id=run_id, request=PROJECT)
     apply_all(scenario, [("say", 0)])
-    wait(container)
-    assert reads.cached_feed(admin, "default", "acme", run_id, 50) == first  # within 20 ms: shared
-    now[0] += 0.021
-    assert reads.cached_feed(admin, "default", "acme", run_id, 50) is None  # then composed anew
-    assert reads.feed(admin, "default", "acme", run_id, 50) != first
+    wait(container)  # projected in the same transaction as the models it is made of
+    assert reads.feed(admin, "default", "acme", run_id, 50) != stored
+    assert reads.feed(admin, "default", "acme", run_id, 50) == reads.composed_feed(admin, "default", "acme", run_id, 50)

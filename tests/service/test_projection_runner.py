@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from projections.engine.docs import MemoryDocs, Projector
+from projections.engine.docs import Projector
 from projections.engine.envelope import Envelope
 from projections.engine.runner import NotificationSource, ProjectionRunner, contiguous
 from projections.engine.store import DocStore
@@ -22,7 +22,7 @@ def simulate(app: Services, runs: int = 3, ticks: int = 40) -> list[str]:
 
 def folded_rows(app: Services, projector: Projector) -> list[tuple]:
     """The read model folded in memory from position 0: what live projection must equal."""
-    docs = MemoryDocs()
+    docs = projector.memory_docs()  # a derived model folds its sources in its own
     for env in NotificationSource(app.event_store.recorder).read(1, 10**9):
         if projector.wants(env):
             projector.apply(env, docs)
