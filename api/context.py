@@ -25,7 +25,7 @@ from api.auth import (
     TenantQuery,
     admit,
     provide_tenant,
-    resolve_principal,
+    resolve_principal_async,
 )
 from api.positions import MinPositionHeader, ReadPositions, parse_min_position
 from api.studio.reads import Reads
@@ -91,7 +91,7 @@ def caller_provider(edge: EdgeJwt, *, admin: bool) -> Any:
         tenant_header: TenantHeader = None,
         min_position: MinPositionHeader = None,
     ) -> Caller:
-        principal = admit(resolve_principal(email, groups, assertion, edge), admin=admin)
+        principal = admit(await resolve_principal_async(email, groups, assertion, edge), admin=admin)
         caller = Caller(principal, provide_tenant(tenant_id, tenant_header), parse_min_position(min_position))
         await read_positions(state).reach(caller.min_position)
         return caller

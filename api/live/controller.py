@@ -30,7 +30,7 @@ from api.auth import (
     Principal,
     edge_jwt,
     provide_tenant,
-    resolve_principal,
+    resolve_principal_async,
 )
 from api.context import CallerDep, ServiceParts, caller_dependency, part, read_models
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
@@ -175,7 +175,7 @@ async def live_ws(socket: WebSocket, state: State) -> None:
         part(state, "edge_jwt"),
     )
     try:
-        principal = resolve_principal(
+        principal = await resolve_principal_async(
             headers.get(EMAIL_HEADER), headers.get(GROUPS_HEADER), headers.get(ASSERTION_HEADER), edge
         )
         tenant = provide_tenant(query.get("tenant_id"), headers.get(TENANT_HEADER))
