@@ -321,7 +321,7 @@ def lag_figures(container: Container, target: str, seconds: float = 15.0) -> lis
         t0 = time.perf_counter()
         position = app.event_store.last_saved_position()
         while True:
-            body = reads.cached_feed(ADMIN, TENANT, "bench", target, 1) or reads.feed(ADMIN, TENANT, "bench", target, 1)
+            body = reads.cached_feed(TENANT, "bench", target, 1) or reads.feed(TENANT, "bench", target, 1)
             feed = msgspec.json.decode(body)
             if feed["live_events"] and int(feed["live_events"][0]["event_id"]) >= position:
                 samples.append(time.perf_counter() - t0)

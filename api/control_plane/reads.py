@@ -1,8 +1,9 @@
 """Queries behind the control-plane reads: who may see a project, the feed, the board.
 
-C2: a control-plane read needs a principal who is super_admin or a participant of the
-project (``participants[].subject_key``, the lower-cased email); anyone else gets 403
-``not_a_participant`` (the code the live channel uses too). Keys carry the tenant, so another tenant's run is a 404.
+C2: who may read a project is decided before these queries run, by the access guard
+(``api.access``) on every request, cached composition or not; the fleet board without a
+project lists the projects the permission graph lets the caller read. Keys carry the
+tenant, so another tenant's run is a 404.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from api.auth import Principal
 from api.control_plane.dto import BoardRow, FleetBoard
 from api.errors import ApiError, RequestInvalid
 from domain.portal.graph import ListObjectsRequest, PermissionGraph, identity_tuples, user_ref
-from domain.portal.relations import graph_grants
-from domain.shared.access import require_read
 from domain.shared.errors import project_not_found, run_not_found
 from domain.shared.ids import END
 from projections.engine.lookups import fetch
@@ -132,20 +131,12 @@ class ControlPlaneReads:
         self.log_position = log_position
         self.cache = FeedCache(cache_seconds)
 
-    # -- access ---------------------------------------------------------------------------
+    # -- existence ------------------------------------------------------------------------
 
-    def _allow(self, principal: Principal, tenant: str, project_slug: str) -> None:
-        """C2 through the permission graph: ``viewer`` on ``project:<slug>``."""
-        require_read(principal, graph_grants(self.graph, tenant, project_slug))
-
-    def _check_project(
-        self, principal: Principal, raw: bytes | None, tenant: str, project_slug: str
-    ) -> _ProjectAccess:
+    def _check_project(self, raw: bytes | None, project_slug: str) -> _ProjectAccess:
         if raw is None:
             raise project_not_found(project_slug)
-        access = _access.decode(raw)
-        self._allow(principal, tenant, project_slug)
-        return access
+        return _access.decode(raw)
 
     def _run_project(self, raw: bytes | None, tenant: str, run_id: str) -> str | None:
         """The run's project, from its board row (the runs model, if the row lags); None: no run."""
@@ -157,22 +148,21 @@ class ControlPlaneReads:
         if self._run_project(raw, tenant, run_id) != project_slug:
             raise run_not_found(run_id)
 
-    def cached_feed(self, principal: Principal, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes | None:
-        """The feed if a fresh composition is cached (access checked now), else None."""
+    def cached_feed(self, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes | None:
+        """The feed if a fresh composition is cached, else None (access: the caller's guard)."""
         entry = self.cache.get((tenant, project_slug, run_id, str(limit)))
         if entry is None:
             return None
-        self._allow(principal, tenant, project_slug)
         if entry.run_project != project_slug:
             raise run_not_found(run_id)
         return entry.body
 
     # -- the feed -------------------------------------------------------------------------
 
-    def feed(self, principal: Principal, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes:
+    def feed(self, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes:
         reads = {"project": ("projects", project_doc_key(tenant, project_slug)), **feed_reads(tenant, run_id, project_slug)}
         parts, rows = fetch(self.store, reads, feed_scans(tenant, run_id, limit))
-        access = self._check_project(principal, parts.pop("project"), tenant, project_slug)
+        access = self._check_project(parts.pop("project"), project_slug)
         run_project = self._run_project(parts.get("run"), tenant, run_id)
         if run_project != project_slug:
             self.cache.put((tenant, project_slug, run_id, str(limit)), access, run_project, b"")
@@ -183,7 +173,6 @@ class ControlPlaneReads:
 
     def feed_at(
         self,
-        principal: Principal,
         tenant: str,
         project_slug: str,
         run_id: str,
@@ -196,7 +185,7 @@ class ControlPlaneReads:
         reads = {"project": ("projects", project_doc_key(tenant, project_slug)), **feed_reads(tenant, run_id, project_slug)}
         wanted = {part: reads[part] for part in ("project", "run", "mirror") if part in reads}
         parts, _ = fetch(self.store, wanted)
-        self._check_project(principal, parts["project"], tenant, project_slug)
+        self._check_project(parts["project"], project_slug)
         self._check_run(parts.get("run"), tenant, run_id, project_slug)
         head = self.log_position()
         if position is not None and position > head:
@@ -231,10 +220,8 @@ class ControlPlaneReads:
     ) -> FleetBoard:
         before = decode_cursor(cursor) if cursor else ""
         allowed: set[str] | None = None
-        if project_slug is not None:
-            self._check_project(
-                principal, self.store.get("projects", project_doc_key(tenant, project_slug)), tenant, project_slug
-            )
+        if project_slug is not None:  # the guard decided who may read it
+            self._check_project(self.store.get("projects", project_doc_key(tenant, project_slug)), project_slug)
         elif not principal.is_super_admin:
             allowed = self._readable_projects(principal, tenant)
             if not allowed:
