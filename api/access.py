@@ -96,16 +96,28 @@ def run_project(state: State, tenant: str, run_id: str) -> str:
     return str(read_models(state).run_doc(tenant, run_id)["project_slug"])
 
 
+RUN_DOC_SCOPE_KEY = "squadops.run_doc"  # the run document a locator read, for its handler
+
+
 def run_doc_in_path(name: str = "run_id") -> Locator:
-    """The project of the run the path names, from the runs read model (404 when none)."""
+    """The project of the run the path names, from the runs read model (404 when none);
+    the document stays on the connection (``located_run``): the handler reads it once."""
 
     def locate(state: State, connection: ASGIConnection, caller: Caller) -> str | None:
         run_id = connection.path_params.get(name)
         if not isinstance(run_id, str) or not is_valid_id(run_id):
             return None
-        return run_project(state, caller.tenant, run_id)
+        doc = read_models(state).run_doc(caller.tenant, run_id)
+        connection.scope[RUN_DOC_SCOPE_KEY] = doc  # type: ignore[literal-required]
+        return str(doc["project_slug"])
 
     return locate
+
+
+def located_run(connection: ASGIConnection, state: State, tenant: str, run_id: str) -> dict[str, Any]:
+    """The run document the guard read for this request, else read now (super_admin)."""
+    doc = connection.scope.get(RUN_DOC_SCOPE_KEY)
+    return doc if doc is not None else read_models(state).run_doc(tenant, run_id)  # type: ignore[return-value]
 
 
 def may_steer(state: State, principal: Principal, tenant: str, project_slug: str) -> bool:
@@ -173,6 +185,7 @@ __all__ = [
     "guarded",
     "project_in",
     "resolve_caller",
+    "located_run",
     "may_steer",
     "run_doc_in_path",
     "run_in_path",

@@ -28,7 +28,6 @@ from typing import Any
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from api.auth import Principal
 from api.control_plane.reads import ControlPlaneReads
 from bench.context import BenchContext, percentile
 from domain.shared.ids import session_key
@@ -43,7 +42,6 @@ from workers.settings import Settings
 
 TENANT = "default"
 ACTOR = "bench@example.com"
-ADMIN = Principal(ACTOR, ACTOR, ("/org/platform/roles/super_admin",))
 HEADERS = f"x-edge-claim-email: {ACTOR}\r\nx-edge-claim-groups: /org/platform/roles/super_admin\r\n"
 RUNS = 1000
 TEMPLATES = 10

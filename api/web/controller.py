@@ -17,9 +17,9 @@ from litestar.datastructures import State
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import PathParameter
 
-from api.access import READ, Access, access_guard, guarded, may_steer, run_doc_in_path
+from api.access import READ, Access, access_guard, guarded, located_run, may_steer, run_doc_in_path
 from api.auth import EMAIL_HEADER, GROUPS_HEADER, EdgeJwt
-from api.context import CallerDep, caller_dependency, part, read_models
+from api.context import CallerDep, caller_dependency, part
 from api.control_plane.reads import ControlPlaneReads
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.web.office_markup import rooms, script_config, sprite_svg
@@ -83,8 +83,7 @@ def portal_page(request: Request[Any, Any, Any], caller: CallerDep) -> Response[
     opt=guarded(Access(READ, run_doc_in_path("run_id"))),  # the same read right as the feed
 )
 def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Response[str]:
-    reads = read_models(state)
-    run = reads.run_doc(caller.tenant, run_id)
+    run = located_run(request, state, caller.tenant, run_id)  # read once, by the access guard
     slug = run["project_slug"]
     # The feed the office starts from rides in the page: the first agents paint without
     # a second round trip (the same read, and the same rule, as the feed endpoint).
