@@ -16,7 +16,14 @@ from litestar.testing import TestClient
 
 from api.app import create_app
 from tests.conftest import ADMIN, settings_for
-from tests.integration.control_support import PLANE, create_project, launch, run_verb, session_verb, sessions
+from tests.integration.control_support import (
+    PLANE,
+    create_project,
+    launch,
+    run_verb,
+    session_verb,
+    sessions,
+)
 from workers.bootstrap import Container, build
 
 VIEWER = {"x-edge-claim-email": "Viewer@Example.com", "x-edge-claim-groups": ""}
