@@ -49,7 +49,7 @@ from api.auth import (
 from api.context import CALLER_SCOPE_KEY, Caller, part, read_models, read_positions, studio_commands
 from api.positions import MIN_POSITION_HEADER, parse_min_position
 from domain.portal.relations import graph_grants
-from domain.shared.access import may_control, may_read, require_control, require_read
+from domain.shared.access import ProjectGrants, may_control, may_read, require_control, require_read
 from domain.shared.errors import project_not_found
 from domain.shared.ids import is_valid_id
 
@@ -134,7 +134,8 @@ def check(state: State, principal: Principal, tenant: str, project_slug: str, ne
         return
     if read_models(state).project_doc(tenant, project_slug) is None:
         raise project_not_found(project_slug)
-    (require_control if need == CONTROL else require_read)(principal, grants)
+    refused = ProjectGrants(project_slug, {}, lambda _subject, _role: False)  # decided above: no second check
+    (require_control if need == CONTROL else require_read)(principal, refused)
 
 
 def _decide(access: Access, state: State, connection: ASGIConnection, caller: Caller) -> None:
