@@ -33,7 +33,9 @@ from typing import Any
 import anyio.to_thread
 from litestar.connection import ASGIConnection
 from litestar.datastructures import State
+from litestar.exceptions import ClientException, SerializationException
 from litestar.handlers.base import BaseRouteHandler
+from litestar.types import Empty
 
 from api.auth import (
     ASSERTION_HEADER,
@@ -47,10 +49,11 @@ from api.auth import (
     resolve_principal_async,
 )
 from api.context import CALLER_SCOPE_KEY, Caller, part, read_models, read_positions, studio_commands
+from api.errors import ApiError, RequestInvalid
 from api.positions import MIN_POSITION_HEADER, parse_min_position
 from domain.portal.relations import graph_grants
 from domain.shared.access import ProjectGrants, may_control, may_read, require_control, require_read
-from domain.shared.errors import project_not_found
+from domain.shared.errors import DomainError, project_not_found
 from domain.shared.ids import is_valid_id
 
 ACCESS = "access"  # the ``opt`` key a guarded route names its need under
@@ -144,6 +147,26 @@ def _decide(access: Access, state: State, connection: ASGIConnection, caller: Ca
         check(state, caller.principal, caller.tenant, project_slug, access.need)
 
 
+_KWARGS_MODELS: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+
+async def _parameters_first(connection: ASGIConnection, handler: BaseRouteHandler, caller: Caller) -> None:
+    """The handler's own parameter check, run only when the guard is about to refuse: its
+    422 answered before any 404/403 of the route's project or run (as when handlers decided)."""
+    key = (handler.handler_id, tuple(sorted(connection.path_params)))
+    model = _KWARGS_MODELS.get(key)
+    if model is None:
+        model = _KWARGS_MODELS[key] = handler.create_kwargs_model(dict.fromkeys(connection.path_params))  # type: ignore[arg-type]
+    try:
+        kwargs = await model.to_kwargs(connection=connection)
+    except SerializationException as exc:
+        raise ClientException(str(exc)) from exc
+    if kwargs.get("data") is Empty:
+        del kwargs["data"]
+    kwargs["caller"] = caller
+    handler.signature_model.parse_values_from_connection_kwargs(connection=connection, kwargs=kwargs)
+
+
 async def resolve_caller(connection: ASGIConnection, edge: EdgeJwt, *, admin: bool) -> Caller:
     """Who calls (401, 403 on the admin path), for which tenant (422), at which position."""
     headers, query = connection.headers, connection.query_params
@@ -168,7 +191,11 @@ async def access_guard(connection: ASGIConnection, handler: BaseRouteHandler) ->
     access: Access | None = handler.opt.get(ACCESS)
     if access is None or (caller.principal.is_super_admin and not access.locate_always):
         return
-    await anyio.to_thread.run_sync(_decide, access, state, connection, caller)
+    try:
+        await anyio.to_thread.run_sync(_decide, access, state, connection, caller)
+    except (ApiError, DomainError, RequestInvalid):
+        await _parameters_first(connection, handler, caller)
+        raise
 
 
 def guarded(access: Access, **opt: Any) -> dict[str, Any]:

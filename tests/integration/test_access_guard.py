@@ -71,9 +71,14 @@ def test_feed_and_board(world: tuple[TestClient, str, str]) -> None:
     assert code(http.get(FEED, params={**query, "project_slug": "nope"}, headers=STRANGER)) == (404, "project_not_found")
     assert http.get(FEED, params={**query, "project_slug": "bad id!"}, headers=STRANGER).status_code == 422
     assert http.get(FEED, params=query, headers=VIEWER).status_code == 200
+    # The parameter check answers before a refusal, as when each handler decided.
+    for bad in ({"limit": 0}, {"as_of_event": 0}, {"run_id": "bad id!"}):
+        answer = http.get(FEED, params={**query, **bad}, headers=STRANGER)
+        assert answer.status_code == 422 and answer.json()["detail"][0]["loc"][1] == next(iter(bad)), answer.text
     assert code(http.get(FEED, params={**query, "run_id": "run-nope"}, headers=VIEWER)) == (404, "run_not_found")
     assert code(http.get(BOARD, params={"project_slug": "acme"}, headers=STRANGER)) == (403, "not_a_participant")
-    assert code(http.get(BOARD, params={"project_slug": "nope"}, headers=STRANGER)) == (404, "project_not_found")
+    nope = http.get(BOARD, params={"project_slug": "nope"}, headers=STRANGER)
+    assert code(nope) == (404, "project_not_found"), nope.text
     assert http.get(BOARD, headers=STRANGER).json()["runs"] == []  # no project: only the readable ones
     assert [r["run_id"] for r in http.get(BOARD, headers=VIEWER).json()["runs"]] == [run_id]
 
@@ -86,6 +91,10 @@ def test_control_verbs(world: tuple[TestClient, str, str]) -> None:
     assert code(session_verb(http, run_id, planner, nudge, headers=VIEWER)) == (403, "control_role_required")
     assert code(run_verb(http, "run-nope", {"verb": "verify_wave"}, headers=MAINTAINER)) == (404, "run_not_found")
     assert code(run_verb(http, "run-nope", {"verb": "verify_wave"}, headers=STRANGER)) == (404, "run_not_found")
+    malformed = http.post(f"{PLANE}/runs/{run_id}/control", content=b"{not json", headers=STRANGER)
+    assert malformed.status_code == 422 and malformed.json()["detail"][0]["loc"] == ["body"]
+    wrong_type = run_verb(http, "run-nope", {"verb": "verify_wave", "model": [1]}, headers=STRANGER)
+    assert wrong_type.status_code == 422, wrong_type.text
     assert session_verb(http, run_id, planner, nudge, headers=MAINTAINER).status_code == 202
 
 
@@ -100,7 +109,7 @@ def test_live_channel(world: tuple[TestClient, str, str]) -> None:
     other = "portal_live_events:tenant:other:run:r1"
     assert code(http.get(f"{PLANE}/live", params={"topic": other}, headers=STRANGER)) == (403, "tenant_mismatch")
     assert http.get(f"{PLANE}/live", params={"topic": "nonsense"}, headers=STRANGER).status_code == 422
-    bad_resume = http.get(f"{PLANE}/live", params={"topic": missing, "last_event_id": "x"}, headers=STRANGER)
+    bad_resume = http.get(f"{PLANE}/live", params={"topic": topic, "last_event_id": "x"}, headers=STRANGER)
     assert bad_resume.status_code == 422 and bad_resume.json()["detail"][0]["loc"] == ["query", "last_event_id"]
     with http.websocket_connect(f"{PLANE}/live/ws?topic={topic}", headers=STRANGER) as socket:
         assert socket.receive_json()["code"] == "not_a_participant"
