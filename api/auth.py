@@ -5,13 +5,15 @@ from __future__ import annotations
 import base64
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Protocol
 
+import anyio.to_thread
 import jwt
 from litestar.params import HeaderParameter, QueryParameter
 
 from api.errors import ApiError, RequestInvalid
+from api.jwks import EdgeKeys
 from domain.shared.access import SUPER_ADMIN_GROUP
 from domain.shared.ids import ID_PATTERN, is_valid_id
 
@@ -35,17 +37,37 @@ class Principal:
         return SUPER_ADMIN_GROUP in self.groups
 
 
+# What an edge proxy may sign with: a shared secret (HS*) or a JWKS key (RS*, PS*, ES*, EdDSA).
+SECRET_ALGORITHMS = ("HS256", "HS384", "HS512")
+KEY_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+EDGE_JWT_ALGORITHM = "HS256"
+DEFAULT_KEY_ALGORITHMS = ("RS256", "ES256")
+
+
 @dataclass(frozen=True)
 class EdgeJwt:
-    """How the edge assertion verifies (C2); no key is the trusted dev mode."""
+    """How the edge assertion verifies (C2); neither a key nor a JWKS is the trusted dev mode.
+
+    ``key`` is a shared secret for HS256; ``jwks`` the edge proxy's public keys (by ``kid``).
+    ``algorithms`` lists what a token may be signed with; anything else is refused. By
+    default: HS256 when a secret is set, RS256 and ES256 when a JWKS is set.
+    """
 
     key: str = ""
     audience: str = ""
     issuer: str = ""
+    jwks: EdgeKeys | None = field(default=None, compare=False)
+    algorithms: tuple[str, ...] = ()
 
     @property
     def enabled(self) -> bool:
-        return bool(self.key)
+        return bool(self.key) or self.jwks is not None
+
+    @property
+    def accepted(self) -> tuple[str, ...]:
+        if self.algorithms:
+            return self.algorithms
+        return ((EDGE_JWT_ALGORITHM,) if self.key else ()) + (DEFAULT_KEY_ALGORITHMS if self.jwks is not None else ())
 
 
 class EdgeSettings(Protocol):
@@ -54,12 +76,26 @@ class EdgeSettings(Protocol):
     edge_jwt_issuer: str
 
 
+def check_algorithms(algorithms: tuple[str, ...], *, secret: bool, jwks: bool) -> None:
+    """Each configured algorithm is known and has what it verifies with (raises ValueError)."""
+    for alg in algorithms:
+        if alg not in SECRET_ALGORITHMS + KEY_ALGORITHMS:
+            raise ValueError(f"SQUADOPS_EDGE_JWT_ALGORITHMS: {alg!r} is not one of {', '.join(SECRET_ALGORITHMS + KEY_ALGORITHMS)}")
+        if alg in SECRET_ALGORITHMS and not secret:
+            raise ValueError(f"SQUADOPS_EDGE_JWT_ALGORITHMS: {alg} needs SQUADOPS_EDGE_JWT_KEY")
+        if alg in KEY_ALGORITHMS and not jwks:
+            raise ValueError(f"SQUADOPS_EDGE_JWT_ALGORITHMS: {alg} needs SQUADOPS_EDGE_JWKS")
+
+
 def edge_jwt(settings: EdgeSettings) -> EdgeJwt:
-    """The ``SQUADOPS_EDGE_JWT_*`` settings the edge assertion verifies with."""
-    return EdgeJwt(settings.edge_jwt_key, settings.edge_jwt_audience, settings.edge_jwt_issuer)
+    """The ``SQUADOPS_EDGE_JWT_*`` and ``SQUADOPS_EDGE_JWKS`` settings the edge assertion verifies with."""
+    location = str(getattr(settings, "edge_jwks", "") or "")
+    algorithms = tuple(getattr(settings, "edge_jwt_algorithms", ()) or ())
+    check_algorithms(algorithms, secret=bool(settings.edge_jwt_key), jwks=bool(location))
+    keys = EdgeKeys(location, lifespan=float(getattr(settings, "edge_jwks_cache_seconds", 300.0) or 300.0)) if location else None
+    return EdgeJwt(settings.edge_jwt_key, settings.edge_jwt_audience, settings.edge_jwt_issuer, keys, algorithms)
 
 
-EDGE_JWT_ALGORITHM = "HS256"
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 _NUMERIC_DATES = ("exp", "nbf", "iat")
 
@@ -76,30 +112,59 @@ def _canonical_base64url(segment: str) -> bool:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == segment
 
 
-def verify_assertion(token: str, edge: EdgeJwt) -> dict[str, Any]:
-    """Claims of the edge JWT; raises ApiError(401) unless it verifies.
+def _header(token: str) -> dict[str, Any]:
+    try:
+        return jwt.get_unverified_header(token)
+    except jwt.PyJWTError as exc:
+        raise invalid_assertion(str(exc).rstrip(".") or type(exc).__name__) from None
 
-    PyJWT checks the signature (the configured algorithm only, never ``none``), ``exp``
-    (required), ``nbf``, ``iat``, and ``aud``/``iss`` when configured. Before it, the
-    token must be three canonical base64url segments; after it, the time claims must be
-    JSON numbers (PyJWT would take ``"exp": "9999999999"``).
+
+def assertion_needs_fetch(token: str | None, edge: EdgeJwt) -> bool:
+    """True when verifying ``token`` may wait on the JWKS URL (so it runs off the event loop)."""
+    if not token or edge.jwks is None or not edge.jwks.remote:
+        return False
+    try:
+        header = jwt.get_unverified_header(token)
+    except jwt.PyJWTError:
+        return False
+    return header.get("alg") in KEY_ALGORITHMS and edge.jwks.would_fetch(header.get("kid"))
+
+
+def verify_assertion(token: str, edge: EdgeJwt) -> dict[str, Any]:
+    """Claims of the edge JWT; raises ApiError(401) unless it verifies (503: JWKS unreachable).
+
+    The token's ``alg`` must be one configured (never ``none``); HS* verifies with the
+    shared secret only, the others with the JWKS key its ``kid`` names, whose type must
+    match (so a public key can never serve as an HMAC secret). PyJWT checks the
+    signature, ``exp`` (required), ``nbf``, ``iat``, and ``aud``/``iss`` when configured.
+    Before it, the token must be three canonical base64url segments; after it, the time
+    claims must be JSON numbers (PyJWT would take ``"exp": "9999999999"``).
     """
     segments = token.split(".")
     if len(segments) != 3 or not all(_canonical_base64url(s) for s in segments):
         raise invalid_assertion("it is not three unpadded base64url segments")
+    header = _header(token)
+    alg = header.get("alg")
+    if not isinstance(alg, str) or alg not in edge.accepted:
+        raise invalid_assertion(f"the algorithm {alg!r} is not accepted (accepted: {', '.join(edge.accepted)})")
+    if alg in SECRET_ALGORITHMS:
+        key: Any = edge.key
+    else:
+        assert edge.jwks is not None  # check_algorithms: key algorithms need a JWKS
+        key = edge.jwks.key(header.get("kid"), alg).key
     required = ["exp", *(["aud"] if edge.audience else []), *(["iss"] if edge.issuer else [])]
     try:
         claims = jwt.decode(
             token,
-            edge.key,
-            algorithms=[EDGE_JWT_ALGORITHM],
+            key,
+            algorithms=[alg],
             audience=edge.audience or None,
             issuer=edge.issuer or None,
             options={"require": required, "verify_aud": bool(edge.audience)},
         )
     except jwt.ExpiredSignatureError:
         raise ApiError(401, "The edge assertion has expired.", "edge_assertion_expired") from None
-    except jwt.InvalidTokenError as exc:
+    except jwt.PyJWTError as exc:
         raise invalid_assertion(str(exc).rstrip(".") or type(exc).__name__) from None
     for name in _NUMERIC_DATES:
         value = claims.get(name)
@@ -108,9 +173,9 @@ def verify_assertion(token: str, edge: EdgeJwt) -> dict[str, Any]:
     return claims
 
 
-def sign_assertion(claims: dict[str, Any], key: str) -> str:
+def sign_assertion(claims: dict[str, Any], key: Any, algorithm: str = EDGE_JWT_ALGORITHM, kid: str = "") -> str:
     """An edge JWT (what the edge proxy sends; used by tests and the CLI)."""
-    return jwt.encode(claims, key, algorithm=EDGE_JWT_ALGORITHM)
+    return jwt.encode(claims, key, algorithm=algorithm, headers={"kid": kid} if kid else None)
 
 
 def asserted_groups(claims: dict[str, Any]) -> tuple[str, ...]:
@@ -127,8 +192,15 @@ def split_groups(raw: str) -> tuple[str, ...]:
     return tuple(g.strip() for g in raw.split(",") if g.strip())
 
 
+async def resolve_principal_async(email: str | None, groups: str | None, assertion: str | None, edge: EdgeJwt) -> Principal:
+    """``resolve_principal`` from async code: in a worker thread only when the JWKS URL may be asked."""
+    if assertion_needs_fetch(assertion, edge):
+        return await anyio.to_thread.run_sync(resolve_principal, email, groups, assertion, edge)
+    return resolve_principal(email, groups, assertion, edge)
+
+
 def resolve_principal(email: str | None, groups: str | None, assertion: str | None, edge: EdgeJwt) -> Principal:
-    """C2: no email claim -> 401; with a JWT key set the claims must verify and match."""
+    """C2: no email claim -> 401; with a JWT key or JWKS set the claims must verify and match."""
     email = (email or "").strip()
     if not email:
         raise ApiError(401, "No edge email claim on the request.", "unauthenticated")

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
+from litestar.types import Scope
 
 from api.auth import (
     AssertionHeader,
@@ -25,7 +26,7 @@ from api.auth import (
     TenantQuery,
     admit,
     provide_tenant,
-    resolve_principal,
+    resolve_principal_async,
 )
 from api.positions import MinPositionHeader, ReadPositions, parse_min_position
 from api.studio.reads import Reads
@@ -76,6 +77,7 @@ class Caller:
 
 
 CallerDep = NamedDependency[Caller]
+CALLER_SCOPE_KEY = "squadops.caller"  # where ``api.access.access_guard`` leaves the caller it resolved
 
 
 def caller_provider(edge: EdgeJwt, *, admin: bool) -> Any:
@@ -84,6 +86,7 @@ def caller_provider(edge: EdgeJwt, *, admin: bool) -> Any:
 
     async def provide_caller(
         state: State,
+        scope: Scope,
         email: EmailHeader = None,
         groups: GroupsHeader = None,
         assertion: AssertionHeader = None,
@@ -91,7 +94,10 @@ def caller_provider(edge: EdgeJwt, *, admin: bool) -> Any:
         tenant_header: TenantHeader = None,
         min_position: MinPositionHeader = None,
     ) -> Caller:
-        principal = admit(resolve_principal(email, groups, assertion, edge), admin=admin)
+        resolved = scope.get(CALLER_SCOPE_KEY)  # the access guard resolved it already
+        if resolved is not None:
+            return resolved  # type: ignore[no-any-return]
+        principal = admit(await resolve_principal_async(email, groups, assertion, edge), admin=admin)
         caller = Caller(principal, provide_tenant(tenant_id, tenant_header), parse_min_position(min_position))
         await read_positions(state).reach(caller.min_position)
         return caller

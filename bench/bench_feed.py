@@ -28,7 +28,6 @@ from typing import Any
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from api.auth import Principal
 from api.control_plane.reads import ControlPlaneReads
 from bench.context import BenchContext, percentile
 from domain.shared.ids import session_key
@@ -43,7 +42,6 @@ from workers.settings import Settings
 
 TENANT = "default"
 ACTOR = "bench@example.com"
-ADMIN = Principal(ACTOR, ACTOR, ("/org/platform/roles/super_admin",))
 HEADERS = f"x-edge-claim-email: {ACTOR}\r\nx-edge-claim-groups: /org/platform/roles/super_admin\r\n"
 RUNS = 1000
 TEMPLATES = 10
@@ -319,7 +317,7 @@ def lag_figures(container: Container, target: str, seconds: float = 15.0) -> lis
         t0 = time.perf_counter()
         position = app.event_store.last_saved_position()
         while True:
-            body = reads.feed(ADMIN, TENANT, "bench", target, 1)
+            body = reads.feed(TENANT, "bench", target, 1)
             feed = msgspec.json.decode(body)
             if feed["live_events"] and int(feed["live_events"][0]["event_id"]) >= position:
                 samples.append(time.perf_counter() - t0)

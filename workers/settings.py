@@ -10,6 +10,8 @@ from pathlib import Path
 
 import msgspec
 
+from api.auth import check_algorithms
+
 DEFAULT_SQLITE_PATH = Path("var") / "squadops.db"
 EXECUTION_PLANES = ("simulator", "local")
 
@@ -42,6 +44,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     edge_jwt_key: str = ""
     edge_jwt_audience: str = ""
     edge_jwt_issuer: str = ""
+    # The edge proxy's public signing keys (a JWK Set file path or an http(s) URL), and the
+    # algorithms an assertion may use (default: HS256 with a key, RS256 and ES256 with a JWKS).
+    edge_jwks: str = ""
+    edge_jwt_algorithms: tuple[str, ...] = ()
+    edge_jwks_cache_seconds: float = 300.0
     api_keys: tuple[str, ...] = ()
     projection_poll_seconds: float = 0.5
     projection_page_size: int = 2000
@@ -199,6 +206,15 @@ def _aliases(raw: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def _check_edge(settings: Settings) -> None:
+    try:
+        check_algorithms(settings.edge_jwt_algorithms, secret=bool(settings.edge_jwt_key), jwks=bool(settings.edge_jwks))
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    if settings.edge_jwks and settings.edge_jwks_cache_seconds <= 0:
+        raise SettingsError("SQUADOPS_EDGE_JWKS_CACHE_SECONDS must be positive")
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Builds settings from ``SQUADOPS_*`` variables (``os.environ`` by default)."""
     environ = os.environ if environ is None else environ
@@ -211,7 +227,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         default = field.default
         if name == "model_proxy_aliases":
             values[name] = _aliases(raw)
-        elif name == "api_keys":
+        elif name in ("api_keys", "edge_jwt_algorithms"):
             values[name] = tuple(k.strip() for k in raw.split(",") if k.strip())
         elif isinstance(default, bool):
             values[name] = _bool(name, raw)
@@ -254,6 +270,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         except ValueError as exc:
             raise SettingsError(f"SQUADOPS_LOCAL_AGENT_COMMAND cannot be shell-split: {exc}") from None
     _check_jobs(settings)
+    _check_edge(settings)
     if settings.kube_oidc_client_id == settings.edge_oidc_client_id:
         raise SettingsError("SQUADOPS_KUBE_OIDC_CLIENT_ID must be the kube-access client, not the edge/web-IDE client")
     if not re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", settings.usage_metric_prefix):

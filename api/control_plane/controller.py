@@ -18,6 +18,7 @@ from litestar.datastructures import State
 from litestar.params import QueryParameter
 from litestar.response import Response
 
+from api.access import READ, Access, access_guard, guarded, project_in
 from api.auth import EdgeJwt
 from api.context import CallerDep, caller_dependency, part
 from api.control_plane.dto import FleetBoard, ObservabilityFeed
@@ -40,7 +41,11 @@ Limit = Annotated[
 BoardStatus = Literal["ready", "scheduled", "running", "blocked", "completed", "cleaned_up"]
 
 
-@get("/observability-feed", summary="Observability feed of one run", opt=answers(401, 403, 404, 409, 422))
+@get(
+    "/observability-feed",
+    summary="Observability feed of one run",
+    opt=guarded(Access(READ, project_in("query", "project_slug")), **answers(401, 403, 404, 409, 422)),
+)
 async def observability_feed(
     state: State,
     caller: CallerDep,
@@ -61,10 +66,10 @@ async def observability_feed(
     ] = None,
 ) -> Response[ObservabilityFeed]:
     control_plane: ControlPlaneReads = part(state, "control_plane")
-    principal, tenant = caller.principal, caller.tenant
+    tenant = caller.tenant  # who may read the project: the access guard decided
     if as_of_event is None and as_of is None:
         # The store is blocking I/O: a worker thread reads it.
-        body = await anyio.to_thread.run_sync(control_plane.feed, principal, tenant, project_slug, run_id, limit)
+        body = await anyio.to_thread.run_sync(control_plane.feed, tenant, project_slug, run_id, limit)
         return Response(body, media_type=JSON)
     if as_of_event is not None and as_of is not None:
         raise RequestInvalid(["query", "as_of"], "give as_of_event or as_of, not both", "value_error", as_of)
@@ -75,12 +80,17 @@ async def observability_feed(
         except ValueError as exc:
             raise RequestInvalid(["query", "as_of"], f"as_of is not an ISO 8601 timestamp: {exc}", "datetime_parsing", as_of) from None
     body, position = await anyio.to_thread.run_sync(
-        lambda: control_plane.feed_at(principal, tenant, project_slug, run_id, limit, position=as_of_event, moment=moment)
+        lambda: control_plane.feed_at(tenant, project_slug, run_id, limit, position=as_of_event, moment=moment)
     )
     return Response(body, media_type=JSON, headers={AS_OF_HEADER: str(position)})
 
 
-@get("/runs", sync_to_thread=True, summary="Fleet board comparing runs", opt=answers(401, 403, 404, 422))
+@get(
+    "/runs",
+    sync_to_thread=True,
+    summary="Fleet board comparing runs",
+    opt=guarded(Access(READ, project_in("query", "project_slug")), **answers(401, 403, 404, 422)),
+)
 def fleet_board(
     state: State,
     caller: CallerDep,
@@ -103,5 +113,6 @@ def control_plane_router(edge: EdgeJwt) -> Router:
         path="/control-plane/studio",
         route_handlers=[observability_feed, fleet_board],
         dependencies=caller_dependency(edge, admin=False),
+        guards=[access_guard],
         tags=["control-plane"],
     )

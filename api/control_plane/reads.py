@@ -1,8 +1,9 @@
 """Queries behind the control-plane reads: who may see a project, the feed, the board.
 
-C2: a control-plane read needs a principal who is super_admin or a participant of the
-project (``participants[].subject_key``, the lower-cased email); anyone else gets 403
-``not_a_participant`` (the code the live channel uses too). Keys carry the tenant, so another tenant's run is a 404.
+C2: who may read a project is decided before these queries run, by the access guard
+(``api.access``) on every request, cached composition or not; the fleet board without a
+project lists the projects the permission graph lets the caller read. Keys carry the
+tenant, so another tenant's run is a 404.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from api.auth import Principal
 from api.control_plane.dto import BoardRow, FleetBoard
 from api.errors import ApiError, RequestInvalid
 from domain.portal.graph import ListObjectsRequest, PermissionGraph, identity_tuples, user_ref
-from domain.portal.relations import graph_grants
-from domain.shared.access import require_read
 from domain.shared.errors import project_not_found, run_not_found
 from domain.shared.ids import END
 from projections.engine.lookups import fetch
@@ -89,20 +88,12 @@ class ControlPlaneReads:
         self.time_travel = time_travel
         self.log_position = log_position
 
-    # -- access ---------------------------------------------------------------------------
+    # -- existence ------------------------------------------------------------------------
 
-    def _allow(self, principal: Principal, tenant: str, project_slug: str) -> None:
-        """C2 through the permission graph: ``viewer`` on ``project:<slug>``."""
-        require_read(principal, graph_grants(self.graph, tenant, project_slug))
-
-    def _check_project(
-        self, principal: Principal, raw: bytes | None, tenant: str, project_slug: str
-    ) -> _ProjectAccess:
+    def _check_project(self, raw: bytes | None, project_slug: str) -> _ProjectAccess:
         if raw is None:
             raise project_not_found(project_slug)
-        access = _access.decode(raw)
-        self._allow(principal, tenant, project_slug)
-        return access
+        return _access.decode(raw)
 
     def _run_project(self, raw: bytes | None, tenant: str, run_id: str) -> str | None:
         """The run's project, from its board row (the runs model, if the row lags); None: no run."""
@@ -116,29 +107,28 @@ class ControlPlaneReads:
 
     # -- the feed -------------------------------------------------------------------------
 
-    def feed(self, principal: Principal, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes:
-        """The run's feed: its stored document (access checked first), else composed now."""
+    def feed(self, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes:
+        """The run's feed: its stored document (access: the caller's guard), else composed now."""
         key = stored_feed_key(tenant, project_slug, run_id, limit)
         parts, _ = fetch(self.store, {"project": ("projects", project_doc_key(tenant, project_slug)), "feed": (FEED, key)})
-        self._check_project(principal, parts["project"], tenant, project_slug)
+        self._check_project(parts["project"], project_slug)
         body = parts["feed"]
         if body is not None:
             return answer(body, limit)
         # Not stored (the run is unknown, or in another project, or its feed is not
         # projected yet): the composition answers, with the same rules.
-        return self.composed_feed(principal, tenant, project_slug, run_id, limit)
+        return self.composed_feed(tenant, project_slug, run_id, limit)
 
-    def composed_feed(self, principal: Principal, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes:
+    def composed_feed(self, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes:
         """The run's feed composed from its read models now (what the stored one equals)."""
         reads = {"project": ("projects", project_doc_key(tenant, project_slug)), **feed_reads(tenant, run_id, project_slug)}
         parts, rows = fetch(self.store, reads, feed_scans(tenant, run_id, limit))
-        self._check_project(principal, parts.pop("project"), tenant, project_slug)
+        self._check_project(parts.pop("project"), project_slug)
         self._check_run(parts.get("run"), tenant, run_id, project_slug)
         return compose_feed(tenant, run_id, project_slug, parts, rows, limit)
 
     def feed_at(
         self,
-        principal: Principal,
         tenant: str,
         project_slug: str,
         run_id: str,
@@ -151,7 +141,7 @@ class ControlPlaneReads:
         reads = {"project": ("projects", project_doc_key(tenant, project_slug)), **feed_reads(tenant, run_id, project_slug)}
         wanted = {part: reads[part] for part in ("project", "run", "mirror") if part in reads}
         parts, _ = fetch(self.store, wanted)
-        self._check_project(principal, parts["project"], tenant, project_slug)
+        self._check_project(parts["project"], project_slug)
         self._check_run(parts.get("run"), tenant, run_id, project_slug)
         head = self.log_position()
         if position is not None and position > head:
@@ -186,10 +176,8 @@ class ControlPlaneReads:
     ) -> FleetBoard:
         before = decode_cursor(cursor) if cursor else ""
         allowed: set[str] | None = None
-        if project_slug is not None:
-            self._check_project(
-                principal, self.store.get("projects", project_doc_key(tenant, project_slug)), tenant, project_slug
-            )
+        if project_slug is not None:  # the guard decided who may read it
+            self._check_project(self.store.get("projects", project_doc_key(tenant, project_slug)), project_slug)
         elif not principal.is_super_admin:
             allowed = self._readable_projects(principal, tenant)
             if not allowed:

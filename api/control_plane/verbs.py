@@ -18,13 +18,13 @@ from litestar import Response, Router, post
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
+from api.access import CONTROL, Access, access_guard, guarded, run_in_path
 from api.auth import EdgeJwt, Principal
 from api.context import (
     Caller,
     CallerDep,
     caller_dependency,
     event_store,
-    part,
     read_models,
     studio_commands,
 )
@@ -38,8 +38,6 @@ from api.errors import RequestInvalid
 from api.openapi import answers, link
 from api.positions import command_mark, positioned
 from api.studio.reads import Reads
-from domain.portal.relations import graph_grants
-from domain.shared.access import require_control
 from domain.shared.ids import ID_PATTERN
 from domain.studio.commands import StudioCommands
 from domain.studio.commands.control import ControlOutcome
@@ -51,7 +49,6 @@ from domain.studio.control import (
     InvalidControl,
     check_intent,
 )
-from projections.portal.relations import store_graph
 
 log = structlog.get_logger("squadops.api.control")
 
@@ -62,6 +59,9 @@ ACCEPTED_LINKS = {
     "GetRun": link("get_run", run_id="$response.body#/run_id"),
     "GetSessionState": link("session_state", run_id="$response.body#/run_id"),
 }
+
+
+STEER_RUN = Access(CONTROL, run_in_path("run_id"))  # C2: owner or maintainer of the run's project
 
 
 def control_answers(schema_name: str, level: str) -> dict:
@@ -85,12 +85,6 @@ def checked(intent: ControlIntent, level: str) -> ControlIntent:
         type_ = "enum" if intent.verb not in ALL_VERBS else "value_error"
         raise invalid("verb", exc.message, intent.verb, type_, {"level": level, "allowed": allowed}) from None
     return intent
-
-
-def authorize(principal: Principal, state: State, tenant: str, project_slug: str) -> None:
-    """C2 through the permission graph: super_admin, or ``maintainer`` (owner included) on the project."""
-    graph = part(state, "permission_graph") if "permission_graph" in state else store_graph(read_models(state).store)
-    require_control(principal, graph_grants(graph, tenant, project_slug))
 
 
 def accepted(outcome: ControlOutcome, command: str) -> ControlAccepted:
@@ -149,16 +143,14 @@ def answer(state: State, mark: int, body: ControlAccepted) -> Response[ControlAc
     status_code=202,
     sync_to_thread=True,
     summary="Run-level control verb",
-    opt=control_answers("RunControlRequest", "run"),
+    opt=guarded(STEER_RUN, **control_answers("RunControlRequest", "run")),
 )
 def control_run(
     run_id: RunId, data: JSONBody[ControlRequest], state: State, caller: CallerDep
 ) -> Response[ControlAccepted]:
     studio, reads, tenant, principal = studio_commands(state), read_models(state), caller.tenant, caller.principal
     mark = command_mark(event_store(state))
-    intent = checked(data.intent(), "run")
-    run = studio.runs.get_run(tenant, run_id)
-    authorize(principal, state, tenant, run.project_slug)
+    intent = checked(data.intent(), "run")  # who may steer the run's project: the access guard decided
     return answer(state, mark, run_control(studio, reads, tenant, principal, run_id, intent))
 
 
@@ -167,7 +159,7 @@ def control_run(
     status_code=202,
     sync_to_thread=True,
     summary="Session-level control verb",
-    opt=control_answers("SessionControlRequest", "session"),
+    opt=guarded(STEER_RUN, **control_answers("SessionControlRequest", "session")),
 )
 def control_session(
     run_id: RunId,
@@ -178,9 +170,7 @@ def control_session(
 ) -> Response[ControlAccepted]:
     studio, reads, tenant, principal = studio_commands(state), read_models(state), caller.tenant, caller.principal
     mark = command_mark(event_store(state))
-    intent = checked(data.intent(), "session")
-    run = studio.runs.get_run(tenant, run_id)
-    authorize(principal, state, tenant, run.project_slug)
+    intent = checked(data.intent(), "session")  # who may steer the run's project: the access guard decided
     return answer(state, mark, session_control(studio, reads, tenant, principal, run_id, intent, session_id=session_id))
 
 
@@ -240,6 +230,7 @@ def control_routers(edge: EdgeJwt) -> list[Router]:
             path="/control-plane/studio",
             route_handlers=[control_run, control_session],
             dependencies=caller_dependency(edge, admin=False),
+            guards=[access_guard],
             tags=["control-plane"],
         ),
         Router(

@@ -25,7 +25,7 @@ from api.auth import (
     TenantHeader,
     TenantQuery,
     provide_tenant,
-    resolve_principal,
+    resolve_principal_async,
 )
 from api.context import read_positions
 from api.errors import ApiError, RequestInvalid
@@ -94,7 +94,7 @@ def job_caller_provider(edge: EdgeJwt, api_keys: Sequence[str]) -> Any:
         principal: Principal | None = None
         key = ""
         if (email or "").strip():
-            principal = resolve_principal(email, groups, assertion, edge)
+            principal = await resolve_principal_async(email, groups, assertion, edge)
         elif api_key:
             if not admit_key(api_key, keys):
                 raise ApiError(401, "The x-api-key is not one this service accepts.", "api_key_invalid")

@@ -17,11 +17,13 @@ from typing import Annotated, Any
 
 import structlog
 from litestar import Router, WebSocket, get, websocket
+from litestar.connection import ASGIConnection
 from litestar.datastructures import State
 from litestar.exceptions import WebSocketDisconnect
 from litestar.params import HeaderParameter, QueryParameter
 from litestar.response import Stream
 
+from api.access import READ, Access, access_guard, check, guarded, run_project
 from api.auth import (
     ASSERTION_HEADER,
     EMAIL_HEADER,
@@ -30,20 +32,16 @@ from api.auth import (
     Principal,
     edge_jwt,
     provide_tenant,
-    resolve_principal,
+    resolve_principal_async,
 )
-from api.context import CallerDep, ServiceParts, caller_dependency, part, read_models
+from api.context import Caller, CallerDep, ServiceParts, caller_dependency, part
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.live.hub import LiveHub, log_replay, sse_frame
 from api.openapi import answers
-from api.studio.reads import Reads
-from domain.portal.relations import graph_grants
-from domain.shared.access import require_read
 from domain.shared.errors import DomainError
 from domain.shared.ids import END
 from projections.engine.runner import NotificationSource
 from projections.engine.unavailable import unavailable
-from projections.portal.relations import store_graph
 from projections.studio.live_channel import TOPIC_ROOT, parse_topic
 
 log = structlog.get_logger("squadops.api.live")
@@ -72,8 +70,8 @@ LastEventIdQuery = Annotated[str | None, QueryParameter(name="last_event_id", re
 LastEventIdHeader = Annotated[str | None, HeaderParameter(name="last-event-id", required=False, **_EVENT_ID_DOC)]
 
 
-def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads, graph: Any = None) -> str:
-    """The run id of ``topic`` if ``principal`` may read it in ``tenant``; raises otherwise."""
+def topic_run(topic: str | None, tenant: str) -> str:
+    """The run id ``topic`` names in ``tenant``: 422 when it is no topic, 403 in another tenant."""
     if topic is None:
         raise RequestInvalid(["query", "topic"], "Field required", "missing")
     parsed = parse_topic(topic)
@@ -84,10 +82,26 @@ def authorize(topic: str | None, principal: Principal, tenant: str, reads: Reads
     topic_tenant, run_id = parsed
     if topic_tenant != tenant:
         raise ApiError(403, "The topic belongs to another tenant than the request's.", "tenant_mismatch")
-    run = reads.run_doc(tenant, run_id)
-    if not principal.is_super_admin:
-        graph = graph if graph is not None else store_graph(reads.store)
-        require_read(principal, graph_grants(graph, tenant, run["project_slug"]))
+    return run_id
+
+
+def topic_project(state: State, connection: ASGIConnection, caller: Caller) -> str | None:
+    """The access guard's locator for the SSE channel: the project of the topic's run.
+
+    ``Last-Event-ID`` is checked first (its 422 came before the topic's run); a missing or
+    malformed topic is left to the parameter check (422)."""
+    headers, query = connection.headers, connection.query_params
+    resume_point(headers.get("last-event-id"), query.get("last_event_id"))
+    topic = query.get("topic")
+    if topic is None or parse_topic(topic) is None:
+        return None
+    return run_project(state, caller.tenant, topic_run(topic, caller.tenant))
+
+
+def authorize(state: State, topic: str | None, principal: Principal, tenant: str) -> str:
+    """The run id of ``topic`` if ``principal`` may read it in ``tenant`` (the WebSocket)."""
+    run_id = topic_run(topic, tenant)
+    check(state, principal, tenant, run_project(state, tenant, run_id))
     return run_id
 
 
@@ -116,7 +130,13 @@ async def sse_frames(hub: LiveHub, tenant: str, run_id: str, after: int | None, 
     yield RECONNECT_FRAME  # the hub drained: this process stops
 
 
-@get("/live", summary="Live run events (Server-Sent Events)", media_type="text/event-stream", opt=answers(401, 403, 404, 422))
+@get(
+    "/live",
+    summary="Live run events (Server-Sent Events)",
+    media_type="text/event-stream",
+    guards=[access_guard],  # not the WebSocket's: it refuses with its own close codes
+    opt=guarded(Access(READ, topic_project, locate_always=True), **answers(401, 403, 404, 422)),
+)
 async def live_sse(
     state: State,
     caller: CallerDep,
@@ -124,10 +144,10 @@ async def live_sse(
     last_event_id: LastEventIdQuery = None,
     last_event_id_header: LastEventIdHeader = None,
 ) -> Stream:
-    principal, tenant = caller.principal, caller.tenant
-    reads, hub, heartbeat = read_models(state), part(state, "hub"), part(state, "heartbeat")
+    tenant = caller.tenant
+    hub, heartbeat = part(state, "hub"), part(state, "heartbeat")
     after = resume_point(last_event_id_header, last_event_id)
-    run_id = await asyncio.to_thread(authorize, topic, principal, tenant, reads, state.get("permission_graph"))
+    run_id = topic_run(topic, tenant)  # the access guard found the run and decided who may read it
     structlog.contextvars.bind_contextvars(run_id=run_id)
     log.info("live_subscribed", transport="sse", after=after)
     return Stream(
@@ -168,21 +188,14 @@ async def live_ws(socket: WebSocket, state: State) -> None:
     4000 + the HTTP status (4401, 4403, 4404, 4422).
     """
     headers, query = socket.headers, socket.query_params
-    reads, hub, heartbeat, edge = (
-        read_models(state),
-        part(state, "hub"),
-        part(state, "heartbeat"),
-        part(state, "edge_jwt"),
-    )
+    hub, heartbeat, edge = part(state, "hub"), part(state, "heartbeat"), part(state, "edge_jwt")
     try:
-        principal = resolve_principal(
+        principal = await resolve_principal_async(
             headers.get(EMAIL_HEADER), headers.get(GROUPS_HEADER), headers.get(ASSERTION_HEADER), edge
         )
         tenant = provide_tenant(query.get("tenant_id"), headers.get(TENANT_HEADER))
         after = resume_point(headers.get("last-event-id"), query.get("last_event_id"))
-        run_id = await asyncio.to_thread(
-            authorize, query.get("topic"), principal, tenant, reads, state.get("permission_graph")
-        )
+        run_id = await asyncio.to_thread(authorize, state, query.get("topic"), principal, tenant)
     except Exception as exc:
         status, body = error_answer(exc)
         await socket.accept()

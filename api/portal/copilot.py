@@ -17,13 +17,12 @@ from litestar import Response, post
 from litestar.datastructures import State
 from litestar.params import JSONBody
 
+from api.access import check
 from api.context import Caller, CallerDep, event_store, part, read_models
 from api.errors import ApiError, RequestInvalid
 from api.portal.workspace import viewer
 from api.positions import command_mark, positioned
 from domain.portal.copilot import ACTIONS, ComposedAnswerer, CopilotThread, thread_key
-from domain.portal.relations import graph_grants
-from domain.shared.access import require_read
 from domain.shared.clock import utc_now_iso
 from domain.shared.ids import is_valid_id, new_id
 
@@ -94,7 +93,7 @@ def _run_id(data: PortalCopilotActionIn) -> str:
 
 def _run(state: State, caller: Caller, run_id: str) -> dict[str, Any]:
     run = read_models(state).run_doc(caller.tenant, run_id)  # 404 run_not_found
-    require_read(caller.principal, graph_grants(part(state, "permission_graph"), caller.tenant, run["project_slug"]))
+    check(state, caller.principal, caller.tenant, run["project_slug"])  # the run is named in the body: no guard
     return run
 
 

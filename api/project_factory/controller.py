@@ -13,6 +13,7 @@ from litestar import Response, Router, delete, get, post
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
+from api.access import CONTROL, READ, Access, access_guard, guarded, project_in
 from api.auth import EdgeJwt
 from api.context import (
     CallerDep,
@@ -26,8 +27,6 @@ from api.errors import ApiError, RequestInvalid
 from api.openapi import answers, link
 from api.positions import command_mark, positioned
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
-from domain.portal.relations import graph_grants
-from domain.shared.access import require_control, require_read
 from domain.shared.errors import Invalid, project_not_found
 from domain.shared.ids import ID_PATTERN
 from projections.projects.projects import apply_provisioning, project_out
@@ -239,13 +238,18 @@ class PortalProjectList(msgspec.Struct, kw_only=True):
     count: int
 
 
-@get("/projects/{project_slug:str}", sync_to_thread=True, summary="A project the caller may read")
+@get(
+    "/projects/{project_slug:str}",
+    sync_to_thread=True,
+    guards=[access_guard],
+    summary="A project the caller may read",
+    opt=guarded(Access(READ, project_in("path", "project_slug"))),
+)
 def get_project(project_slug: Slug, state: State, caller: CallerDep) -> PortalProjectOut:
     reads = read_models(state)
     doc = reads.project_doc(caller.tenant, project_slug)
-    if doc is None:
+    if doc is None:  # who may read it: the access guard decided
         raise project_not_found(project_slug)
-    require_read(caller.principal, graph_grants(part(state, "permission_graph"), caller.tenant, project_slug))
     return msgspec.convert(doc, PortalProjectOut)
 
 
@@ -273,16 +277,21 @@ def list_projects(state: State, caller: CallerDep) -> PortalProjectList:
 SubjectKey = Annotated[str, PathParameter(max_length=200, description="participant subject key")]
 
 
-@delete("/projects/{project_slug:str}/participants/{subject_key:str}", status_code=200, sync_to_thread=True,
-        summary="Remove a participant (owner or maintainer)")
+@delete(
+    "/projects/{project_slug:str}/participants/{subject_key:str}",
+    status_code=200,
+    sync_to_thread=True,
+    guards=[access_guard],
+    summary="Remove a participant (owner or maintainer)",
+    opt=guarded(Access(CONTROL, project_in("path", "project_slug"))),
+)
 def remove_participant(
     project_slug: Slug, subject_key: SubjectKey, state: State, caller: CallerDep
 ) -> Response[PortalProjectOut]:
     reads, tenant = read_models(state), caller.tenant
     doc = reads.project_doc(tenant, project_slug)
-    if doc is None:
+    if doc is None:  # who may steer it: the access guard decided
         raise project_not_found(project_slug)
-    require_control(caller.principal, graph_grants(part(state, "permission_graph"), tenant, project_slug))
     key = subject_key.lower()
     if all(p["subject_key"] != key for p in doc["participants"]):
         raise ApiError(404, f"{key!r} is not a participant of project {project_slug!r}.", "participant_not_found")

@@ -17,15 +17,14 @@ from litestar.datastructures import State
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import PathParameter
 
+from api.access import READ, Access, access_guard, guarded, located_run, may_steer, run_doc_in_path
 from api.auth import EMAIL_HEADER, GROUPS_HEADER, EdgeJwt
-from api.context import CallerDep, caller_dependency, part, read_models
+from api.context import CallerDep, caller_dependency, part
 from api.control_plane.reads import ControlPlaneReads
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.web.office_markup import rooms, script_config, sprite_svg
 from api.web.pages import PAGE_HEADERS, asset, render
 from api.web.verbs import verb_config
-from domain.portal.relations import graph_grants
-from domain.shared.access import may_control, require_read
 from domain.shared.errors import DomainError
 from domain.shared.ids import ID_PATTERN
 from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, live_channel_topic
@@ -76,18 +75,20 @@ def portal_page(request: Request[Any, Any, Any], caller: CallerDep) -> Response[
     return page("portal", "Portal", caller, request)
 
 
-@get("/runs/{run_id:str}", name="web_office", sync_to_thread=True, include_in_schema=False)
+@get(
+    "/runs/{run_id:str}",
+    name="web_office",
+    sync_to_thread=True,
+    include_in_schema=False,
+    opt=guarded(Access(READ, run_doc_in_path("run_id"))),  # the same read right as the feed
+)
 def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Response[str]:
-    reads = read_models(state)
-    run = reads.run_doc(caller.tenant, run_id)
+    run = located_run(request, state, caller.tenant, run_id)  # read once, by the access guard
     slug = run["project_slug"]
-    grants = graph_grants(part(state, "permission_graph"), caller.tenant, slug)  # the graph decides
-    require_read(caller.principal, grants)
     # The feed the office starts from rides in the page: the first agents paint without
     # a second round trip (the same read, and the same rule, as the feed endpoint).
     feeds: ControlPlaneReads = part(state, "control_plane")
-    args = (caller.principal, caller.tenant, slug, run_id, DEFAULT_LIMIT)  # the rest comes after
-    initial = feeds.feed(*args)
+    initial = feeds.feed(caller.tenant, slug, run_id, DEFAULT_LIMIT)  # the rest comes after
     agents = msgspec.json.decode(initial, type=_Agents).pixel_agents
     return page(
         "office",
@@ -100,7 +101,7 @@ def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, ca
         run_id=run_id,
         project_slug=slug,
         topic=live_channel_topic(caller.tenant, run_id),
-        may_control=may_control(caller.principal, grants),
+        may_control=may_steer(state, caller.principal, caller.tenant, slug),
         feed_limit=MAX_LIMIT,
         verbs=verb_config(),
     )
@@ -158,6 +159,7 @@ def web_router(edge: EdgeJwt) -> list[Router]:
         path="/",
         route_handlers=[board_page, office_page, portal_page],
         dependencies=caller_dependency(edge, admin=False),
+        guards=[access_guard],
         exception_handlers={
             ApiError: on_api_error,
             DomainError: on_domain_error,

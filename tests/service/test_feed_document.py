@@ -20,7 +20,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.auth import Principal
 from api.control_plane.reads import ControlPlaneReads
 from domain.shared.event_store import EventStore
 from projections.engine.rebuild import rebuild
@@ -43,7 +42,6 @@ from tests.feed_scenarios import (
 )
 from workers.bootstrap import Services, eventsourcing_env, read_projectors, wire_services
 
-ADMIN = Principal("op@example.com", "op@example.com", ("/org/platform/roles/super_admin",))
 LIMITS = st.lists(st.integers(min_value=1, max_value=MAX_LIMIT), min_size=1, max_size=4)
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -73,8 +71,8 @@ def stored(store: DocStore, run_id: str, project_slug: str = "acme") -> bytes | 
 
 def assert_served_as_composed(reads: ControlPlaneReads, run_id: str, limits: list[int]) -> None:
     for limit in {*limits, DEFAULT_LIMIT, MAX_LIMIT}:
-        served = reads.feed(ADMIN, TENANT, "acme", run_id, limit)
-        assert served == reads.composed_feed(ADMIN, TENANT, "acme", run_id, limit), limit
+        served = reads.feed(TENANT, "acme", run_id, limit)
+        assert served == reads.composed_feed(TENANT, "acme", run_id, limit), limit
 
 
 @FAST
@@ -105,8 +103,8 @@ def test_the_stored_feed_is_the_composed_feed_byte_for_byte(
         assert_served_as_composed(reads, scenario.run_id, limits)
         # time travel keeps its own path and agrees at the head
         for limit in limits:
-            past, _ = reads.feed_at(ADMIN, TENANT, "acme", scenario.run_id, limit, position=app.event_store.max_position())
-            assert past == reads.feed(ADMIN, TENANT, "acme", scenario.run_id, limit)
+            past, _ = reads.feed_at(TENANT, "acme", scenario.run_id, limit, position=app.event_store.max_position())
+            assert past == reads.feed(TENANT, "acme", scenario.run_id, limit)
 
 
 @FAST
@@ -160,7 +158,7 @@ def test_a_surface_broken_by_its_fold_falls_back_to_its_default_alone(monkeypatc
         scenario = driven(app, runs=1)[0]
         drain(runner)
         run_id = scenario.run_id
-        before = msgspec.json.decode(reads.feed(ADMIN, TENANT, "acme", run_id, DEFAULT_LIMIT))
+        before = msgspec.json.decode(reads.feed(TENANT, "acme", run_id, DEFAULT_LIMIT))
 
         def broken(*_: Any) -> None:
             raise ValueError("a malformed event")
@@ -168,8 +166,8 @@ def test_a_surface_broken_by_its_fold_falls_back_to_its_default_alone(monkeypatc
         monkeypatch.setitem(surfaces.FOLDS, "delivery", broken)
         apply_all(scenario, [("block", 0, "sandbox_missing"), ("say", 1)])  # the delivery surface folds these
         drain(runner)
-        served = reads.feed(ADMIN, TENANT, "acme", run_id, DEFAULT_LIMIT)
-        assert served == stored(store, run_id) == reads.composed_feed(ADMIN, TENANT, "acme", run_id, DEFAULT_LIMIT)
+        served = reads.feed(TENANT, "acme", run_id, DEFAULT_LIMIT)
+        assert served == stored(store, run_id) == reads.composed_feed(TENANT, "acme", run_id, DEFAULT_LIMIT)
         after = msgspec.json.decode(served)
         assert after["delivery"] == surfaces.DEFAULTS["delivery"]()  # typed default
         for surface in ("source_ref", "proposal", "lineage", "evidence"):  # the other surfaces are intact
@@ -183,15 +181,15 @@ def test_an_undecodable_document_falls_back_to_its_defaults_alone() -> None:
         scenario = driven(app, runs=1)[0]
         drain(runner)
         run_id = scenario.run_id
-        before = msgspec.json.decode(reads.feed(ADMIN, TENANT, "acme", run_id, DEFAULT_LIMIT))
+        before = msgspec.json.decode(reads.feed(TENANT, "acme", run_id, DEFAULT_LIMIT))
         # The run's surfaces document is damaged in the store, and its feed composed again.
         position = store.position("surfaces")
         bad = Row(surfaces_doc_key(TENANT, run_id), f"surfaces/{TENANT}", "", "", "", b'{"delivery": [1, 2')
         assert store.commit_many([Change("surfaces", position, position, [bad], [])])
         assert store.commit_many([Change(FEED, store.position(FEED), 0, [], [])])
         drain(runner)
-        served = reads.feed(ADMIN, TENANT, "acme", run_id, DEFAULT_LIMIT)
-        assert served == stored(store, run_id) == reads.composed_feed(ADMIN, TENANT, "acme", run_id, DEFAULT_LIMIT)
+        served = reads.feed(TENANT, "acme", run_id, DEFAULT_LIMIT)
+        assert served == stored(store, run_id) == reads.composed_feed(TENANT, "acme", run_id, DEFAULT_LIMIT)
         after = msgspec.json.decode(served)
         for surface in ("delivery", "source_ref", "proposal", "queue", "lineage", "delivery_feedback", "evidence"):
             assert after[surface] == surfaces.DEFAULTS[surface](), surface
@@ -218,7 +216,7 @@ def test_a_run_whose_feed_cannot_be_composed_keeps_no_stored_feed_and_the_others
         assert stored(store, healthy.run_id) is not None
         assert_served_as_composed(reads, healthy.run_id, [3])
         # The broken run's reads compose on request, with the same per-surface rule.
-        assert reads.feed(ADMIN, TENANT, "acme", broken.run_id, 5) == reads.composed_feed(ADMIN, TENANT, "acme", broken.run_id, 5)
+        assert reads.feed(TENANT, "acme", broken.run_id, 5) == reads.composed_feed(TENANT, "acme", broken.run_id, 5)
 
 
 def test_limit_slices_the_stored_answer() -> None:
@@ -232,7 +230,7 @@ def test_limit_slices_the_stored_answer() -> None:
         assert len(full["live_events"]) > DEFAULT_LIMIT  # more than the default: slicing matters
         for limit in (1, 2, 17, DEFAULT_LIMIT, DEFAULT_LIMIT + 1, len(full["live_events"]), MAX_LIMIT):
             cut = slice_feed(body, limit)
-            assert cut == reads.composed_feed(ADMIN, TENANT, "acme", scenario.run_id, limit)
+            assert cut == reads.composed_feed(TENANT, "acme", scenario.run_id, limit)
             feed = msgspec.json.decode(cut)
             assert feed["live_events"] == full["live_events"][:limit]
             assert feed["runtime_logs"] == full["runtime_logs"][:limit]
@@ -250,10 +248,10 @@ def test_a_read_naming_another_project_or_an_unknown_run_finds_no_stored_feed() 
         drain(runner)
         for project_slug, run_id in (("other", scenario.run_id), ("acme", "run-nope")):
             with pytest.raises(Exception) as missing:
-                reads.feed(ADMIN, TENANT, project_slug, run_id, DEFAULT_LIMIT)
+                reads.feed(TENANT, project_slug, run_id, DEFAULT_LIMIT)
             assert getattr(missing.value, "code", "") == "run_not_found"
         with pytest.raises(Exception) as no_project:
-            reads.feed(ADMIN, TENANT, "nope", scenario.run_id, DEFAULT_LIMIT)
+            reads.feed(TENANT, "nope", scenario.run_id, DEFAULT_LIMIT)
         assert getattr(no_project.value, "code", "") == "project_not_found"
 
 
@@ -276,9 +274,9 @@ def test_workspace_changes_reach_the_stored_feed_of_every_run_of_the_project() -
             app.studio.ticks.tick_runs(plane, tick=[(TENANT, r) for r in run_ids[: 1 + tick % 2]])  # one run, then both
             drain(runner)
             for run_id in run_ids:
-                served = reads.feed(ADMIN, TENANT, slug, run_id, DEFAULT_LIMIT)
+                served = reads.feed(TENANT, slug, run_id, DEFAULT_LIMIT)
                 assert served == store.get(FEED, feed_doc_key(TENANT, slug, run_id))
-                assert served == reads.composed_feed(ADMIN, TENANT, slug, run_id, DEFAULT_LIMIT)
+                assert served == reads.composed_feed(TENANT, slug, run_id, DEFAULT_LIMIT)
                 mirror = msgspec.json.decode(served)["execution_workspace_mirror"]
                 seen |= {(w["workspace_name"], w["workspace_status"]) for w in mirror["workspaces"]}
         assert seen  # the mirror took part

@@ -7,14 +7,12 @@ from collections.abc import Iterator
 import msgspec
 import pytest
 
-from api.auth import Principal
 from api.control_plane.reads import ControlPlaneReads
 from projections.studio.time_travel import EventSelector, RunNotYet, TimeTravel, parse_moment
 from tests.conftest import settings_for
 from tests.feed_scenarios import TENANT, apply_all, launch
 from workers.bootstrap import Container, build
 
-ADMIN = Principal("operator@example.com", "operator@example.com", ("/org/platform/roles/super_admin",))
 CHUNKS = [
     [("advance", 0, 11, 4, "backend", (0.4, 1200, 3, "success")), ("join", "backend", 0)],
     [("advance", 2, 5, 6, "backend", (0.3, 900, 2, "success")), ("block", 1, "sandbox_missing")],
@@ -43,7 +41,7 @@ def test_feed_at_each_past_position_equals_the_live_feed_then(world: Container) 
 
     def capture() -> None:
         settle(world)
-        captured.append((app.event_store.max_position(), reads.feed(ADMIN, TENANT, "acme", scenario.run_id, 200)))
+        captured.append((app.event_store.max_position(), reads.feed(TENANT, "acme", scenario.run_id, 200)))
 
     capture()
     for chunk in CHUNKS:
@@ -59,14 +57,14 @@ def test_feed_at_each_past_position_equals_the_live_feed_then(world: Container) 
     mirrors = [msgspec.json.decode(body)["execution_workspace_mirror"]["workspace_count"] for _, body in captured]
     assert max(mirrors) >= 1
     for position, live in captured:
-        past, answered = reads.feed_at(ADMIN, TENANT, "acme", scenario.run_id, 200, position=position)
+        past, answered = reads.feed_at(TENANT, "acme", scenario.run_id, 200, position=position)
         assert answered == position
         assert past == live, f"time travel differs from the live feed at position {position}"
     # a position between two captures answers the earlier state when nothing of the run happened
     first_position, first_feed = captured[0]
     noise = app.projects.create_project(tenant=TENANT, request={"project_key": "other"}, created_by="op@example.com")
     assert noise is not None
-    past, _ = reads.feed_at(ADMIN, TENANT, "acme", scenario.run_id, 200, position=first_position)
+    past, _ = reads.feed_at(TENANT, "acme", scenario.run_id, 200, position=first_position)
     assert past == first_feed
 
 
