@@ -312,13 +312,13 @@ def test_the_feed_is_its_stored_document_and_access_is_checked_every_time(
     world: tuple[TestClient, Container],
 ) -> None:
     from api.control_plane.reads import ControlPlaneReads
-    from projections.studio.feed_doc import FEED, feed_doc_key
+    from projections.studio.feed_doc import FEED as FEED_MODEL, feed_doc_key
     from projections.studio.time_travel import EventSelector, TimeTravel
 
     http, container = world
     run_id = driven_run(http, container)
     reads = ControlPlaneReads(container.store, TimeTravel(EventSelector(container.event_store.recorder)), container.event_store.max_position)
-    stored = container.store.get(FEED, feed_doc_key("default", "acme", run_id))
+    stored = container.store.get(FEED_MODEL, feed_doc_key("default", "acme", run_id))
     for limit in (1, 7, 50, 200):  # the stored answer, sliced: what a composition answers now
         assert reads.feed("default", "acme", run_id, limit) == reads.composed_feed("default", "acme", run_id, limit)
     assert reads.feed("default", "acme", run_id, 50) == stored
