@@ -69,6 +69,7 @@ from workers.builders import (
     material_config,
     workspace_root,
 )
+from workers.eventstore.sqlite import WalCheckpointer
 from workers.fanout import LiveFanout
 from workers.job_claims import JobClaims, PostgresJobClaims, SqliteJobClaims
 from workers.jobs import JobRunner
@@ -224,7 +225,7 @@ def job_claims(settings: Settings, store: DocStore) -> JobClaims:
     """Claims beside the read models: PostgreSQL row locks, or the SQLite single writer."""
     if isinstance(store, PostgresDocStore):
         return PostgresJobClaims(store.pool)
-    return SqliteJobClaims(settings.sqlite_path)
+    return SqliteJobClaims(settings.sqlite_path, autocheckpoint=False)
 
 
 @dataclass
@@ -242,6 +243,7 @@ class Container(Services):
     started: list[str] = field(default_factory=list)
     watcher: Watcher | None = None
     job_runner: JobRunner | None = None
+    checkpointer: WalCheckpointer | None = None  # SQLite: checkpoints off the request path
     _alive_until: float = field(default=0.0, init=False, repr=False)
     # The squad's MCP server (``/mcp``): its command object and the agent token key.
     agent_tools: AgentToolCalls | None = None
@@ -377,6 +379,8 @@ class Container(Services):
             self.job_runner.claims.close()
         self.store.close()
         self.event_store.close()
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
 
 
 def build(settings: Settings) -> Container:
@@ -393,7 +397,10 @@ def build(settings: Settings) -> Container:
             statement_seconds=settings.database_statement_seconds,
         )
     else:
-        store = SqliteDocStore(Path(settings.sqlite_path))
+        store = SqliteDocStore(Path(settings.sqlite_path), autocheckpoint=False)
+    checkpointer = None if settings.is_postgres else WalCheckpointer(str(settings.sqlite_path))
+    if checkpointer is not None:
+        checkpointer.start()
     services = wire_services(
         event_store,
         agent_domain=settings.agent_domain,
@@ -471,6 +478,7 @@ def build(settings: Settings) -> Container:
         jobs=services.jobs, gate=services.gate,
         settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health, job_runner=job_runner,
+        checkpointer=checkpointer,
         agent_tools=AgentToolCalls(services.studio.runs), mcp_token_key=mcp_token_key,
         provisioning=build_provisioning(settings, event_store, services.clock),
         **build_notifications(settings, event_store, store, services.clock),
