@@ -67,9 +67,12 @@ def settings_for(url: str, ctx: BenchContext) -> Settings:
 
 
 @contextlib.contextmanager
-def processes(settings: Settings, spec: dict[str, str], scratch: Path) -> Iterator[dict[str, ServiceProcess]]:
-    """``spec``: name -> worker (``serve`` for the API without workers); all started."""
-    env = service_env(settings)
+def processes(
+    settings: Settings, spec: dict[str, str], scratch: Path, extra: dict[str, str] | None = None
+) -> Iterator[dict[str, ServiceProcess]]:
+    """``spec``: name -> worker (``serve`` for the API without workers, ``serve:W`` with
+    workers W); all started, with ``extra`` in their environment."""
+    env = service_env(settings, **(extra or {}))
     started: dict[str, ServiceProcess] = {}
     try:
         for name, worker in spec.items():
