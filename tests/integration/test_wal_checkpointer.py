@@ -78,7 +78,7 @@ def test_checkpoints_keep_the_wal_reused_and_bounded(tmp_path: Path) -> None:
             write_rows(store, 50, start=70 + 50 * round_)
             assert checkpointer.pass_once().busy == 0
         assert wal_size(path) <= size * 2  # unbounded, it would be ~12 times as large
-        assert checkpointer.runs >= 13 and checkpointer.restarts >= 1
+        assert checkpointer.runs == 13 and checkpointer.restarts == 0  # rewinds sufficed: nothing waited
         checkpointer.stop()
         store.close()
         with sqlite3.connect(path) as conn:  # nothing was lost on the way

@@ -10,10 +10,11 @@ file do likewise (``autocheckpoint=False``), and a ``WalCheckpointer`` thread ru
 checkpoint takes no lock a writer waits for; once it has moved every frame, the next
 writer starts the WAL from its beginning again, and ``journal_size_limit`` truncates a
 WAL that a burst made larger. Under steady writes a passive checkpoint may never find the
-WAL wholly moved at the moment a writer starts; when the WAL still holds more than
-``restart_frames`` after one, the checkpointer runs ``RESTART`` at once: the frames left
-are few, so new writers wait only while it moves them and resets the WAL. The WAL
-therefore stays bounded while no request's commit checkpoints.
+WAL wholly moved at the moment a writer starts, so right after a checkpoint that moved
+every frame the checkpointer writes one tiny row itself, which starts the WAL over if no
+other writer came first. Only when the WAL still holds more than ``restart_frames``
+after a few such tries does it run ``RESTART`` (new writers wait while it moves the
+few frames left). The WAL therefore stays bounded while no request's commit checkpoints.
 """
 
 from __future__ import annotations
@@ -89,16 +90,27 @@ class WalCheckpointer:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()  # one checkpoint at a time (the thread, close)
 
-    def checkpoint(self, mode: str = "PASSIVE") -> Checkpoint:
+    def checkpoint(self, mode: str = "PASSIVE", *, rewind: bool = False) -> Checkpoint:
+        """One checkpoint. ``rewind``: once every frame is moved, a tiny write at once (a
+        row of ``wal_rewind``) starts the WAL over from its beginning, unless another
+        writer came first or a reader still holds an older snapshot (nothing waits)."""
         with self._lock:
             conn = sqlite3.connect(self.path, timeout=5, isolation_level=None)
             try:
+                conn.execute("PRAGMA wal_autocheckpoint=0")
                 row: Any = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+                done = Checkpoint(*row)
+                if rewind and done.busy == 0 and done.wal_frames > 0 and done.moved == done.wal_frames:
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.execute("CREATE TABLE IF NOT EXISTS wal_rewind (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)")
+                    conn.execute("INSERT OR REPLACE INTO wal_rewind VALUES (1, ?)", (self.runs,))
+                    conn.execute("COMMIT")
+                    done = Checkpoint(*conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
             finally:
                 conn.close()
-            self.last = Checkpoint(*row)
+            self.last = done
             self.runs += 1
-            return self.last
+            return done
 
     def start(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -108,8 +120,14 @@ class WalCheckpointer:
         self._thread.start()
 
     def pass_once(self) -> Checkpoint:
-        """A passive checkpoint; a restarting one if the WAL is still over the bound."""
-        done = self.checkpoint()
+        """Passive checkpoints that rewind the WAL (a few tries, none waits); a restarting
+        one, which makes new writers wait while it runs, only if the WAL is still over
+        ``restart_frames`` after them."""
+        done = self.checkpoint(rewind=True)
+        for _ in range(3):
+            if done.wal_frames <= self.restart_frames:
+                return done
+            done = self.checkpoint(rewind=True)
         if done.wal_frames > self.restart_frames:
             done = self.checkpoint("RESTART")
             self.restarts += 1
