@@ -34,7 +34,7 @@ from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
 from projections.engine.pg_store import PostgresDocStore
 from projections.engine.runner import NotificationSource, ProjectionRunner
-from projections.engine.store import DocStore, SqliteDocStore
+from projections.engine.store import DocStore
 from projections.gate.proposals import ProposalIndex, ProposalsProjector
 from projections.gate.runs import GateRunsProjector
 from projections.jobs.checkpoints import CheckpointsProjector
@@ -69,7 +69,7 @@ from workers.builders import (
     material_config,
     workspace_root,
 )
-from workers.eventstore.sqlite import WalCheckpointer
+from workers.eventstore.sqlite import CheckpointedDocStore
 from workers.fanout import LiveFanout
 from workers.job_claims import JobClaims, PostgresJobClaims, SqliteJobClaims
 from workers.jobs import JobRunner
@@ -243,7 +243,6 @@ class Container(Services):
     started: list[str] = field(default_factory=list)
     watcher: Watcher | None = None
     job_runner: JobRunner | None = None
-    checkpointer: WalCheckpointer | None = None  # SQLite: checkpoints off the request path
     _alive_until: float = field(default=0.0, init=False, repr=False)
     # The squad's MCP server (``/mcp``): its command object and the agent token key.
     agent_tools: AgentToolCalls | None = None
@@ -379,8 +378,6 @@ class Container(Services):
             self.job_runner.claims.close()
         self.store.close()
         self.event_store.close()
-        if self.checkpointer is not None:
-            self.checkpointer.stop()
 
 
 def build(settings: Settings) -> Container:
@@ -397,10 +394,7 @@ def build(settings: Settings) -> Container:
             statement_seconds=settings.database_statement_seconds,
         )
     else:
-        store = SqliteDocStore(Path(settings.sqlite_path), autocheckpoint=False)
-    checkpointer = None if settings.is_postgres else WalCheckpointer(str(settings.sqlite_path))
-    if checkpointer is not None:
-        checkpointer.start()
+        store = CheckpointedDocStore(Path(settings.sqlite_path))  # SQLite: checkpoints off requests
     services = wire_services(
         event_store,
         agent_domain=settings.agent_domain,
@@ -478,7 +472,6 @@ def build(settings: Settings) -> Container:
         jobs=services.jobs, gate=services.gate,
         settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health, job_runner=job_runner,
-        checkpointer=checkpointer,
         agent_tools=AgentToolCalls(services.studio.runs), mcp_token_key=mcp_token_key,
         provisioning=build_provisioning(settings, event_store, services.clock),
         **build_notifications(settings, event_store, store, services.clock),

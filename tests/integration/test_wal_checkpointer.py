@@ -40,8 +40,7 @@ def test_the_service_connections_never_checkpoint_and_keep_full_sync(tmp_path: P
             assert raw.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
             assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert container.store._conn().execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0  # type: ignore[attr-defined]
-        checkpointer = container.checkpointer
-        assert checkpointer is not None
+        checkpointer = container.store.checkpointer  # type: ignore[attr-defined]
         deadline = time.monotonic() + 30
         while checkpointer.runs < 2 and time.monotonic() < deadline:  # its thread runs by itself
             time.sleep(0.05)

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import structlog
 from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteFactory
 from eventsourcing.utils import Environment, EnvType
+
+from projections.engine.store import SqliteDocStore
 
 log = structlog.get_logger(__name__)
 
@@ -150,3 +153,17 @@ class WalCheckpointer:
             self.checkpoint()
         except sqlite3.Error as exc:
             log.warning("wal_checkpoint_failed", error=repr(exc))
+
+
+class CheckpointedDocStore(SqliteDocStore):
+    """The read models of the service's SQLite file, whose connections never checkpoint,
+    with the ``WalCheckpointer`` of that file: it runs from here until ``close``."""
+
+    def __init__(self, path: str | Path, *, interval: float = 0.25) -> None:
+        super().__init__(path, autocheckpoint=False)
+        self.checkpointer = WalCheckpointer(str(path), interval=interval)
+        self.checkpointer.start()
+
+    def close(self) -> None:
+        super().close()
+        self.checkpointer.stop()
