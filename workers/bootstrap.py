@@ -30,10 +30,11 @@ from domain.workspaces.commands import WorkspaceCommands
 from domain.workspaces.material import MaterialConfig
 from domain.workspaces.metering import MeterTokens, UsageMeter
 from projections.engine.docs import Projector
+from projections.engine.follower import LogFollower, NotificationSource, header
 from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
 from projections.engine.pg_store import PostgresDocStore
-from projections.engine.runner import NotificationSource, ProjectionRunner
+from projections.engine.runner import ProjectionRunner
 from projections.engine.store import DocStore
 from projections.gate.proposals import ProposalIndex, ProposalsProjector
 from projections.gate.runs import GateRunsProjector
@@ -67,6 +68,7 @@ from workers.builders import (
     controller_config,
     eventsourcing_env,
     material_config,
+    meter_upstream,
     workspace_root,
 )
 from workers.eventstore.sqlite import CheckpointedDocStore
@@ -87,8 +89,9 @@ log = structlog.get_logger("squadops")
 WORKERS = ("projector", "ticker", "fanout", "jobs")
 # Workers that run only when named (``squadops worker watcher`` or ``serve --workers``).
 OPTIONAL_WORKERS = ("watcher", "notifier", "workspace-controller")
-# What ``serve`` (``make run``) runs in-process with ``--workers all``.
-SERVE_WORKERS = WORKERS + ("workspace-controller",)
+# What ``serve`` (``make run``) runs in-process with ``--workers all``: every worker but the
+# watcher, which needs a plane's observation assets (``squadops worker watcher``).
+SERVE_WORKERS = WORKERS + ("notifier", "workspace-controller")
 
 
 def broker_factory(settings: Settings) -> Callable[[], Broker]:
@@ -100,6 +103,9 @@ def broker_factory(settings: Settings) -> Callable[[], Broker]:
     shared = MemoryBroker(settings.live_memory_buffer_events)
     return lambda: shared
 
+
+# The ticker's holdings follow the log (no LISTEN: they read once per pass) in pages of this size.
+HOLDINGS_PAGE = 5000
 
 # Workers that hold a PostgreSQL LISTEN connection of their own (outside the pools).
 LISTENERS = ("projector", "fanout")
@@ -191,6 +197,12 @@ def wire_services(
         agent_domain=agent_domain,
         aliases=aliases or ModelProxyAliases(),
         clock=clock,
+        log=LogFollower(
+            NotificationSource(event_store.recorder, decode=header),
+            page_size=HOLDINGS_PAGE,
+            gap_timeout=settings.projection_gap_timeout_seconds,
+            name="ticker",
+        ),
     )
     jobs = JobCommands(
         event_store,
@@ -473,7 +485,7 @@ def build(settings: Settings) -> Container:
         settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health, job_runner=job_runner,
         agent_tools=AgentToolCalls(services.studio.runs), mcp_token_key=mcp_token_key,
-        provisioning=build_provisioning(settings, event_store, services.clock),
+        provisioning=build_provisioning(settings, event_store, services.clock, services.gate.vcs),
         **build_notifications(settings, event_store, store, services.clock),
         copilot_answerer=(
             ModelProxyAnswerer(settings.model_proxy_url, settings.model_proxy_token, settings.copilot_model)
@@ -481,6 +493,6 @@ def build(settings: Settings) -> Container:
         ),
         skill_sources=[DirectorySkills(Path(settings.skills_path))] if settings.skills_path else [],
         workspaces=services.workspaces, workspace_material=material_config(settings),
-        meter_tokens=meter_tokens, usage_meter=UsageMeter(EchoModel()), workspace_controller=controller,
+        meter_tokens=meter_tokens, usage_meter=UsageMeter(meter_upstream(settings)), workspace_controller=controller,
         controller_http=HealthServer(controller.health, settings.controller_host, settings.controller_port),
     )

@@ -19,8 +19,10 @@ from domain.shared.retry import backoff
 from domain.workspaces.material import MaterialConfig
 from domain.workspaces.ports import VolumeClaim
 from projections.engine.store import DocStore
+from workers.adapters.echo_model import EchoModel
 from workers.adapters.error_tracking import NoDsn, SentryKeysDsn
-from workers.adapters.local_vcs import LocalBareGitVcs
+from workers.adapters.local_git import LocalGitVcs
+from workers.adapters.model_proxy import ModelProxyUpstream
 from workers.adapters.novu import NovuWorkflow
 from workers.adapters.portal_surfaces import LocalBoard, LocalCatalog, LocalDesign
 from workers.notify_relay import NotificationRelay
@@ -93,13 +95,16 @@ def notification_secret() -> str:
     return os.environ.get("SQUADOPS_NOVU_SECRET_KEY", "")
 
 
-def build_provisioning(settings: Settings, event_store: EventStore, clock: Callable[[], str]) -> ProjectProvisioning:
-    """Project provisioning: local bare git repositories under the data directory, and a
-    DSN from Sentry's client-keys API when ``SQUADOPS_ERROR_TRACKING_URL`` is set."""
+def build_provisioning(
+    settings: Settings, event_store: EventStore, clock: Callable[[], str], vcs: Any = None
+) -> ProjectProvisioning:
+    """Project provisioning: local bare git repositories under the data directory (the same
+    adapter, and so the same repositories, as the gate's), and a DSN from Sentry's
+    client-keys API when ``SQUADOPS_ERROR_TRACKING_URL`` is set."""
     dsn: Any = NoDsn()
     if settings.error_tracking_url:
         dsn = SentryKeysDsn(settings.error_tracking_url, settings.error_tracking_token, settings.error_tracking_org)
-    vcs = LocalBareGitVcs(Path(settings.data_dir) / "vcs")
+    vcs = vcs if vcs is not None else LocalGitVcs(settings.vcs_path, settings.vcs_base_url)
     surfaces = SurfacePorts(board=LocalBoard(), design=LocalDesign(), catalog=LocalCatalog())
     return ProjectProvisioning(event_store, vcs=vcs, dsn=dsn, clock=clock, surfaces=surfaces)
 
@@ -174,3 +179,11 @@ def await_database(url: str, seconds: float = STARTUP_WAIT_SECONDS) -> None:
                 raise
             log.warning("waiting_for_database", error=repr(exc), failures=failures)
             time.sleep(backoff(failures))
+
+
+def meter_upstream(settings: Settings) -> Any:
+    """The usage meter forwards to the model proxy when one is configured, else to the
+    built-in deterministic echo model."""
+    if settings.model_proxy_url:
+        return ModelProxyUpstream(settings.model_proxy_url, settings.model_proxy_client_key or settings.model_proxy_token)
+    return EchoModel()

@@ -6,13 +6,14 @@ import argparse
 import signal
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import msgspec
 
+from workers.cli_client import OPERATOR, SUPER_ADMIN, client
+from workers.portal_cli import add_parsers as add_portal_parsers
 from workers.projections_cli import add_parser as add_projections_parser
 from workers.settings import Settings, SettingsError, load_settings
 
@@ -40,8 +41,6 @@ DEMO_PROJECT = {
         "sourceRefRepos": [{"slug": "demo/design-system", "branch": "main"}],
     },
 }
-OPERATOR = "operator@squadops.local"
-SUPER_ADMIN = "/org/platform/roles/super_admin"
 
 
 def seed_demo(projects: ProjectCommands, tenant: str = "default") -> bool:
@@ -138,20 +137,6 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
 
 # -- run commands (HTTP clients of a running service) -------------------------------------------
-
-
-def client(settings: Settings) -> httpx.Client:
-    headers = {"x-edge-claim-email": OPERATOR, "x-edge-claim-groups": SUPER_ADMIN}
-    if settings.edge_jwt_key:
-        from api.auth import sign_assertion
-
-        claims: dict[str, Any] = {"email": OPERATOR, "groups": [SUPER_ADMIN], "exp": int(time.time()) + 3600}
-        if settings.edge_jwt_audience:
-            claims["aud"] = settings.edge_jwt_audience
-        if settings.edge_jwt_issuer:
-            claims["iss"] = settings.edge_jwt_issuer
-        headers["x-edge-jwt-assertion"] = sign_assertion(claims, settings.edge_jwt_key)
-    return httpx.Client(base_url=settings.base_url, headers=headers, timeout=30)
 
 
 def _answer(response: httpx.Response) -> Any:
@@ -276,6 +261,7 @@ def parser() -> argparse.ArgumentParser:
     opener.add_argument("--no-browser", action="store_true", help="only serve the proxy")
     opener.set_defaults(func=cmd_open)
     add_projections_parser(sub)
+    add_portal_parsers(sub)
     return root
 
 

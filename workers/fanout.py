@@ -2,8 +2,9 @@
 
 The event log is the outbox (nothing is published from request handlers). The fan-out
 keeps its own tracking position (``live_fanout``, independent of every read model, so a
-read-model rebuild never re-fires it), reads the log from there over contiguous positions
-only, publishes a page with many acknowledgements in flight and moves its position only
+read-model rebuild never re-fires it), follows the log from there with a ``LogFollower``
+(contiguous pages, the gap policy, wake-ups on appends and on PostgreSQL ``LISTEN``),
+publishes a page with many acknowledgements in flight and moves its position only
 after all of them arrived. A crash re-publishes the page, which the broker de-duplicates;
 a broker outage is retried with backoff, never skipped.
 """
@@ -21,7 +22,7 @@ import structlog
 
 from domain.shared.retry import backoff
 from projections.engine.envelope import Envelope
-from projections.engine.runner import NotificationSource, contiguous
+from projections.engine.follower import LogFollower, NotificationSource
 from projections.engine.store import DocStore
 from projections.studio.live_channel import Broker, live_message
 
@@ -60,18 +61,18 @@ class LiveFanout:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = source
+        self.follower: LogFollower[Envelope] = LogFollower(
+            source, page_size=page_size, gap_timeout=gap_timeout, clock=clock, name="live_fanout"
+        )
         self.store = store
         self.broker_factory = broker_factory
         self.subject_prefix = subject_prefix
-        self.page_size = page_size
         self.poll_seconds = poll_seconds
-        self.gap_timeout = gap_timeout
         self.listen_url = listen_url
         self.channel = channel
         self.clock = clock
         self.stats = FanoutStats()
-        self._gap_seen: dict[int, float] = {}
-        self._position: int | None = None  # as last committed by this fan-out
+        self._known = False  # whether the follower's position is the one last committed
         self._prefetch: tuple[int, asyncio.Task[list[Envelope]]] | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -86,6 +87,7 @@ class LiveFanout:
         self._stopping.clear()
         self._thread = threading.Thread(target=self._run, name="live-fanout", daemon=True)
         self._thread.start()
+        self.follower.listen(self.listen_url, self.channel)
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stopping.set()
@@ -94,9 +96,30 @@ class LiveFanout:
         if self._thread is not None:
             self._thread.join(timeout=timeout)
             self._thread = None
+        self.follower.stop_listening()
+
+    @property
+    def page_size(self) -> int:
+        return self.follower.page_size
+
+    @page_size.setter
+    def page_size(self, value: int) -> None:
+        self.follower.page_size = value
+
+    @property
+    def gap_timeout(self) -> float:
+        return self.follower.gap_timeout
+
+    @gap_timeout.setter
+    def gap_timeout(self, value: float) -> None:
+        self.follower.gap_timeout = value
 
     def wake(self, _position: int | None = None) -> None:
         """Thread-safe: an append happened (called by the application after each save)."""
+        self.follower.wake()
+
+    def _woken(self) -> None:
+        """The follower was woken (an append here, or a NOTIFY): end the poll wait."""
         loop, event = self._loop, self._wake
         if loop is not None and event is not None:
             with contextlib.suppress(RuntimeError):  # the loop is closing
@@ -123,7 +146,7 @@ class LiveFanout:
         broker.on_reconnected = self._recovered_now  # retry at once instead of after the backoff
         opened = False
         failures = 0
-        listener = asyncio.create_task(self._listen()) if self.listen_url and self.channel else None
+        unsubscribe = self.follower.subscribe(self._woken)
         try:
             while not self._stopping.is_set():
                 try:
@@ -143,27 +166,9 @@ class LiveFanout:
                     # Appends do not shorten this wait; the broker coming back does.
                     await self._sleep(self._recovered, backoff(failures))
         finally:
-            if listener is not None:
-                listener.cancel()
+            unsubscribe()
             await broker.close()
             self._loop = None
-
-    async def _listen(self) -> None:
-        """PostgreSQL NOTIFY after every append, from any process: wake at once."""
-        import psycopg
-
-        while not self._stopping.is_set():
-            try:
-                async with await psycopg.AsyncConnection.connect(self.listen_url, autocommit=True) as conn:
-                    await conn.execute(f'LISTEN "{self.channel}"')
-                    async for _ in conn.notifies():
-                        assert self._wake is not None
-                        self._wake.set()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("live_fanout_listen_failed", error=repr(exc))
-                await asyncio.sleep(1.0)
 
     @staticmethod
     async def _sleep(event: asyncio.Event | None, seconds: float) -> None:
@@ -183,16 +188,16 @@ class LiveFanout:
             raise
 
     async def _pass(self, broker: Broker) -> int:
-        position = self._position
-        if position is None:
-            position = self._position = await asyncio.to_thread(self.store.position, self.name)
+        if not self._known:
+            self.follower.seek(await asyncio.to_thread(self.store.position, self.name))
+            self._known = True
+        position = self.follower.position
         envs = await self._page(position)
-        usable = self._contiguous_prefix(envs, position)
-        if usable == 0:
+        self.stats.gaps_accepted = self.follower.gaps_accepted
+        if not envs:
             return 0
-        if usable == self.page_size:  # a backlog: read the next page while this one publishes
+        if len(envs) == self.page_size:  # a backlog: read the next page while this one publishes
             self._prefetch = (envs[-1].position, asyncio.create_task(self._read(envs[-1].position)))
-        envs = envs[:usable]
         messages = [m for m in (live_message(env, self.subject_prefix) for env in envs) if m]
         if messages:
             await broker.publish(messages)
@@ -200,14 +205,15 @@ class LiveFanout:
         if not await asyncio.to_thread(self.store.commit, self.name, position, last, [], []):
             self._forget()  # another fan-out moved on; read the position again
             return 1
-        self._position = last
+        self.follower.seek(last)
         self.stats.position = last
         self.stats.published += len(messages)
         self.stats.batches += 1
         return len(envs)
 
     async def _read(self, position: int) -> list[Envelope]:
-        return await asyncio.to_thread(self.source.read, position + 1, self.page_size)
+        """The contiguous page after ``position``, as the follower's gap policy allows."""
+        return await asyncio.to_thread(self.follower.read, position)
 
     async def _page(self, position: int) -> list[Envelope]:
         prefetched, self._prefetch = self._prefetch, None
@@ -219,29 +225,7 @@ class LiveFanout:
 
     def _forget(self) -> None:
         """Drops what this pass assumed (position, prefetched page): read them again."""
-        self._position = None
+        self._known = False
         if self._prefetch is not None:
             self._prefetch[1].cancel()
             self._prefetch = None
-
-    def _contiguous_prefix(self, envs: list[Envelope], start: int) -> int:
-        """As the projection runner: wait for a gap, accept it only after ``gap_timeout``.
-
-        The wait can be short: the event store commits inserts in notification-id order
-        (eventsourcing locks the table on PostgreSQL; SQLite has one writer), so a gap
-        readers can see is a rolled-back insert (a lost optimistic-concurrency race),
-        not a transaction about to commit.
-        """
-        count = contiguous(envs, start)
-        if count == len(envs) or count:
-            if count < len(envs):
-                self._gap_seen.setdefault(envs[count - 1].position + 1, self.clock())
-            return count
-        gap = start + 1
-        first_seen = self._gap_seen.setdefault(gap, self.clock())
-        if self.clock() - first_seen < self.gap_timeout:
-            return 0
-        log.info("live_fanout_gap_accepted", position=gap, next_position=envs[0].position)
-        self.stats.gaps_accepted += 1
-        self._gap_seen.pop(gap, None)
-        return contiguous(envs, envs[0].position - 1)

@@ -148,7 +148,7 @@ class WorkspaceController:
     def _spec(self, ws: DevWorkspace) -> WorkspaceSpec:
         home = VolumeClaim(name="home", size="", storage_class="", access_mode="ReadWriteOnce", retain=True)
         # The meter token is bound at runtime through the provider env, never baked in.
-        token = self.tokens.issue(ws.employee_slug, ws.workspace_scope)
+        token = self.tokens.issue(ws.employee_slug, ws.workspace_scope, ws.tenant)
         return WorkspaceSpec(
             scope=ws.workspace_scope,
             namespace=ws.namespace,

@@ -24,7 +24,8 @@ from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.web.office_markup import rooms, script_config, sprite_svg
 from api.web.pages import PAGE_HEADERS, asset, render
 from api.web.verbs import verb_config
-from domain.shared.access import ProjectGrants, may_control, require_read
+from domain.portal.relations import graph_grants
+from domain.shared.access import may_control, require_read
 from domain.shared.errors import DomainError
 from domain.shared.ids import ID_PATTERN
 from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, live_channel_topic
@@ -80,8 +81,7 @@ def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, ca
     reads = read_models(state)
     run = reads.run_doc(caller.tenant, run_id)
     slug = run["project_slug"]
-    project = reads.project_doc(caller.tenant, slug) or {}
-    grants = ProjectGrants.from_participants(slug, project.get("participants", []))
+    grants = graph_grants(part(state, "permission_graph"), caller.tenant, slug)  # the graph decides
     require_read(caller.principal, grants)
     # The feed the office starts from rides in the page: the first agents paint without
     # a second round trip (the same read, and the same rule, as the feed endpoint).

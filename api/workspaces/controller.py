@@ -1,8 +1,9 @@
 """The ``dev_workspace`` launch provider (Portal) and the per-employee usage meter.
 
 Access is decided in one place, ``domain.workspaces.policies.require_workspace_role``, over
-the project's grants as the participants read model holds them (the permission graph will
-stand behind the same seam). Reads serve read models; launch and DELETE are commands.
+the project's grants as the permission graph answers them (``graph_grants``: participants,
+member teams and group paths, nested roles, super_admin). Reads serve read models; launch
+and DELETE are commands.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
+import structlog
 from litestar import Request, Response, Router, delete, get, post
 from litestar.datastructures import State
 from litestar.params import Body, PathParameter, QueryParameter
@@ -19,14 +21,14 @@ from api.context import CallerDep, caller_dependency, event_store, part, read_mo
 from api.errors import ApiError
 from api.positions import command_mark, positioned
 from api.workspaces.dto import WorkspaceList, WorkspaceOut, record_of, workspace_out
+from domain.portal.relations import graph_grants
 from domain.projects.project import delivery_lanes
-from domain.shared.access import ProjectGrants
 from domain.shared.errors import NotFound, project_not_found
 from domain.shared.ids import ID_PATTERN
 from domain.workspaces import material
 from domain.workspaces.commands import WorkspaceCommands, workspace_not_found
 from domain.workspaces.metering import MeterTokens, UsageMeter
-from domain.workspaces.policies import PROVIDER_NAME
+from domain.workspaces.policies import PROVIDER_NAME, require_workspace_role
 from projections.workspaces.workspaces import TABLE, employee_partition, record_key
 
 PathId = Annotated[str, PathParameter(pattern=ID_PATTERN)]
@@ -35,6 +37,7 @@ Key = Annotated[str | None, QueryParameter(pattern=ID_PATTERN, required=False)]
 Branch = Annotated[str | None, QueryParameter(pattern=r"^[A-Za-z0-9._/-]{1,200}$", required=False)]
 Scope = Annotated[str, QueryParameter(pattern=ID_PATTERN, description="the workspace_scope of a launch")]
 YAML = "application/yaml"
+log = structlog.get_logger("squadops.workspaces")
 _decode = msgspec.json.Decoder(dict).decode
 
 
@@ -58,6 +61,10 @@ def owned_record(state: State, caller: CallerDep, scope: str) -> dict[str, Any]:
         raise workspace_not_found(scope)
     if record["employee"] != caller.subject_key.lower():
         raise ApiError(403, "This developer workspace belongs to another employee.", "dev_workspace_not_owner")
+    # The material is only handed out while the graph still grants a workspace on the
+    # project: removing a participant removes the access derived from it.
+    grants = graph_grants(part(state, "permission_graph"), caller.tenant, record["project_slug"])
+    require_workspace_role(caller.principal, grants)
     return record
 
 
@@ -88,7 +95,7 @@ def launch(
     if project is None:
         raise project_not_found(project_slug)
     repo, default_branch = _binding(project, repository_key)
-    grants = ProjectGrants.from_participants(project_slug, project.get("participants", []))
+    grants = graph_grants(part(state, "permission_graph"), caller.tenant, project_slug)
     mark = command_mark(event_store(state))
     ws = commands(state).launch(
         caller.principal, grants, tenant=caller.tenant, repository_key=repo, branch=branch or default_branch
@@ -144,10 +151,15 @@ def metered_completion(
     auth = request.headers.get("authorization", "")
     token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else request.headers.get("x-api-key", "")
     try:
-        tokens.verify(token, employee_slug)
+        tenant, scope = tokens.binding(token, employee_slug)
     except Exception as exc:
         raise ApiError(401, str(exc), getattr(exc, "code", "meter_token_invalid")) from None
-    return meter.forward(employee_slug, data)
+    answer = meter.forward(employee_slug, data)
+    try:  # the workspace is in use: no idle auto-stop (best effort: the call was answered)
+        commands(state).mark_active(tenant, scope)
+    except Exception as exc:
+        log.warning("workspace_activity_not_recorded", scope=scope, error=repr(exc))
+    return answer
 
 
 def meter_router() -> Router:

@@ -151,3 +151,38 @@ class ProjectAssetsError(Exception):
         super().__init__(detail)
         self.kind = kind
         self.detail = detail
+
+
+class LogEntry(Protocol):
+    """One entry of the event log as a log follower reads it: where, whose, which version."""
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def originator_id(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+
+class LogFollower(Protocol):
+    """Follows the event log from its own position (``projections.engine.follower``).
+
+    Pages are contiguous: a position not visible yet is waited for under the follower's
+    gap policy (an empty page meanwhile), never skipped while an append may still fill it.
+    """
+
+    position: int
+
+    def seek(self, position: int) -> None:
+        """Follows on from ``position``."""
+        ...
+
+    def head(self) -> int:
+        """The highest position in the log now."""
+        ...
+
+    def next_page(self, *, stop: int | None = None) -> Sequence[LogEntry]:
+        """The next contiguous page (up to ``stop``), moving the position past it."""
+        ...

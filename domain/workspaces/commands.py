@@ -19,6 +19,8 @@ from domain.shared.event_store import EventStore
 from domain.workspaces import policies
 from domain.workspaces.workspace import DevWorkspace, WorkspaceStateConflict
 
+ACTIVITY_EVERY_SECONDS = 60.0  # model traffic marks a workspace used at most once a minute
+
 
 def workspace_not_found(scope: str) -> NotFound:
     return NotFound(f"No developer workspace {scope!r} of yours.", code="dev_workspace_not_found")
@@ -37,6 +39,7 @@ class WorkspaceCommands:
         self.store = store
         self.clock = clock
         self.proxy_client_key = proxy_client_key
+        self._active: dict[tuple[str, str], str] = {}  # last recorded use, per workspace
 
     # -- user ------------------------------------------------------------------------------
 
@@ -107,6 +110,28 @@ class WorkspaceCommands:
             return workspace
 
         return self.store.retrying(command)
+
+    def mark_active(self, tenant: str, scope: str, *, every_seconds: float = ACTIVITY_EVERY_SECONDS) -> bool:
+        """Records use of a ready workspace (a metered model call), at most once per
+        ``every_seconds`` per workspace: what keeps it from the idle auto-stop."""
+        now = self.clock()
+        seen = self._active.get((tenant, scope))
+        if seen and policies.seconds_between(seen, now) < every_seconds:
+            return False
+        workspace = self.get(tenant, scope)
+        if workspace is None:
+            return False
+        if policies.seconds_between(workspace.last_active_at, now) < every_seconds:
+            self._active[(tenant, scope)] = workspace.last_active_at
+            return False
+        try:
+            if not workspace.mark_active(now):
+                return False
+            self.store.save(workspace)
+        except (RecordConflictError, IntegrityError):  # another request recorded it
+            return False
+        self._active[(tenant, scope)] = now
+        return True
 
     def get(self, tenant: str, scope: str) -> DevWorkspace | None:
         if not scope or len(scope) > 128:

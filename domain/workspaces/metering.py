@@ -16,32 +16,56 @@ from typing import Any, Protocol
 
 from domain.shared.errors import DomainError, Forbidden
 
+DEFAULT_TENANT = "default"
+
 
 class Unauthorized(DomainError):
     code = "meter_token_invalid"
 
 
 class MeterTokens:
-    """Issues and checks meter tokens: ``<employee>.<scope>.<mac>`` under the proxy client key."""
+    """Issues and checks meter tokens under the proxy client key.
+
+    ``<employee>.<scope>.<mac>`` for the default tenant, ``<employee>.<scope>.<tenant hex>.<mac>``
+    for another: a token names the one workspace (tenant and scope) it was bound to."""
 
     def __init__(self, client_key: str) -> None:
         self._key = client_key.encode()
 
-    def _mac(self, employee_slug: str, scope: str) -> str:
-        return hmac.new(self._key, f"{employee_slug}|{scope}".encode(), hashlib.sha256).hexdigest()[:32]
+    def _mac(self, employee_slug: str, scope: str, tenant: str) -> str:
+        bound = f"{employee_slug}|{scope}" if tenant == DEFAULT_TENANT else f"{employee_slug}|{scope}|{tenant}"
+        return hmac.new(self._key, bound.encode(), hashlib.sha256).hexdigest()[:32]
 
-    def issue(self, employee_slug: str, scope: str) -> str:
+    def issue(self, employee_slug: str, scope: str, tenant: str = DEFAULT_TENANT) -> str:
         if not self._key:
             raise Forbidden("No model-proxy client key to sign meter tokens.", code="dev_workspace_proxy_client_token_missing")
-        return f"{employee_slug}.{scope}.{self._mac(employee_slug, scope)}"
+        mac = self._mac(employee_slug, scope, tenant)
+        if tenant == DEFAULT_TENANT:
+            return f"{employee_slug}.{scope}.{mac}"
+        return f"{employee_slug}.{scope}.{tenant.encode().hex()}.{mac}"
+
+    def binding(self, token: str, employee_slug: str) -> tuple[str, str]:
+        """``(tenant, scope)`` of the workspace the token is bound to, when it is valid for
+        this employee."""
+        parts = token.split(".")
+        tenant = DEFAULT_TENANT
+        if len(parts) == 4:
+            try:
+                tenant = bytes.fromhex(parts[2]).decode()
+            except ValueError:
+                tenant = ""
+            parts = [parts[0], parts[1], parts[3]]
+        if len(parts) != 3 or not tenant:
+            raise Unauthorized("The meter token is missing or not valid for this employee.")
+        employee, scope, mac = parts
+        if not (self._key and employee == employee_slug and scope
+                and hmac.compare_digest(mac, self._mac(employee, scope, tenant))):
+            raise Unauthorized("The meter token is missing or not valid for this employee.")
+        return tenant, scope
 
     def verify(self, token: str, employee_slug: str) -> str:
         """The workspace scope the token is bound to, when it is valid for this employee."""
-        employee, _, rest = token.partition(".")
-        scope, _, mac = rest.rpartition(".")
-        if not (self._key and employee == employee_slug and scope and hmac.compare_digest(mac, self._mac(employee, scope))):
-            raise Unauthorized("The meter token is missing or not valid for this employee.")
-        return scope
+        return self.binding(token, employee_slug)[1]
 
 
 class ModelProxy(Protocol):

@@ -55,7 +55,7 @@ def require_workspace_role(subject: Subject, grants: ProjectGrants) -> None:
     """Authentication §7: contributor and up get a workspace; a viewer or a stranger does not."""
     if has_role(subject, grants, WORKSPACE_ROLE):
         return
-    if grants.role_of(subject.subject_key) == "viewer":
+    if has_role(subject, grants, "viewer"):  # reaches the project, but only to read it
         raise Forbidden(
             f"A viewer of project {grants.project_slug!r} cannot get a developer workspace.",
             code="dev_workspace_viewer_only",

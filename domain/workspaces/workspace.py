@@ -107,6 +107,14 @@ class DevWorkspace(Aggregate):
         self._requeued(at=at, previous_status=self.status, resume_estimate_seconds=estimate)
         return True
 
+    def mark_active(self, at: str) -> bool:
+        """Use of a ready workspace (its model traffic through the meter) keeps it from being
+        auto-stopped as idle; answers whether it was recorded."""
+        if self.status != READY:
+            return False
+        self._reconnected(at=at)
+        return True
+
     def request_release(self, at: str, requested_by: str) -> None:
         self._check("release")
         self._release_requested(at=at, requested_by=requested_by)

@@ -2,10 +2,10 @@
 
 It reads the log in pages, decodes each event once, gives every projector the events past
 its own position, and commits each projector's row changes with its new position in one
-transaction. It advances only over contiguous positions: a gap (a transaction that has
-not committed yet) is waited for, and accepted only after ``gap_timeout`` (a rolled-back
-insert never fills it). It wakes at once after an append in this process, on PostgreSQL
-``LISTEN`` from other processes, and polls otherwise.
+transaction. It reads through a ``LogFollower`` (``projections.engine.follower``): contiguous
+pages, the gap policy (a gap is waited for while an insert may fill it, at most
+``gap_timeout``), and the wake-up after an append in this process or on PostgreSQL
+``LISTEN`` from other processes; it polls otherwise.
 """
 
 from __future__ import annotations
@@ -17,18 +17,20 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
 from domain.shared.retry import backoff
 from projections.engine.docs import BatchDocs, DocCache, Projector
-from projections.engine.envelope import Envelope, envelope
+from projections.engine.envelope import Envelope
+from projections.engine.follower import LogFollower, NotificationSource, contiguous
 from projections.engine.heartbeat import Heartbeats
 from projections.engine.store import Change, DocStore
 from projections.engine.unavailable import unavailable
 
 log = structlog.get_logger("squadops.projections")
+
+__all__ = ["NotificationSource", "ProjectionRunner", "ProjectorStatus", "RunnerStats", "contiguous"]
 
 
 @dataclass
@@ -57,55 +59,6 @@ class RunnerStats:
     statuses: dict[str, ProjectorStatus] = field(default_factory=dict)
 
 
-class NotificationSource:
-    """Reads the event store's notification log (any eventsourcing ApplicationRecorder)."""
-
-    def __init__(self, recorder: Any) -> None:
-        self.recorder = recorder
-
-    def read(self, start: int, limit: int, stop: int | None = None) -> list[Envelope]:
-        notes = self.recorder.select_notifications(start=start, limit=limit, stop=stop)
-        return [envelope(n) for n in notes]
-
-    def max_position(self) -> int:
-        return self.recorder.max_notification_id() or 0
-
-    def insert_in_flight(self) -> bool:
-        """Whether an append may still fill a gap in the positions seen.
-
-        Appends take the events table's lock until they commit (PostgreSQL) or are the
-        single writer (SQLite), so positions become visible in order and a gap below a
-        visible position can only be a rolled-back insert, unless an append is in
-        flight right now. PostgreSQL is asked; on SQLite a rolled-back insert leaves no
-        gap at all. Any other recorder is assumed to have one in flight.
-        """
-        from eventsourcing.postgres import PostgresApplicationRecorder
-        from eventsourcing.sqlite import SQLiteApplicationRecorder
-
-        if isinstance(self.recorder, SQLiteApplicationRecorder):
-            return False
-        if not isinstance(self.recorder, PostgresApplicationRecorder):
-            return True
-        table = self.recorder.events_table_name
-        with self.recorder.datastore.get_connection() as conn:
-            row = conn.execute(
-                "SELECT count(*) AS n FROM pg_locks l JOIN pg_class c ON l.relation = c.oid "
-                "WHERE c.relname = %s AND l.mode = 'ExclusiveLock'",
-                (table,),
-            ).fetchone()
-        return bool(row and row["n"])
-
-
-def contiguous(envs: Sequence[Envelope], after: int) -> int:
-    """How many leading envelopes follow ``after`` without a gap."""
-    expected = after + 1
-    for count, env in enumerate(envs):
-        if env.position != expected:
-            return count
-        expected += 1
-    return len(envs)
-
-
 class ProjectionRunner:
     """Runs projectors over the log; safe to run in several processes at once."""
 
@@ -124,20 +77,18 @@ class ProjectionRunner:
         heartbeat_seconds: float = 1.0,
     ) -> None:
         self.source = source
+        self.follower: LogFollower[Envelope] = LogFollower(
+            source, page_size=page_size, gap_timeout=gap_timeout, clock=clock, name="projection"
+        )
         self.store = store
         self.projectors = list(projectors)
-        self.page_size = page_size
         self.poll_seconds = poll_seconds
-        self.gap_timeout = gap_timeout
         self.clock = clock
         self.stats = RunnerStats(statuses={p.name: ProjectorStatus(p.name) for p in self.projectors})
-        self._wake = threading.Event()
         self._progress = threading.Condition()
         self._passes = 0  # passes ended, under ``_progress``: a waiter never misses one
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._listener: threading.Thread | None = None
-        self._gap_seen: dict[int, float] = {}
         self._run_lock = threading.Lock()
         self.cache_docs = cache_docs
         self._caches: dict[str, DocCache] = {}
@@ -155,19 +106,14 @@ class ProjectionRunner:
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="projection-runner", daemon=True)
         self._thread.start()
-        if listen_url:
-            self._listener = threading.Thread(
-                target=self._listen, args=(listen_url, channel), name="projection-listen", daemon=True
-            )
-            self._listener.start()
+        self.follower.listen(listen_url, channel)
 
     def stop(self) -> None:
         self._stop.set()
-        self._wake.set()
+        self.follower.wake()
         if self._thread is not None:
             self._thread.join(timeout=10)
-        if self._listener is not None:
-            self._listener.join(timeout=5)
+        self.follower.stop_listening()
         if self.heartbeats is not None:
             try:  # read models stop moving now: say so at once, not when the beat goes stale
                 self.heartbeats.forget(self.runner_id)
@@ -179,8 +125,24 @@ class ProjectionRunner:
         """Whether this runner's loop runs in this process now."""
         return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
 
+    @property
+    def page_size(self) -> int:
+        return self.follower.page_size
+
+    @page_size.setter
+    def page_size(self, value: int) -> None:
+        self.follower.page_size = value
+
+    @property
+    def gap_timeout(self) -> float:
+        return self.follower.gap_timeout
+
+    @gap_timeout.setter
+    def gap_timeout(self, value: float) -> None:
+        self.follower.gap_timeout = value
+
     def wake(self, _position: int | None = None) -> None:
-        self._wake.set()
+        self.follower.wake()
 
     def _loop(self) -> None:
         failures = 0
@@ -201,8 +163,7 @@ class ProjectionRunner:
                 log.info("projection_resumed", failures=failures)
                 failures = 0
             if applied == 0:
-                self._wake.wait(min(self.poll_seconds, self.heartbeat_seconds))
-                self._wake.clear()
+                self.follower.wait(min(self.poll_seconds, self.heartbeat_seconds))
 
     def _beat(self) -> None:
         """Records in the database, about every ``heartbeat_seconds``, that this runner lives."""
@@ -214,21 +175,6 @@ class ProjectionRunner:
             self._beat_at = self.clock()
         except Exception as exc:  # no database, no heartbeat: health will say so
             log.warning("projection_heartbeat_failed", error=repr(exc))
-
-    def _listen(self, url: str, channel: str) -> None:
-        """PostgreSQL LISTEN: another process appended; wake at once."""
-        import psycopg
-
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(url, autocommit=True) as conn:
-                    conn.execute(f'LISTEN "{channel}"')
-                    while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
-                            self._wake.set()
-            except Exception as exc:
-                log.warning("projection_listen_failed", error=repr(exc))
-                self._stop.wait(1.0)
 
     # -- one pass --------------------------------------------------------------------------
 
@@ -244,14 +190,11 @@ class ProjectionRunner:
             active = [p for p in self.projectors if self.stats.statuses[p.name].retry_at <= now]
             if not active:
                 return 0
-            start = min(positions[p.name] for p in active)
-            envs = self.source.read(start + 1, self.page_size)
+            self.follower.seek(min(positions[p.name] for p in active))
+            envs = self.follower.read()
+            self.stats.gaps_accepted = self.follower.gaps_accepted
             if not envs:
                 return 0
-            usable = self._contiguous_prefix(envs, start)
-            if usable == 0:
-                return 0
-            envs = envs[:usable]
             last = envs[-1].position
             self.stats.batches += 1
             self.stats.events_read += len(envs)
@@ -265,22 +208,6 @@ class ProjectionRunner:
             self._passes += 1
             self._progress.notify_all()
         return applied
-
-    def _contiguous_prefix(self, envs: list[Envelope], start: int) -> int:
-        count = contiguous(envs, start)
-        if count == len(envs):
-            return count
-        gap = (envs[count - 1].position if count else start) + 1
-        first_seen = self._gap_seen.setdefault(gap, self.clock())
-        if count:
-            return count
-        if self.clock() - first_seen < self.gap_timeout and self._may_fill(gap):
-            return 0
-        # The gap outlived any transaction: a rolled-back insert. Accept it, loudly.
-        log.warning("projection_gap_accepted", position=gap, next_position=envs[0].position)
-        self.stats.gaps_accepted += 1
-        self._gap_seen.pop(gap, None)
-        return contiguous(envs, envs[0].position - 1)
 
     def _remembered(self, name: str, position: int) -> DocCache:
         """The projector's document memory, lent to one fold.
@@ -312,16 +239,6 @@ class ProjectionRunner:
         status.failures = 0
         status.last_error = ""
         status.retry_at = 0.0
-
-    def _may_fill(self, gap: int) -> bool:
-        probe = getattr(self.source, "insert_in_flight", None)
-        if probe is None:
-            return True
-        try:
-            return bool(probe())
-        except Exception as exc:  # cannot tell: wait for the timeout, as without a probe
-            log.warning("projection_gap_probe_failed", position=gap, error=repr(exc))
-            return True
 
     def _fold(self, projector: Projector, position: int, envs: list[Envelope]) -> _Batch | None:
         """Folds the events past ``position`` into a batch of documents (not committed)."""

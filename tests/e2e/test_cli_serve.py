@@ -27,6 +27,7 @@ def served(tmp_path: Path) -> Iterator[dict[str, str]]:
         "SQUADOPS_TICK_SECONDS": "0.05",
         "SQUADOPS_LOG_LEVEL": "warning",
         "SQUADOPS_BASE_URL": f"http://127.0.0.1:{port}",
+        "SQUADOPS_CONTROLLER_PORT": "0",  # any free port: 8001 may be taken by `make run`
     }
     env.pop("SQUADOPS_NATS_URL", None)
     process = subprocess.Popen(

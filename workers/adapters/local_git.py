@@ -1,7 +1,13 @@
 """The built-in vcs adapter: one local bare git repository per repository, via the git CLI.
 
-``<root>/<owner>/<name>.git`` is created on first use with an initial commit on the base
-branch. A branch is committed in a temporary clone and pushed; a pull request is kept the
+It is the one local-git adapter behind both vcs ports: the project factory's provisioning
+(``domain.projects.provisioning.VcsPort.create_repository``: a new repository with its
+default branch and an initial commit of the starter files) and the gate's publication
+(``domain.gate.ports.Vcs``). Both address ``<root>/<owner>/<name>.git``, so the gate
+publishes into the very repository the factory provisioned for a binding.
+
+``<root>/<owner>/<name>.git`` is also created on first publication (an empty initial
+commit on the base branch) when the factory did not provision it. A branch is committed in a temporary clone and pushed; a pull request is kept the
 way hosted vcs keep it: ``refs/pull/<n>/head`` and a test merge at ``refs/pull/<n>/merge``
 (``git merge-tree``), with its title, body, labels, comments and check runs in
 ``<repo>.git/squadops/pulls/<n>.json``. Numbers and ids are given out under a file lock,
@@ -25,6 +31,7 @@ from typing import Any, TypeVar
 
 from domain.gate.policies import valid_repo
 from domain.gate.ports import Comment, Commit, PullRequest, VcsError
+from domain.projects.provisioning import Repository
 
 _EMAIL = re.compile(r"^(?P<name>.+?)\s*<(?P<email>[^<>@\s]+@[^<>\s]+)>$")
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -132,7 +139,37 @@ class LocalGitVcs:
     def repo_url(self, repo: str) -> str:
         return f"{self.base_url}/{repo}"
 
-    # -- the port ---------------------------------------------------------------------------
+    # -- the provisioning port --------------------------------------------------------------
+
+    @vcs_errors
+    def create_repository(
+        self, *, tenant: str, project_slug: str, repo_slug: str, default_branch: str, private: bool,
+        files: Mapping[str, str],
+    ) -> Repository:
+        """A new bare repository with ``default_branch`` holding one commit of ``files``
+        (flat starter files); its URL is the repository itself (``file://``, clonable)."""
+        if not _BRANCH.match(default_branch) or ".." in default_branch:
+            raise VcsError(f"{default_branch!r} is not a branch name")
+        for name in files:
+            if "/" in name or name in ("", ".", "..", ".git") or "\n" in name or "\t" in name:
+                raise VcsError(f"not a starter file name: {name!r}")
+        with self.locked(repo_slug) as bare:
+            if (bare / "HEAD").exists():
+                raise VcsError(f"repository {repo_slug!r} already exists")
+            self.git("init", "--quiet", "--bare", f"--initial-branch={default_branch}", str(bare))
+            git_dir = ("--git-dir", str(bare))
+            entries = []
+            for name in sorted(files):
+                blob = self.git(*git_dir, "hash-object", "-w", "--stdin", data=files[name].encode()).decode().strip()
+                entries.append(f"100644 blob {blob}\t{name}")
+            tree = self.git(*git_dir, "mktree", data=("\n".join(entries) + "\n").encode()).decode().strip()
+            commit = self.git(
+                *git_dir, "commit-tree", tree, "-m", f"Start {project_slug}", author="squadops <squadops@localhost>"
+            ).decode().strip()
+            self.git(*git_dir, "update-ref", f"refs/heads/{default_branch}", commit, "0" * 40)
+        return Repository(url=bare.resolve().as_uri(), node_id=commit)
+
+    # -- the gate's port --------------------------------------------------------------------
 
     @vcs_errors
     def commit_branch(

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from domain.projects.commands import ProjectCommands
 from domain.shared.event_store import EventStore
+from domain.shared.ports import LogFollower
 from domain.studio.commands.assignments import AssignmentCommands
 from domain.studio.commands.control import ControlCommands
 from domain.studio.commands.leases import LeaseCommands
@@ -35,14 +36,18 @@ class StudioCommands:
         agent_domain: str,
         aliases: ModelProxyAliases,
         clock: Callable[[], str],
+        log: LogFollower,
     ) -> None:
+        """``log`` follows the event log for the ticker's held copies (see ``Holdings``)."""
         self.templates = templates
         self.leases = LeaseCommands(store)
         self.opener = SessionOpener(agent_domain=agent_domain, aliases=aliases)
         self.runs = RunCommands(
             store, projects, self.leases, self.opener, templates=templates, clock=clock
         )
-        self.ticks = TickCommands(store, self.leases, self.opener, templates=templates, clock=clock)
+        self.ticks = TickCommands(
+            store, self.leases, self.opener, templates=templates, clock=clock, log=log
+        )
         self.control = ControlCommands(
             store,
             self.runs,

@@ -10,6 +10,7 @@ from typing import Any
 
 from domain.shared.errors import NotFound
 from domain.shared.event_store import EventStore
+from domain.shared.ports import LogFollower
 
 
 @dataclass(frozen=True)
@@ -30,42 +31,45 @@ class Holdings:
     """The ticker's own copies of the aggregates it ticks, kept fresh from the log.
 
     Loading every run and session from the repository on every tick costs a query and
-    a deep copy each. The ticker instead keeps its copies and, once per pass, reads the
-    notification log since its last position: an aggregate that someone else changed is
-    dropped and loaded again. A copy it missed can only make a save fail on the version
-    check, and a failed save drops every copy it touched.
+    a deep copy each. The ticker instead keeps its copies and, once per pass, follows the
+    event log (a ``LogFollower`` port: contiguous pages under the gap policy) since its
+    last position: an aggregate that someone else changed is dropped and loaded again. A
+    copy it missed can only make a save fail on the version check, and a failed save
+    drops every copy it touched.
     """
 
-    def __init__(self, store: EventStore) -> None:
+    def __init__(self, store: EventStore, log: LogFollower) -> None:
         self.store = store
+        self.log = log
         self.aggregates: dict[str, Any] = {}
         self.batch: dict[str, Any] = {}
         self.quiet: dict[str, QuietStretch] = {}
-        self.position = 0
         self.lock = threading.Lock()
 
+    @property
+    def position(self) -> int:
+        """How far the log has been read for changes to the held copies."""
+        return self.log.position
+
     def refresh(self) -> None:
-        top = self.store.max_position()
+        top = self.log.head()
         if not self.aggregates:
-            self.position = top
+            self.log.seek(top)
             return
-        while self.position < top:
-            page = self.store.recorder.select_notifications(
-                start=self.position + 1, limit=5000, stop=top
-            )
-            if not page:
+        while self.log.position < top:
+            page = self.log.next_page(stop=top)
+            if not page:  # a gap still waited for: the next pass reads on
                 break
-            for note in page:
-                held = self.aggregates.get(note.originator_id)
-                if held is not None and held.version < note.originator_version:
-                    del self.aggregates[note.originator_id]
-            self.position = page[-1].id
+            for entry in page:
+                held = self.aggregates.get(entry.originator_id)
+                if held is not None and held.version < entry.version:
+                    del self.aggregates[entry.originator_id]
 
     def skip_own(self, recordings: Sequence[Any]) -> None:
         """Our own save right after what we have read: nothing in it to look at."""
         ids = sorted(r.notification.id for r in recordings)
-        if ids and ids[0] == self.position + 1 and ids[-1] - ids[0] == len(ids) - 1:
-            self.position = ids[-1]
+        if ids and ids[0] == self.log.position + 1 and ids[-1] - ids[0] == len(ids) - 1:
+            self.log.seek(ids[-1])
 
     def get(self, aggregate_id: str) -> Any:
         """The copy this pass works on (one object per aggregate within a pass)."""

@@ -77,11 +77,12 @@ class TickCommands:
         *,
         templates: TemplateCatalog,
         clock: Callable[[], str],
+        log: ports.LogFollower,
     ) -> None:
         self.store = store
         self.templates = templates
         self.clock = clock
-        self.holdings = Holdings(store)
+        self.holdings = Holdings(store, log)
         self.steps = StepEffects(self.holdings, leases, opener)
 
     def tick_runs(

@@ -5,6 +5,7 @@
 
 import { ApiError, getJSON } from "./lib/api.js";
 import { h } from "./lib/dom.js";
+import "./portal_workspaces.js"; // the developer workspaces panel
 
 export const WORKSPACE = "/v1/portal/workspace";
 export const INBOX = "/v1/portal/notifications";
