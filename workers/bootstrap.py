@@ -35,7 +35,7 @@ from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
 from projections.engine.pg_store import PostgresDocStore
 from projections.engine.runner import ProjectionRunner
-from projections.engine.store import DocStore, SqliteDocStore
+from projections.engine.store import DocStore
 from projections.gate.proposals import ProposalIndex, ProposalsProjector
 from projections.gate.runs import GateRunsProjector
 from projections.jobs.checkpoints import CheckpointsProjector
@@ -72,6 +72,7 @@ from workers.builders import (
     meter_upstream,
     workspace_root,
 )
+from workers.eventstore.sqlite import CheckpointedDocStore
 from workers.fanout import LiveFanout
 from workers.job_claims import JobClaims, PostgresJobClaims, SqliteJobClaims
 from workers.jobs import JobRunner
@@ -238,7 +239,7 @@ def job_claims(settings: Settings, store: DocStore) -> JobClaims:
     """Claims beside the read models: PostgreSQL row locks, or the SQLite single writer."""
     if isinstance(store, PostgresDocStore):
         return PostgresJobClaims(store.pool)
-    return SqliteJobClaims(settings.sqlite_path)
+    return SqliteJobClaims(settings.sqlite_path, autocheckpoint=False)
 
 
 @dataclass
@@ -407,7 +408,7 @@ def build(settings: Settings) -> Container:
             statement_seconds=settings.database_statement_seconds,
         )
     else:
-        store = SqliteDocStore(Path(settings.sqlite_path))
+        store = CheckpointedDocStore(Path(settings.sqlite_path))  # SQLite: checkpoints off requests
     services = wire_services(
         event_store,
         agent_domain=settings.agent_domain,

@@ -158,7 +158,8 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
     else:
         path = settings.sqlite_path
         path.parent.mkdir(parents=True, exist_ok=True)
-        env.update(PERSISTENCE_MODULE="eventsourcing.sqlite", SQLITE_DBNAME=str(path), SQLITE_LOCK_TIMEOUT="30")
+        env.update(
+            PERSISTENCE_MODULE="workers.eventstore.sqlite:CheckpointedSQLiteFactory", SQLITE_DBNAME=str(path), SQLITE_LOCK_TIMEOUT="30")
     return env
 
 

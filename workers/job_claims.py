@@ -93,8 +93,9 @@ class PostgresJobClaims(JobClaims):
 class SqliteJobClaims(JobClaims):
     """Claims in the embedded SQLite file: ``BEGIN IMMEDIATE`` makes each claim the only writer."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, autocheckpoint: bool = True) -> None:
         self.path = str(path)
+        self.autocheckpoint = autocheckpoint  # False: a WalCheckpointer checkpoints the file
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -109,6 +110,8 @@ class SqliteJobClaims(JobClaims):
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout=30000")
+            if not self.autocheckpoint:
+                conn.execute("PRAGMA wal_autocheckpoint=0")
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)

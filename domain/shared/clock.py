@@ -10,7 +10,8 @@ def iso(moment: datetime) -> str:
 
 
 def utc_now_iso() -> str:
-    return iso(datetime.now(UTC))
+    # ``iso`` of now, in half the time (every tick of every run asks): same characters.
+    return datetime.now(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def parse(value: str) -> datetime:

@@ -87,6 +87,7 @@ class ProjectionRunner:
         self.clock = clock
         self.stats = RunnerStats(statuses={p.name: ProjectorStatus(p.name) for p in self.projectors})
         self._progress = threading.Condition()
+        self._passes = 0  # passes ended, under ``_progress``: a waiter never misses one
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._run_lock = threading.Lock()
@@ -211,6 +212,7 @@ class ProjectionRunner:
                         batches.append(batch)
             applied = self._commit(batches, last)
         with self._progress:
+            self._passes += 1
             self._progress.notify_all()
         return applied
 
@@ -337,6 +339,8 @@ class ProjectionRunner:
         wanted = set(names) or {p.name for p in self.projectors}
         self.wake()
         while True:
+            with self._progress:
+                seen = self._passes
             positions = self.positions()
             if all(positions.get(n, 0) >= position for n in wanted):
                 return True
@@ -346,5 +350,6 @@ class ProjectionRunner:
             if self._thread is None or not self._thread.is_alive():
                 time.sleep(min(remaining, 0.005))
                 continue
-            with self._progress:
-                self._progress.wait(min(remaining, 0.05))
+            with self._progress:  # a pass that ended since ``seen`` is not waited for again
+                if self._passes == seen:
+                    self._progress.wait(min(remaining, 0.05))

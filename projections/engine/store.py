@@ -157,8 +157,11 @@ class SqliteDocStore(DocStore):
 
     dialect = "sqlite"
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, autocheckpoint: bool = True) -> None:
+        """``autocheckpoint=False``: commits never checkpoint the WAL; a checkpointer of
+        the same file must (workers/eventstore/sqlite.py)."""
         self.path = str(path)
+        self.autocheckpoint = autocheckpoint
         self._local = threading.local()
         self._write_lock = threading.RLock()
         self._all: list[sqlite3.Connection] = []
@@ -176,6 +179,9 @@ class SqliteDocStore(DocStore):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=30000")
+            if not self.autocheckpoint:
+                conn.execute("PRAGMA wal_autocheckpoint=0")
+                conn.execute(f"PRAGMA journal_size_limit={16 * 1024 * 1024}")  # a reset WAL's size
             self._local.conn = conn
             with self._all_lock:
                 self._all.append(conn)

@@ -161,11 +161,20 @@ def waiting() -> Iterator[None]:
             budget.spend(time.monotonic() - started)
 
 
+RECHECK_AFTER_SECONDS = 0.25
+
+
 class PoolGuard:
-    """Mixin for a psycopg_pool pool (C19): a connection is checked before it is handed out,
-    and one found dead makes the pool check all its idle ones at once (a restart or a cut
-    kills them together; the pool alone would pause a second per dead one); waits keep
-    within the context's budget."""
+    """Mixin for a psycopg_pool pool (C19): a connection idle for more than
+    ``RECHECK_AFTER_SECONDS`` is checked before it is handed out, and one found dead makes
+    the pool check all its idle ones at once (a restart or a cut kills them together; the
+    pool alone would pause a second per dead one); waits keep within the context's budget.
+
+    A connection given back moments ago worked moments ago: checking it again costs a
+    round trip per use (a tenth of a ticker pass). If it died in between, the use fails
+    as a dropped connection does, and the callers' own handling applies (a read is tried
+    once more, an insert asks whether it was recorded; otherwise 503).
+    """
 
     timeout: float
 
@@ -173,11 +182,18 @@ class PoolGuard:
         super().__init__(*args, check=self._check_or_sweep, **kwargs)  # type: ignore[call-arg]
 
     def _check_or_sweep(self, conn: Any) -> None:
+        returned = getattr(conn, "_squadops_returned_at", None)
+        if returned is not None and time.monotonic() - returned < RECHECK_AFTER_SECONDS and not conn.closed:
+            return
         try:
             ConnectionPool.check_connection(conn)
         except Exception:
             self.check()  # type: ignore[attr-defined]
             raise
+
+    def putconn(self, conn: Any) -> None:
+        conn._squadops_returned_at = time.monotonic()
+        super().putconn(conn)  # type: ignore[misc]
 
     def getconn(self, timeout: float | None = None) -> Any:
         with waiting():

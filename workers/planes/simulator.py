@@ -15,6 +15,7 @@ same tick gives the same steps, on every machine.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 from collections.abc import Sequence
@@ -96,8 +97,10 @@ class Faults:
         return _unit(seed, agent, attempt, workspace_restarts, "create") < self.rates.start_corruption
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _unit(*parts: object) -> float:
-    """A stable number in [0, 1) for a fact of the run (not of the tick)."""
+    """A stable number in [0, 1) for a fact of the run (not of the tick); the same facts
+    are asked for at every tick, so answers are remembered (a pure function)."""
     digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 
