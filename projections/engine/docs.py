@@ -123,7 +123,7 @@ class DocCache:
     documents mutated by a batch that did not commit never survive.
     """
 
-    def __init__(self, max_docs: int = 50_000) -> None:
+    def __init__(self, max_docs: int = 5_000) -> None:
         self.max_docs = max_docs
         self.docs: OrderedDict[str, Any] = OrderedDict()
 

@@ -73,7 +73,7 @@ class ProjectionRunner:
         poll_seconds: float = 0.5,
         gap_timeout: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
-        cache_docs: int = 50_000,
+        cache_docs: int = 5_000,  # per read model: the documents of the runs still moving
         heartbeats: Heartbeats | None = None,
         heartbeat_seconds: float = 1.0,
     ) -> None:
