@@ -165,7 +165,7 @@ def test_events_the_library_wrote_with_nan_read_back() -> None:
     read = MsgspecTranscoder().decode(written)
     assert math.isnan(read["score"]) and read["report"]["limits"] == [math.inf, -math.inf]
     assert read["timestamp"] == NOW
-    note = Notification(id=7, originator_id="run:default:r1", originator_version=3, topic="x:Run.TickRecorded", state=written)
+    note = Notification(id=7, originator_id="run:default:r1", originator_version=3, topic="x:Run.Scored", state=written)
     seen = envelope(note)
     assert math.isnan(seen.data["score"]) and seen.at == "2026-01-02T03:04:05.000006Z"
 
