@@ -1,0 +1,90 @@
+"""The declared event Structs of the studio, projects and portal areas match what their
+aggregates record, and the projection engine decodes each stored event once into them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import NamedTuple
+
+import msgspec
+
+from domain.portal import events as portal_events
+from domain.portal.copilot import CopilotThread
+from domain.portal.notifications import Inbox
+from domain.projects import events as project_events
+from domain.projects.project import Project
+from domain.studio import events as studio_events
+from domain.studio.lease import WorkspaceLease
+from domain.studio.run import Run
+from domain.studio.session import AgentSession
+from projections.engine.contracts import CONTRACTS
+from projections.engine.envelope import envelope
+
+AGGREGATES = (Run, AgentSession, WorkspaceLease, Project, Inbox, CopilotThread)
+LIBRARY_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic"}
+STAMP = {"_type_": "datetime_iso", "_data_": "2026-01-02T03:04:05.000006+00:00"}
+
+
+def recorded_fields() -> dict[str, set[str]]:
+    recorded = {}
+    for aggregate in AGGREGATES:
+        for value in vars(aggregate).values():
+            if isinstance(value, type) and issubclass(value, aggregate.Event) and value is not aggregate.Event:
+                fields = {f.name for f in dataclasses.fields(value)} - LIBRARY_FIELDS
+                if value.__name__ == "Created" and not fields:
+                    continue  # the library's unused default created event
+                recorded[f"{aggregate.__name__}.{value.__name__}"] = fields
+    return recorded
+
+
+def test_every_stored_event_has_exactly_the_fields_of_its_declared_struct() -> None:
+    declared = {**studio_events.BY_KIND, **project_events.BY_KIND, **portal_events.BY_KIND}
+    recorded = recorded_fields()
+    assert set(recorded) == set(declared)
+    for kind, fields in recorded.items():
+        assert fields == set(declared[kind].__struct_fields__), kind
+
+
+def test_every_declared_kind_is_in_the_engines_table() -> None:
+    for table in (studio_events.BY_KIND, project_events.BY_KIND, portal_events.BY_KIND):
+        assert all(CONTRACTS[kind] is struct for kind, struct in table.items())
+
+
+class Note(NamedTuple):
+    id: int
+    originator_id: str
+    originator_version: int
+    topic: str
+    state: bytes
+
+
+def test_a_stored_event_decodes_once_into_its_struct_with_its_time() -> None:
+    state = {"timestamp": STAMP, "code": "wall", "message": "m", "evidence": {"k": 1}, "at": "2026-01-02T03:04:05Z",
+             "tick": 3}
+    env = envelope(Note(9, "ses:t:r:s:a", 4, "domain.session:AgentSession.Blocked", msgspec.json.encode(state)))
+    assert isinstance(env.event, studio_events.Blocked)
+    assert (env.event.code, env.event.evidence, env.event.tick) == ("wall", {"k": 1}, 3)
+    assert env.at == "2026-01-02T03:04:05.000006Z" and env.data == {}
+
+
+def test_an_older_event_without_a_later_field_reads_the_aggregates_default() -> None:
+    state = {"timestamp": STAMP, "actor": "op", "control_id": "c", "previous_status": "working", "at": "x"}
+    env = envelope(Note(1, "ses:t:r:s:a", 2, "domain.session:AgentSession.Paused", msgspec.json.encode(state)))
+    assert isinstance(env.event, studio_events.Paused)
+    assert (env.event.live_status, env.event.current_step, env.event.previous_status) == ("paused", "paused", "working")
+
+
+def test_a_payload_with_nan_reads_through_the_tolerant_path() -> None:
+    state = {"timestamp": STAMP, "tick": 1, "at": "x", "report": {"score": math.nan}}
+    env = envelope(Note(1, "run:t:r", 2, "domain.run:Run.TickRecorded", json.dumps(state).encode()))
+    assert isinstance(env.event, studio_events.TickRecorded) and math.isnan(env.event.report["score"])
+
+
+def test_undeclared_kinds_and_payloads_that_do_not_fit_stay_untyped() -> None:
+    unknown = envelope(Note(1, "run:t:r", 2, "x:Run.Renamed", msgspec.json.encode({"timestamp": STAMP, "a": 1})))
+    assert unknown.event is None and unknown.data == {"a": 1}
+    misfit = {"timestamp": STAMP, "tick": "not a number", "at": "x", "report": {}}
+    env = envelope(Note(1, "run:t:r", 2, "domain.run:Run.TickRecorded", msgspec.json.encode(misfit)))
+    assert env.event is None and env.data["tick"] == "not a number"
