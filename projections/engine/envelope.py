@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from projections.engine.contracts import DECODERS, STORED
+from projections.engine.contracts import DECODERS, STORED, UPCASTERS, upcast
 from projections.engine.stored_json import load_json
 
 log = structlog.get_logger("squadops.projections.envelope")
@@ -100,6 +100,8 @@ def envelope(notification: Any) -> Envelope:
             event = decoder.decode(notification.state)
         except msgspec.DecodeError:
             event = _tolerant(kind, notification)
+        if event is not None and kind in UPCASTERS:
+            event = upcast(kind, event)
         if event is not None:
             return Envelope(
                 notification.id,

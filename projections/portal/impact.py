@@ -37,7 +37,7 @@ class ImpactProjector(Projector):
     def apply(self, env: Envelope, docs: Docs) -> None:
         e, tenant = env.event, env.tenant
         if isinstance(e, pe.ProjectCreated):
-            slug, request = e.project_slug, e.request
+            slug, request = e.project_slug, e.settings()
             out = project_out(tenant, slug, request, e.created_by, e.created_at)
             assets = [{"asset_ref": f"project:{slug}", "asset_type": "project", "display_name": out["display_name"],
                        "repository_key": ""}]

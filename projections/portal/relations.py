@@ -60,7 +60,7 @@ class RelationsProjector(Projector):
             return
         if not isinstance(e, pe.ProjectCreated):
             return
-        tenant, slug, request = env.tenant, e.project_slug, e.request
+        tenant, slug, request = env.tenant, e.project_slug, e.settings()
         out = project_out(tenant, slug, request, e.created_by, e.created_at)
         tuples = project_tuples(
             slug,

@@ -163,7 +163,7 @@ class ProjectsProjector(Projector):
         e = env.event
         if isinstance(e, pe.ProjectCreated):
             tenant, slug = env.tenant, e.project_slug
-            doc = project_out(tenant, slug, e.request, e.created_by, e.created_at)
+            doc = project_out(tenant, slug, e.settings(), e.created_by, e.created_at)
             docs.put(project_doc_key(tenant, slug), doc, p=f"projects/{tenant}", s=slug)
             return
         if env.kind in PROVISIONING:

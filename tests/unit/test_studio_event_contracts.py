@@ -88,3 +88,41 @@ def test_undeclared_kinds_and_payloads_that_do_not_fit_stay_untyped() -> None:
     misfit = {"timestamp": STAMP, "tick": "not a number", "at": "x", "report": {}}
     env = envelope(Note(1, "run:t:r", 2, "domain.run:Run.TickRecorded", msgspec.json.encode(misfit)))
     assert env.event is None and env.data["tick"] == "not a number"
+
+
+REQUEST = {
+    "project_key": "acme",
+    "display_name": "Acme",
+    "repository_bindings": [{"repository_key": "assembly", "vcs_repo_slug": "acme/assembly", "repository_type": "assembly"}],
+    "project_assembly": {"sourceRefRepos": [{"slug": "acme/spec", "branch": "main"}]},
+    "agentSquadSuitTesterRoles": ["admin"],
+    "owner_subject_keys": ["ana@example.com"],
+}
+
+
+def test_a_project_records_its_settings_by_name_and_an_old_raw_request_reads_the_same() -> None:
+    from eventsourcing.persistence import Mapper, StoredEvent
+
+    from domain.projects.events import settings_from_request
+    from projections.projects.projects import project_out
+    from workers.eventstore.transcoder import MsgspecTranscoder
+
+    mapper = Mapper(transcoder=MsgspecTranscoder())
+    project = Project(tenant="t", project_slug="acme", created_by="op", created_at="2026-01-02T03:04:05Z",
+                      **settings_from_request(REQUEST))
+    new = mapper.to_stored_event(project.collect_events()[0])
+    stored = msgspec.json.decode(new.state)
+    assert "request" not in stored and stored["class_version"] == 2
+    assert stored["display_name"] == "Acme" and stored["agent_squad_suit_tester_roles"] == ["admin"]
+    # The same project as today's code's predecessor stored it: the raw request.
+    old_state = {k: stored[k] for k in ("timestamp", "originator_topic", "tenant", "project_slug", "created_by",
+                                         "created_at")} | {"request": REQUEST}
+    old = StoredEvent(new.originator_id, new.originator_version, new.topic, msgspec.json.encode(old_state))
+    # The aggregate loads both alike (upcast_v1_v2) ...
+    loaded = [mapper.to_domain_event(s).mutate(None) for s in (new, old)]
+    assert loaded[0].request == loaded[1].request == project.request
+    # ... and the engine reads both as the one contract, projecting the same project.
+    envs = [envelope(Note(1, s.originator_id, 1, s.topic, s.state)) for s in (new, old)]
+    assert all(isinstance(e.event, project_events.ProjectCreated) for e in envs)
+    outs = [project_out("t", "acme", e.event.settings(), e.event.created_by, e.event.created_at) for e in envs]
+    assert outs[0] == outs[1] and outs[0]["display_name"] == "Acme"
