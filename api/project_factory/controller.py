@@ -185,7 +185,8 @@ class PortalProjectOut(msgspec.Struct, kw_only=True):
 
 
 def request_meta(data: PortalProjectCreateIn) -> dict[str, Any]:
-    """The create request as stored: JSON names (camelCase where sent so), no unset fields."""
+    """The create request: JSON names (camelCase where sent so), no unset fields (the
+    project records its settings from it by name)."""
     raw = msgspec.to_builtins(data)
     return {k: v for k, v in raw.items() if v is not None}
 
