@@ -4,8 +4,8 @@ Each stored event is decoded once, straight from its JSON into the Struct its ar
 declares for its kind (``projections.engine.contracts``): projectors dispatch on the
 event's type and read typed attributes, never payload keys, so a renamed field fails
 loudly in one place instead of projecting blanks. A kind no area declares (or a payload
-that does not fit its contract) has ``event`` None, and projectors leave it alone; its raw
-payload stays in ``data`` for the few readers that show any event (such as checks).
+that does not fit its contract, which is logged) has ``event`` None, and projectors leave
+it alone. No reader needs the raw payload, so none is kept.
 """
 
 from __future__ import annotations
@@ -21,8 +21,15 @@ from projections.engine.stored_json import load_json
 
 log = structlog.get_logger("squadops.projections.envelope")
 
-_decode_raw = msgspec.json.Decoder(dict).decode
-_NO_DATA: dict[str, Any] = {}
+
+
+class _Stamped(msgspec.Struct):
+    """Only the library's timestamp of an event no contract reads."""
+
+    timestamp: Any = None
+
+
+_decode_stamp = msgspec.json.Decoder(_Stamped).decode
 
 
 class Envelope(msgspec.Struct, frozen=True, gc=False):
@@ -32,7 +39,6 @@ class Envelope(msgspec.Struct, frozen=True, gc=False):
     kind: str  # "Run.Launched", "AgentSession.ToolCalled", ...
     at: str  # the event's timestamp, ISO 8601 UTC with microseconds and "Z"
     event: Any = None  # the payload as its declared Struct; None when no contract fits
-    data: dict[str, Any] = _NO_DATA  # the raw payload, only for events without a contract
 
     @property
     def aggregate_type(self) -> str:
@@ -111,16 +117,9 @@ def envelope(notification: Any) -> Envelope:
                 event_time(event.timestamp),
                 event,
             )
-    data = load_json(notification.state, _decode_raw)
-    return Envelope(
-        notification.id,
-        notification.originator_id,
-        notification.originator_version,
-        kind,
-        event_time(data.pop("timestamp", "")),
-        None,
-        data,
-    )
+    stamped = load_json(notification.state, _decode_stamp)
+    stamp = stamped.get("timestamp", "") if isinstance(stamped, dict) else stamped.timestamp
+    return Envelope(notification.id, notification.originator_id, notification.originator_version, kind, event_time(stamp))
 
 
 def _tolerant(kind: str, notification: Any) -> Any:
