@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from domain.shared.metadata import pick
+from domain.shared.metadata import camel
 
 
 class ProjectSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,10 +54,26 @@ class ProjectSettings(msgspec.Struct, frozen=True, kw_only=True):
 SETTINGS: tuple[str, ...] = ProjectSettings.__struct_fields__
 
 
+_NAMES = frozenset(SETTINGS)
+_CAMEL = {camel(name): name for name in SETTINGS if camel(name) != name}
+
+
 def settings_from_request(request: Mapping[str, Any]) -> dict[str, Any]:
     """Every setting by name (``None`` where the request has none), from a create request
-    in either casing."""
-    return {name: pick(request, name) for name in SETTINGS}
+    in either casing: ``pick(request, name)`` for each, in one pass over the request."""
+    settings: dict[str, Any] = dict.fromkeys(SETTINGS)
+    camel_values: dict[str, Any] = {}
+    for key, value in request.items():
+        if value is None:
+            continue
+        if key in _NAMES:
+            settings[key] = value
+        elif key in _CAMEL:
+            camel_values[_CAMEL[key]] = value
+    for name, value in camel_values.items():
+        if settings[name] is None:  # snake_case wins when both are set
+            settings[name] = value
+    return settings
 
 
 def settings_mapping(values: Mapping[str, Any]) -> dict[str, Any]:

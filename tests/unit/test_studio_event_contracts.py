@@ -128,3 +128,13 @@ def test_a_project_records_its_settings_by_name_and_an_old_raw_request_reads_the
     assert all(isinstance(e.event, project_events.ProjectCreated) for e in envs)
     outs = [project_out("t", "acme", e.event.settings(), e.event.created_by, e.event.created_at) for e in envs]
     assert outs[0] == outs[1] and outs[0]["display_name"] == "Acme"
+
+
+def test_settings_are_picked_as_every_reader_picks_them() -> None:
+    from domain.projects.events import SETTINGS, settings_from_request
+    from domain.shared.metadata import pick
+
+    request = {"sourceRefRepos": ["camel"], "source_ref_repos": ["snake"], "agentSquadSuitTesterRoles": ["a"],
+               "display_name": None, "displayName": "Shown", "projectRepositoryBindings": [{"repositoryKey": "x"}],
+               "private_repo": False, "unrelated": 1}
+    assert settings_from_request(request) == {name: pick(request, name) for name in SETTINGS}
