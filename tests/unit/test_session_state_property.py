@@ -164,7 +164,7 @@ class World:
         }
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(AGENTS), COMMANDS), max_size=40))
 def test_every_read_model_shows_each_sessions_state_as_the_aggregate_holds_it(
     history: list[tuple[str, tuple[str, Any]]],
