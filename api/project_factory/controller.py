@@ -27,6 +27,7 @@ from api.errors import ApiError, RequestInvalid
 from api.openapi import answers, link
 from api.positions import command_mark, positioned
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
+from domain.projects.events import ParticipantRemoved
 from domain.shared.errors import Invalid, project_not_found
 from domain.shared.ids import ID_PATTERN
 from projections.projects.projects import apply_provisioning, project_out
@@ -184,7 +185,8 @@ class PortalProjectOut(msgspec.Struct, kw_only=True):
 
 
 def request_meta(data: PortalProjectCreateIn) -> dict[str, Any]:
-    """The create request as stored: JSON names (camelCase where sent so), no unset fields."""
+    """The create request: JSON names (camelCase where sent so), no unset fields (the
+    project records its settings from it by name)."""
     raw = msgspec.to_builtins(data)
     return {k: v for k, v in raw.items() if v is not None}
 
@@ -225,8 +227,8 @@ def create_project(
     out = project_out(tenant, project.project_slug, project.request, project.created_by, project.created_at)
     provisioning = part(state, "provisioning")
     if provisioning is not None:  # fails open inside: outcomes are recorded, never raised
-        for kind, outcome in provisioning.provision(tenant, project.project_slug):
-            apply_provisioning(out, kind, outcome)
+        for outcome in provisioning.provision(tenant, project.project_slug):
+            apply_provisioning(out, outcome)
     return positioned(state, mark, msgspec.convert(out, PortalProjectOut), 201)
 
 
@@ -299,7 +301,7 @@ def remove_participant(
     project_commands(state).remove_participant(
         tenant=tenant, project_slug=project_slug, subject_key=key, removed_by=caller.subject_key
     )
-    apply_provisioning(doc, "Project.ParticipantRemoved", {"subject_key": key, "at": doc["updated_at"]})
+    apply_provisioning(doc, ParticipantRemoved(subject_key=key, removed_by=caller.subject_key, at=doc["updated_at"]))
     return positioned(state, mark, msgspec.convert(doc, PortalProjectOut), 200)
 
 

@@ -7,8 +7,6 @@ One Struct per stored kind, tagged by that kind, with exactly the fields the agg
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 
@@ -153,6 +151,9 @@ def kind_of(event_type: type[GateEvent]) -> str:
 BY_KIND: dict[str, type[GateEvent]] = {kind_of(e): e for e in EVENTS}
 
 
-def typed(kind: str, data: dict[str, Any]) -> GateEvent:
-    """A stored payload as its declared Struct."""
-    return msgspec.convert(data, BY_KIND[kind])
+def run_of(event: object) -> str:
+    """The studio run a gate event publishes for ("" for events that name none)."""
+    match event:
+        case RunStarted(run_id=run_id) | PullRequestPublished(run_id=run_id) | EvidenceRecorded(run_id=run_id):
+            return run_id
+    return ""

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from eventsourcing.persistence import RecordConflictError
 
+from domain.projects.events import settings_from_request
 from domain.projects.project import Project, slugify
 from domain.shared.errors import Conflict, Invalid, project_not_found, template_not_found
 from domain.shared.event_store import EventStore
@@ -36,7 +37,8 @@ class ProjectCommands:
     def create_project(
         self, *, tenant: str, request: dict[str, Any], created_by: str
     ) -> Project:
-        """Creates a project; its slug comes from ``project_key`` or ``display_name``."""
+        """Creates a project from its create request (either casing); its slug comes from
+        ``project_key`` or ``display_name``, and it records its settings by name."""
         base = str(request.get("project_key") or request.get("display_name") or "")
         slug = slugify(base)
         if not slug or not is_valid_id(slug):
@@ -52,9 +54,9 @@ class ProjectCommands:
         project = Project(
             tenant=tenant,
             project_slug=slug,
-            request=request,
             created_by=created_by,
             created_at=self.clock(),
+            **settings_from_request(request),
         )
         try:
             self.store.save(project)

@@ -7,6 +7,7 @@ from typing import Any
 
 from eventsourcing.domain import event
 
+from domain.projects.events import settings_mapping, upcast_v1
 from domain.shared.base import Aggregate, keep_stored_topics
 from domain.shared.ids import project_key
 from domain.shared.metadata import normalise_keys, pick
@@ -33,13 +34,38 @@ class Project(Aggregate):
         *,
         tenant: str,
         project_slug: str,
-        request: dict[str, Any],
         created_by: str,
         created_at: str,
+        tenant_id: str | None,
+        proposal_id: str | None,
+        template_id: str | None,
+        project_key: str | None,
+        display_name: str | None,
+        description: str | None,
+        project_type: str | None,
+        frontend_framework: str | None,
+        backend_framework: str | None,
+        private_repo: bool | None,
+        owner_subject_keys: list[str] | None,
+        member_subject_keys: list[str] | None,
+        member_team_keys: list[str] | None,
+        member_group_paths: list[str] | None,
+        participants: list[dict[str, Any]] | None,
+        repository_bindings: list[dict[str, Any]] | None,
+        enabled_stack_ids: list[str] | None,
+        board_project_uid: str | None,
+        repository_provisioning_policy: str | None,
+        create_vcs_repo: bool | None,
+        establish_design_sync: bool | None,
+        project_assembly: dict[str, Any] | None,
+        source_ref_repos: list[Any] | None,
+        project_repository_bindings: list[dict[str, Any]] | None,
+        agent_squad_suit_tester_roles: Any,
     ) -> None:
         self.tenant = tenant
         self.project_slug = project_slug
-        self.request = request
+        # The settings it was created with, by name (unset ones left out): what readers pick.
+        self.request = settings_mapping(locals())
         self.created_by = created_by
         self.created_at = created_at
         self.updated_at = created_at
@@ -203,4 +229,8 @@ def run_facts(meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Version 2 of the created event records the create request's settings by name; version 1
+# (older logs) recorded the raw request and is read as version 2 (``domain.projects.events``).
+Project.Created.class_version = 2  # type: ignore[attr-defined]
+Project.Created.upcast_v1_v2 = staticmethod(upcast_v1)  # type: ignore[attr-defined]
 keep_stored_topics(Project, "domain.project")

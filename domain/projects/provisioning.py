@@ -12,8 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import msgspec
 import structlog
 
+from domain.projects.events import BY_KIND, ProjectsEvent
 from domain.projects.project import Project, repository_bindings
 from domain.shared.event_store import EventStore
 from domain.shared.ids import project_key
@@ -90,8 +92,8 @@ class ProjectProvisioning:
     ) -> None:
         self.store, self.vcs, self.dsn, self.clock, self.surfaces = store, vcs, dsn, clock, surfaces
 
-    def provision(self, tenant: str, project_slug: str) -> list[tuple[str, dict[str, Any]]]:
-        """Provisions and records; answers the recorded outcomes as ``(kind, data)``."""
+    def provision(self, tenant: str, project_slug: str) -> list[ProjectsEvent]:
+        """Provisions and records; answers the recorded outcomes as their event contracts."""
         project: Project = self.store.get_or_none(project_key(tenant, project_slug))
         dsn = self._dsn(project)
         for binding in repository_bindings(project.request):
@@ -104,7 +106,7 @@ class ProjectProvisioning:
         outcomes = []
         for e in pending:
             data = {k: v for k, v in vars(e).items() if k not in ("originator_id", "originator_version", "timestamp")}
-            outcomes.append((f"Project.{type(e).__name__}", data))
+            outcomes.append(msgspec.convert(data, BY_KIND[f"Project.{type(e).__name__}"]))
         return outcomes
 
     def _surfaces(self, project: Project) -> None:

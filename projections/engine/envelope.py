@@ -1,19 +1,35 @@
-"""Stored events as projectors read them: position, aggregate, kind and raw payload.
+"""Stored events as projectors read them: position, aggregate, kind and the typed event.
 
-Projectors work on the stored JSON directly (decoded once by msgspec) instead of
-rebuilding domain event objects: faster, and it keeps read models independent of the
-domain classes' import paths.
+Each stored event is decoded once, straight from its JSON into the Struct its area
+declares for its kind (``projections.engine.contracts``): projectors dispatch on the
+event's type and read typed attributes, never payload keys, so a renamed field fails
+loudly in one place instead of projecting blanks. A kind no area declares (or a payload
+that does not fit its contract, which is logged) has ``event`` None, and projectors leave
+it alone. No reader needs the raw payload, so none is kept.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
+import structlog
 
+from projections.engine.contracts import DECODERS, STORED, UPCASTERS, upcast
 from projections.engine.stored_json import load_json
 
-_decode = msgspec.json.Decoder(dict).decode
+log = structlog.get_logger("squadops.projections.envelope")
+
+
+
+class _Stamped(msgspec.Struct):
+    """Only the library's timestamp of an event no contract reads."""
+
+    timestamp: Any = None
+
+
+_decode_stamp = msgspec.json.Decoder(_Stamped).decode
 
 
 class Envelope(msgspec.Struct, frozen=True, gc=False):
@@ -22,7 +38,7 @@ class Envelope(msgspec.Struct, frozen=True, gc=False):
     version: int
     kind: str  # "Run.Launched", "AgentSession.ToolCalled", ...
     at: str  # the event's timestamp, ISO 8601 UTC with microseconds and "Z"
-    data: dict[str, Any]
+    event: Any = None  # the payload as its declared Struct; None when no contract fits
 
     @property
     def aggregate_type(self) -> str:
@@ -83,12 +99,34 @@ def kind_of(topic: str) -> str:
 
 
 def envelope(notification: Any) -> Envelope:
-    data = load_json(notification.state, _decode)
-    return Envelope(
-        position=notification.id,
-        originator_id=notification.originator_id,
-        version=notification.originator_version,
-        kind=kind_of(notification.topic),
-        at=event_time(data.pop("timestamp", "")),
-        data=data,
-    )
+    kind = kind_of(notification.topic)
+    decoder = DECODERS.get(kind)
+    if decoder is not None:
+        try:
+            event = decoder.decode(notification.state)
+        except msgspec.DecodeError:
+            event = _tolerant(kind, notification)
+        if event is not None and kind in UPCASTERS:
+            event = upcast(kind, event)
+        if event is not None:
+            return Envelope(
+                notification.id,
+                notification.originator_id,
+                notification.originator_version,
+                kind,
+                event_time(event.timestamp),
+                event,
+            )
+    stamped = load_json(notification.state, _decode_stamp)
+    stamp = stamped.get("timestamp", "") if isinstance(stamped, dict) else stamped.timestamp
+    return Envelope(notification.id, notification.originator_id, notification.originator_version, kind, event_time(stamp))
+
+
+def _tolerant(kind: str, notification: Any) -> Any:
+    """A payload the fast path refused: JSON with NaN/Infinity (Python's ``json`` wrote
+    them), or values of a looser type; None (untyped) if it does not fit its contract."""
+    try:
+        return msgspec.convert(json.loads(notification.state), STORED[kind], strict=False)
+    except (ValueError, msgspec.ValidationError) as exc:
+        log.warning("event_contract_mismatch", position=notification.id, kind=kind, error=str(exc))
+        return None

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
 
 from projections.engine.envelope import Envelope
 
-# Payload fields that hold a time the event reports (all in the one stored ISO form).
+# Contract fields that hold a time the event reports (all in the one stored ISO form).
 TIME_FIELDS = ("at", "requested_at", "started_at", "updated_at")
+
+
+@cache
+def time_fields(contract: type) -> tuple[str, ...]:
+    """The reported-time fields a contract declares (computed once per event type)."""
+    declared = getattr(contract, "__struct_fields__", ())
+    return tuple(name for name in TIME_FIELDS if name in declared)
 
 
 # Several projectors ask for the same event's stamp in a row: remember the last one
@@ -22,9 +30,9 @@ def stamp(env: Envelope) -> str:
     if cached[0] is env:
         return cached[1]
     latest = env.at
-    data = env.data
-    for name in TIME_FIELDS:
-        value = data.get(name)
+    event = env.event
+    for name in time_fields(type(event)):
+        value = getattr(event, name)
         if isinstance(value, str) and value > latest:
             latest = value
     _last = (env, latest)

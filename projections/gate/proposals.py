@@ -9,6 +9,7 @@ from __future__ import annotations
 import msgspec
 
 from domain.shared.ids import is_valid_id
+from domain.studio import events as ev
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.store import DocStore
@@ -25,10 +26,13 @@ class ProposalsProjector(Projector):
     topics = frozenset({"Run.Launched"})
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        proposal_id = str((env.data.get("proposal") or {}).get("proposal_id") or "")
+        launched = env.event
+        if not isinstance(launched, ev.RunLaunched):
+            return
+        proposal_id = str((launched.proposal or {}).get("proposal_id") or "")
         if not proposal_id:
             return
-        doc = {"run_id": env.run_id, "project_slug": str(env.data.get("project_slug", "")), "launched_at": env.at}
+        doc = {"run_id": env.run_id, "project_slug": launched.project_slug, "launched_at": env.at}
         docs.put(proposal_doc_key(env.tenant, proposal_id), doc, p=f"proposals/{env.tenant}", s=proposal_id)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.gate.events import EVENTS, RunStarted, kind_of, typed
+from domain.gate.events import EVENTS, RunStarted, kind_of
 from domain.gate.record import fold
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
@@ -28,7 +28,7 @@ class GateRunsProjector(Projector):
     topics = frozenset(kind_of(e) for e in EVENTS) - {"GateThread.Opened"}
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        event = typed(env.kind, env.data)
+        event = env.event
         _, tenant, thread_key = env.originator_id.split(":", 2)
         attempt = int(event.attempt)  # type: ignore[attr-defined]
         key = gate_run_doc_key(tenant, thread_key, attempt)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from domain.jobs import events as ev
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
-from projections.jobs.typed import typed
 
 
 def checkpoint_doc_key(tenant: str, connector_id: str, scope: str) -> str:
@@ -25,7 +24,7 @@ class CheckpointsProjector(Projector):
     topics = frozenset(ev.kind_of(e) for e in ev.CHECKPOINT_EVENTS)
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        event = typed(env)
+        event = env.event
         _, tenant, connector_id, scope = env.originator_id.split(":", 3)
         key = checkpoint_doc_key(tenant, connector_id, scope)
         if isinstance(event, ev.CheckpointOpened):

@@ -15,7 +15,6 @@ from typing import Any
 from domain.jobs import events as ev
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
-from projections.jobs.typed import typed
 
 LOOKUP_FIELDS = ("user_id", "username", "email")
 
@@ -37,7 +36,7 @@ class IdentityLinksProjector(Projector):
     topics = frozenset(ev.kind_of(e) for e in ev.IDENTITY_EVENTS)
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        event = typed(env)
+        event = env.event
         _, tenant, provider, subject_id = env.originator_id.split(":", 3)
         key = link_doc_key(tenant, provider, subject_id)
         if isinstance(event, ev.IdentityLinked):

@@ -15,7 +15,6 @@ from domain.jobs import events as ev
 from domain.jobs.job import FAILED, QUEUED, RUNNING, SUCCEEDED
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
-from projections.jobs.typed import typed
 
 QUEUE_PARTITION = "job-queue"
 
@@ -37,7 +36,7 @@ class JobsProjector(Projector):
     topics = frozenset(ev.kind_of(e) for e in ev.JOB_EVENTS)
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        event = typed(env)
+        event = env.event
         tenant = env.tenant
         if isinstance(event, ev.JobQueued):
             doc: dict[str, Any] | None = {

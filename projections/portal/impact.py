@@ -13,8 +13,10 @@ from typing import Any
 
 import msgspec
 
+from domain.projects import events as pe
 from domain.projects.project import repository_bindings, suit_tester_roles
 from domain.shared.metadata import pick
+from domain.studio import events as ev
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.store import DocStore
@@ -24,8 +26,8 @@ NAME = "impact"
 _decode = msgspec.json.Decoder(dict).decode
 
 
-def _pr_ref(d: dict[str, Any]) -> str:
-    return f"{d.get('pr_owner', '')}/{d.get('pr_repo', '')}#{d.get('pr_number', 0)}"
+def _pr_ref(pr: ev.PullRequestOpened) -> str:
+    return f"{pr.pr_owner}/{pr.pr_repo}#{pr.pr_number}"
 
 
 class ImpactProjector(Projector):
@@ -33,10 +35,10 @@ class ImpactProjector(Projector):
     topics = frozenset({"Project.Created", "Run.Launched", "AgentSession.PullRequestOpened", "AgentSession.Blocked"})
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        d, tenant = env.data, env.tenant
-        if env.kind == "Project.Created":
-            slug, request = d["project_slug"], d["request"]
-            out = project_out(tenant, slug, request, d["created_by"], d["created_at"])
+        e, tenant = env.event, env.tenant
+        if isinstance(e, pe.ProjectCreated):
+            slug, request = e.project_slug, e.settings()
+            out = project_out(tenant, slug, request, e.created_by, e.created_at)
             assets = [{"asset_ref": f"project:{slug}", "asset_type": "project", "display_name": out["display_name"],
                        "repository_key": ""}]
             assets += [{"asset_ref": f"repo:{b['vcs_repo_slug']}", "asset_type": b.get("repository_type", "application"),
@@ -58,21 +60,21 @@ class ImpactProjector(Projector):
             docs.put(f"impact-project/{tenant}/{slug}", doc, p=f"impact-project/{tenant}", s=slug)
             return
         run_id = env.run_id
-        if env.kind == "Run.Launched":
-            docs.put(f"impact-run/{tenant}/{run_id}", {"project_slug": d["project_slug"]}, p="impact-run")
+        if isinstance(e, ev.RunLaunched):
+            docs.put(f"impact-run/{tenant}/{run_id}", {"project_slug": e.project_slug}, p="impact-run")
             return
         link = docs.get(f"impact-run/{tenant}/{run_id}")
         if link is None:
             return
         slug, pos = link["project_slug"], f"{env.position:012d}"
-        if env.kind == "AgentSession.PullRequestOpened":
-            if d.get("repository_key") == "assembly":  # orchestration output, not implementation evidence
+        if isinstance(e, ev.PullRequestOpened):
+            if e.repository_key == "assembly":  # orchestration output, not implementation evidence
                 return
-            doc = {"pr_ref": _pr_ref(d), "pr_url": d.get("pr_url", ""), "repository_key": d.get("repository_key", ""),
-                   "repo": f"{d.get('pr_owner', '')}/{d.get('pr_repo', '')}", "run_id": run_id, "at": env.at}
+            doc = {"pr_ref": _pr_ref(e), "pr_url": e.pr_url, "repository_key": e.repository_key,
+                   "repo": f"{e.pr_owner}/{e.pr_repo}", "run_id": run_id, "at": env.at}
             docs.put(f"impact-pr/{tenant}/{pos}", doc, p=f"impact-pr/{tenant}/{slug}", s=pos)
-        else:
-            doc = {"run_id": run_id, "code": d.get("code", ""), "message": d.get("message", ""), "at": env.at}
+        elif isinstance(e, ev.Blocked):
+            doc = {"run_id": run_id, "code": e.code, "message": e.message, "at": env.at}
             docs.put(f"impact-fail/{tenant}/{pos}", doc, p=f"impact-fail/{tenant}/{slug}", s=pos)
 
 

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from domain.portal import events as pv
+from domain.studio import events as ev
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 
@@ -30,22 +32,22 @@ class NotifyOutboxProjector(Projector):
     topics = frozenset({"Run.Launched", "Run.Completed", "AgentSession.Blocked", "AgentSession.PullRequestOpened"})
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        d, tenant, run_id = env.data, env.tenant, env.run_id
+        e, tenant, run_id = env.event, env.tenant, env.run_id
         link_key = f"outbox-run/{tenant}/{run_id}"
-        if env.kind == "Run.Launched":
-            docs.put(link_key, {"project_slug": d["project_slug"]}, p="outbox-run")
+        if isinstance(e, ev.RunLaunched):
+            docs.put(link_key, {"project_slug": e.project_slug}, p="outbox-run")
             return
         link = docs.get(link_key)
         if link is None:
             return
         slug = link["project_slug"]
-        if env.kind == "AgentSession.Blocked":
-            kind, title, body = "blocker", f"Blocked in run {run_id}", f"{d.get('code', '')}: {d.get('message', '')}"
-        elif env.kind == "AgentSession.PullRequestOpened":
-            if d.get("repository_key") == "assembly":  # orchestration output, not a delivery
+        if isinstance(e, ev.Blocked):
+            kind, title, body = "blocker", f"Blocked in run {run_id}", f"{e.code}: {e.message}"
+        elif isinstance(e, ev.PullRequestOpened):
+            if e.repository_key == "assembly":  # orchestration output, not a delivery
                 return
-            kind, title, body = "delivery", f"Pull request opened in run {run_id}", str(d.get("pr_url", ""))
-        else:
+            kind, title, body = "delivery", f"Pull request opened in run {run_id}", e.pr_url
+        elif isinstance(e, ev.RunCompleted):
             kind, title, body = "review", f"Run {run_id} completed: ready for review", ""
         doc = {
             "tenant": tenant,
@@ -64,17 +66,19 @@ class InboxProjector(Projector):
     topics = frozenset({"Inbox.NotificationRaised", "Inbox.NotificationRead"})
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        d, tenant = env.data, env.tenant
+        e, tenant = env.event, env.tenant
         subject = ":".join(env.scope[2:])
-        if env.kind == "Inbox.NotificationRaised":
-            note = d["notification"]
-            doc = {**note, "via": d["via"], "created_at": d["at"], "read_at": ""}
+        if isinstance(e, pv.NotificationRaised):
+            note = e.notification
+            doc = {**note, "via": e.via, "created_at": e.at, "read_at": ""}
             docs.put(f"inbox/{tenant}/{subject}/{note['notification_id']}", doc,
-                     p=inbox_partition(tenant, subject), s=f"{d['at']}|{note['notification_id']}", st="unread")
+                     p=inbox_partition(tenant, subject), s=f"{e.at}|{note['notification_id']}", st="unread")
             return
-        key = f"inbox/{tenant}/{subject}/{d['notification_id']}"
+        if not isinstance(e, pv.NotificationRead):
+            return
+        key = f"inbox/{tenant}/{subject}/{e.notification_id}"
         doc = docs.get(key)
         if doc is not None:
-            doc["read_at"] = d["at"]
+            doc["read_at"] = e.at
             docs.put(key, doc, p=inbox_partition(tenant, subject), s=f"{doc['created_at']}|{doc['notification_id']}",
                      st="read")

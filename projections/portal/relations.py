@@ -10,6 +10,7 @@ import msgspec
 
 from domain.portal.graph import RelationTuple, TupleGraph, project_ref
 from domain.portal.relations import project_tuples
+from domain.projects import events as pe
 from domain.shared.ids import is_valid_id
 from domain.shared.metadata import pick
 from projections.engine.docs import Docs, Projector
@@ -48,17 +49,19 @@ class RelationsProjector(Projector):
     topics = frozenset({"Project.Created", "Project.ParticipantRemoved"})
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        d = env.data
-        if env.kind == "Project.ParticipantRemoved":  # every tuple naming the user goes
+        e = env.event
+        if isinstance(e, pe.ParticipantRemoved):  # every tuple naming the user goes
             slug = env.scope[2] if len(env.scope) > 2 else ""
             doc = docs.get(relations_key(env.tenant, slug))
             if doc is not None:
-                user = f"user:{d['subject_key']}"
+                user = f"user:{e.subject_key}"
                 doc["tuples"] = [t for t in doc["tuples"] if t[2] != user]
                 docs.put(relations_key(env.tenant, slug), doc, p=relations_partition(env.tenant), s=slug)
             return
-        tenant, slug, request = env.tenant, d["project_slug"], d["request"]
-        out = project_out(tenant, slug, request, d["created_by"], d["created_at"])
+        if not isinstance(e, pe.ProjectCreated):
+            return
+        tenant, slug, request = env.tenant, e.project_slug, e.settings()
+        out = project_out(tenant, slug, request, e.created_by, e.created_at)
         tuples = project_tuples(
             slug,
             out["participants"],

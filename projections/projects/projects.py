@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.projects import events as pe
 from domain.projects.project import repository_bindings, source_ref, suit_tester_roles
 from domain.shared.metadata import pick
+from domain.studio import events as ev
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 
@@ -103,13 +105,15 @@ PROVISIONING = frozenset({
 })
 
 
-def apply_provisioning(project: dict[str, Any], kind: str, d: dict[str, Any]) -> None:
+def apply_provisioning(project: dict[str, Any], e: pe.ProjectsEvent) -> None:
     """A provisioning outcome folded into ``PortalProjectOut``: the binding's repository
     (URL, commit, status) and the project's summary status; the DSN's status in the
     assembly's ``error_reporting`` and each lane binding's metadata."""
-    project["updated_at"] = max(project["updated_at"], d["at"])
-    if kind == "Project.SurfacesRecorded":
-        board, design, catalog = d["board"], d["design"], d["catalog"]
+    if not isinstance(e, (pe.SurfacesRecorded, pe.ParticipantRemoved, pe.DsnProvisioned, pe.RepositoryProvisioned)):
+        return
+    project["updated_at"] = max(project["updated_at"], e.at)
+    if isinstance(e, pe.SurfacesRecorded):
+        board, design, catalog = e.board, e.design, e.catalog
         project["board_projection"] = board.get("board_projection", {"error": board.get("error", "")})
         project["board_sync_status"] = board.get("board_sync_status", "failed" if "error" in board else "")
         project["design_hub"] = design or None
@@ -117,24 +121,24 @@ def apply_provisioning(project: dict[str, Any], kind: str, d: dict[str, Any]) ->
         project["catalog_entity_ref"] = str(catalog.get("catalog_entity_ref", ""))
         project["catalog_annotations"] = dict(catalog.get("catalog_annotations", {}))
         return
-    if kind == "Project.ParticipantRemoved":
-        project["participants"] = [p for p in project["participants"] if p["subject_key"] != d["subject_key"]]
-        project["member_subject_keys"] = [k for k in project["member_subject_keys"] if k != d["subject_key"]]
+    if isinstance(e, pe.ParticipantRemoved):
+        project["participants"] = [p for p in project["participants"] if p["subject_key"] != e.subject_key]
+        project["member_subject_keys"] = [k for k in project["member_subject_keys"] if k != e.subject_key]
         return
     bindings = project["repository_bindings"]
-    if kind == "Project.DsnProvisioned":
-        project["project_assembly"]["error_reporting"] = {"status": d["status"], "dsn": d["dsn"], "error": d["error"]}
+    if isinstance(e, pe.DsnProvisioned):
+        project["project_assembly"]["error_reporting"] = {"status": e.status, "dsn": e.dsn, "error": e.error}
         for b in bindings:
             if b["repository_key"] in ("frontend", "backend"):
-                b["metadata"]["error_reporting_dsn_status"] = d["status"]
+                b["metadata"]["error_reporting_dsn_status"] = e.status
         return
     for b in bindings:
-        if b["repository_key"] == d["repository_key"]:
-            b["vcs_repo_url"] = d["vcs_repo_url"]
-            b["metadata"]["vcs_repo_provision_status"] = d["status"]
-            b["metadata"]["vcs_repo_node_id"] = d["vcs_repo_node_id"]
-            if d["error"]:
-                b["metadata"]["vcs_repo_provision_error"] = d["error"]
+        if b["repository_key"] == e.repository_key:
+            b["vcs_repo_url"] = e.vcs_repo_url
+            b["metadata"]["vcs_repo_provision_status"] = e.status
+            b["metadata"]["vcs_repo_node_id"] = e.vcs_repo_node_id
+            if e.error:
+                b["metadata"]["vcs_repo_provision_error"] = e.error
     states = [b["metadata"].get("vcs_repo_provision_status") for b in bindings]
     states = [s for s in states if s]
     failed = [
@@ -145,9 +149,9 @@ def apply_provisioning(project: dict[str, Any], kind: str, d: dict[str, Any]) ->
     project["vcs_repo_provision_status"] = "failed" if failed else ("provisioned" if states else "")
     project["vcs_repo_provision_error"] = failed[0] if failed else ""
     main = next((b for b in bindings if b["repository_type"] == "assembly"), bindings[0] if bindings else None)
-    if main is not None and main["repository_key"] == d["repository_key"]:
-        project["vcs_repo_url"] = d["vcs_repo_url"]
-        project["vcs_repo_node_id"] = d["vcs_repo_node_id"]
+    if main is not None and main["repository_key"] == e.repository_key:
+        project["vcs_repo_url"] = e.vcs_repo_url
+        project["vcs_repo_node_id"] = e.vcs_repo_node_id
 
 
 class ProjectsProjector(Projector):
@@ -156,32 +160,32 @@ class ProjectsProjector(Projector):
     history_limit = 20
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        d = env.data
-        if env.kind == "Project.Created":
-            tenant, slug = env.tenant, d["project_slug"]
-            doc = project_out(tenant, slug, d["request"], d["created_by"], d["created_at"])
+        e = env.event
+        if isinstance(e, pe.ProjectCreated):
+            tenant, slug = env.tenant, e.project_slug
+            doc = project_out(tenant, slug, e.settings(), e.created_by, e.created_at)
             docs.put(project_doc_key(tenant, slug), doc, p=f"projects/{tenant}", s=slug)
             return
         if env.kind in PROVISIONING:
             slug = env.scope[2] if len(env.scope) > 2 else ""
             project = docs.get(project_doc_key(env.tenant, slug))
             if project is not None:
-                apply_provisioning(project, env.kind, d)
+                apply_provisioning(project, e)
                 docs.put(project_doc_key(env.tenant, slug), project, p=f"projects/{env.tenant}", s=slug)
             return
         tenant, run_id = env.tenant, env.run_id
-        if env.kind == "Run.Launched":
-            key = project_doc_key(tenant, d["project_slug"])
+        if isinstance(e, ev.RunLaunched):
+            key = project_doc_key(tenant, e.project_slug)
             project = docs.get(key)
             if project is None:
                 return
-            docs.put(f"run-project/{tenant}/{run_id}", {"project_slug": d["project_slug"]}, p="run-project")
+            docs.put(f"run-project/{tenant}/{run_id}", {"project_slug": e.project_slug}, p="run-project")
             entry = {
                 "run_id": run_id,
                 "run_key": run_id,
-                "template_id": d["template_id"],
+                "template_id": e.template_id,
                 "status": "ready",
-                "next_goal": d["next_goal"],
+                "next_goal": e.next_goal,
                 "created_at": env.at,
                 "updated_at": env.at,
             }
@@ -199,6 +203,6 @@ class ProjectsProjector(Projector):
             return
         for entry in project["ai_run_history"]:
             if entry["run_id"] == run_id:
-                entry["status"] = "completed" if env.kind == "Run.Completed" else "cleaned_up"
+                entry["status"] = "completed" if isinstance(e, ev.RunCompleted) else "cleaned_up"
                 entry["updated_at"] = env.at
         docs.put(key, project, p=f"projects/{tenant}", s=project["project_slug"])

@@ -12,12 +12,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS, pixel_state, progress_bucket
+from domain.studio.session_state import SessionState, after
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import seconds_between, stamp
 from projections.studio.pixels import activity_after
-from projections.studio.surfaces import next_status
 
 BOARD_STATUSES = ("ready", "scheduled", "running", "blocked", "completed", "cleaned_up")
 ENDED = ("completed", "cleaned_up")
@@ -46,14 +47,14 @@ class FleetProjector(Projector):
     def apply(self, env: Envelope, docs: Docs) -> None:
         tenant, run_id = env.tenant, env.run_id
         key = fleet_doc_key(tenant, run_id)
-        d = env.data
-        if env.kind == "Run.Launched":
+        launched = env.event
+        if isinstance(launched, ev.RunLaunched):
             row: dict[str, Any] | None = {
                 "run_id": run_id,
                 "tenant_id": tenant,
-                "project_slug": str(d.get("project_slug", "")),
-                "template_id": str(d.get("template_id", "")),
-                "launched_by": str(d.get("launched_by", "")),
+                "project_slug": launched.project_slug,
+                "template_id": launched.template_id,
+                "launched_by": launched.launched_by,
                 "status": "ready",
                 "execution_status": "ready",
                 "created_at": env.at,
@@ -86,23 +87,23 @@ class FleetProjector(Projector):
 
     @staticmethod
     def _run_event(row: dict[str, Any], env: Envelope) -> None:
-        d, name = env.data, env.name
-        if name == "ExecutionRequested" and not d.get("follow_up"):
-            row["execution_status"] = "scheduled"
-        elif name == "ExecutionStarted":
-            row["execution_status"] = "running"
-            row["started_at"] = str(d.get("started_at", ""))
-        elif name == "TickRecorded":
-            row["tick"] = int(d.get("tick", row["tick"]))
-        elif name in ("Completed", "CleanedUp"):
-            row["execution_status"] = "completed" if name == "Completed" else "cleaned_up"
-            row["ended_at"] = str(d.get("at", "") or env.at)
+        match env.event:
+            case ev.ExecutionRequested(follow_up=False):
+                row["execution_status"] = "scheduled"
+            case ev.ExecutionStarted(started_at=started_at):
+                row["execution_status"] = "running"
+                row["started_at"] = started_at
+            case ev.TickRecorded(tick=tick):
+                row["tick"] = tick
+            case ev.RunCompleted(at=at) | ev.RunCleanedUp(at=at) as ended:
+                row["execution_status"] = "completed" if isinstance(ended, ev.RunCompleted) else "cleaned_up"
+                row["ended_at"] = at or env.at
 
     @staticmethod
     def _session_event(row: dict[str, Any], env: Envelope) -> None:
-        d, name, agent_id = env.data, env.name, env.agent_id
+        e, name, agent_id = env.event, env.name, env.agent_id
         agents = row["agents"]
-        if name == "Opened":
+        if isinstance(e, ev.SessionOpened):
             if agent_id in agents:
                 return
             agents[agent_id] = {
@@ -114,12 +115,8 @@ class FleetProjector(Projector):
         agent = agents.get(agent_id)
         if agent is None:
             return
-        agent["live_status"] = next_status(agent["live_status"], env)
+        agent["live_status"], _, agent["code"] = after(SessionState(agent["live_status"], "", agent["code"]), e)
         agent["activity"] = activity_after(agent["activity"], name)
-        if name == "Blocked":
-            agent["code"] = str(d.get("code", ""))
-        elif name in ("Unblocked", "Stopped", "ProcessRestarted", "WorkspaceRestarted"):
-            agent["code"] = ""
         blocker_before = agent["blocker"]
         agent["blocker"] = agent["code"] if agent["live_status"] == "blocked" else ""
         bucket = progress_bucket(pixel_state(agent["live_status"], agent["activity"]), agent["live_status"])
@@ -132,13 +129,13 @@ class FleetProjector(Projector):
                 {"agent_id": a, "blocker_code": s["blocker"]} for a, s in sorted(agents.items()) if s["blocker"]
             ]
             row["blocker_count"] = len(row["blockers"])
-        if name == "PullRequestOpened":
+        if isinstance(e, ev.PullRequestOpened):
             row["pr_count"] += 1
             if not row["first_pr_at"]:
                 row["first_pr_at"] = stamp(env)
                 row["time_to_first_pr_seconds"] = seconds_between(row["created_at"], row["first_pr_at"])
-        elif name == "Completed":
-            cost = (d.get("result") or {}).get("total_cost_usd")
+        elif isinstance(e, ev.SessionCompleted):
+            cost = (e.result or {}).get("total_cost_usd")
             positive = isinstance(cost, (int, float)) and not isinstance(cost, bool) and 0 < cost < float("inf")
             agent["cost"] = float(cost) if positive else 0.0
             costs = [s["cost"] for _, s in sorted(agents.items()) if s["cost"] > 0]

@@ -7,9 +7,10 @@ reports are not live events (they have their own endpoint).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from domain.shared.metadata import snake
+from domain.studio import events as ev
 from domain.studio.policies.pixel import pixel_state
 from projections.engine.envelope import Envelope
 
@@ -49,46 +50,67 @@ LIVE_KINDS: dict[str, tuple[str, str]] = {
 
 
 def _summary(env: Envelope) -> str:
-    d, name = env.data, env.name
-    if name == "ToolCalled":
-        first = " (first tool)" if d.get("first") else ""
-        return f"{d.get('tool_name', '')}{first}: {d.get('summary', '')}".strip()
-    if name == "ControllerActionObserved":
-        label = d.get("evidence_label", "")
-        return f"controller action {d.get('action', '')}" + (f" [{label}]" if label else "")
-    if name == "Blocked":
-        return f"{d.get('code', '')}: {d.get('message', '')}"
-    if name == "Unblocked":
-        return f"{d.get('code', '')} cleared: {d.get('resolution', '')}"
-    if name in ("HandedOff", "HandoffRecorded"):
-        return str(d.get("reason", ""))
-    if name == "PullRequestOpened":
-        return f"pull request {d.get('pr_url', '')}"
-    if name == "AssistantMessage":
-        return str(d.get("text", ""))[:500]
-    if name == "MessageDelivered":
-        return str(d.get("message", ""))[:500]
-    if name == "Completed" and env.aggregate_type == "AgentSession":
-        result = d.get("result", {})
-        return str(result.get("result", "session completed"))[:500]
-    if name in ("ControlRecorded", "ControlApplied"):
-        return f"{d.get('verb', '')} by {d.get('actor', '')}".strip()
-    if name == "Launched":
-        return f"run launched from {d.get('template_id', '')} for {d.get('project_slug', '')}"
-    if name == "ExecutionRequested":
-        return "follow-up kick" if d.get("follow_up") else "execution scheduled"
-    if name == "Stopped":
-        return str(d.get("reason", "stopped"))
-    if name == "StartFailed":
-        return f"start failed in {d.get('workspace_name', '')}: {d.get('error', '')}"
-    if name == "SelfHealed":
-        return f"self-heal on {d.get('signal', '')}: stale workspace identity cleared, fresh launch queued"
-    if name == "RequestQueued":
-        wake = d.get("wake_target", "")
-        return (f"request queued, waking {wake}" if wake else "request queued") + (
-            f": {d.get('message', '')}" if d.get("message") else ""
-        )
-    return snake(name).replace("_", " ")
+    match env.event:
+        case ev.ToolCalled(tool_name=tool, first=first, summary=summary):
+            return f"{tool}{' (first tool)' if first else ''}: {summary}".strip()
+        case ev.ControllerActionObserved(action=action, evidence_label=label):
+            return f"controller action {action}" + (f" [{label}]" if label else "")
+        case ev.Blocked(code=code, message=message):
+            return f"{code}: {message}"
+        case ev.Unblocked(code=code, resolution=resolution):
+            return f"{code} cleared: {resolution}"
+        case ev.HandedOff(reason=reason) | ev.HandoffRecorded(reason=reason):
+            return reason
+        case ev.PullRequestOpened(pr_url=pr_url):
+            return f"pull request {pr_url}"
+        case ev.AssistantMessage(text=text):
+            return text[:500]
+        case ev.MessageDelivered(message=message):
+            return message[:500]
+        case ev.SessionCompleted(result=result):
+            return str((result or {}).get("result", "session completed"))[:500]
+        case ev.ControlRecorded(verb=verb, actor=actor) | ev.ControlApplied(verb=verb, actor=actor):
+            return f"{verb} by {actor}".strip()
+        case ev.RunLaunched(template_id=template_id, project_slug=project_slug):
+            return f"run launched from {template_id} for {project_slug}"
+        case ev.ExecutionRequested(follow_up=follow_up):
+            return "follow-up kick" if follow_up else "execution scheduled"
+        case ev.Stopped(reason=reason):
+            return reason
+        case ev.StartFailed(workspace_name=workspace, error=error):
+            return f"start failed in {workspace}: {error}"
+        case ev.SelfHealed(signal=signal):
+            return f"self-heal on {signal}: stale workspace identity cleared, fresh launch queued"
+        case ev.RequestQueued(wake_target=wake, message=message):
+            return (f"request queued, waking {wake}" if wake else "request queued") + (f": {message}" if message else "")
+    return snake(env.name).replace("_", " ")
+
+
+class _Fields(NamedTuple):
+    """What a live event shows of its payload besides the summary."""
+
+    route: str = ""
+    tool_name: str = ""
+    target_agent_id: str = ""
+    thread_id: str = ""
+    task_card_id: str = ""
+
+
+def _fields(event: object) -> _Fields:
+    match event:
+        case ev.ToolCalled(route=route, tool_name=tool):
+            return _Fields(route=route, tool_name=tool)
+        case ev.ControllerActionObserved(action=action):
+            return _Fields(tool_name=action)
+        case ev.HandedOff(target_agent_id=target, thread_id=thread_id):
+            return _Fields(target_agent_id=target, thread_id=thread_id)
+        case ev.HandoffRecorded(to_agent_id=target, thread_id=thread_id):
+            return _Fields(target_agent_id=target, thread_id=thread_id)
+        case ev.MessageDelivered(thread_id=thread_id):
+            return _Fields(thread_id=thread_id)
+        case ev.TaskCardChanged(task_card_id=card, action=action):
+            return _Fields(tool_name=action, task_card_id=card)
+    return _Fields()
 
 
 def live_event(env: Envelope) -> dict[str, Any] | None:
@@ -97,12 +119,13 @@ def live_event(env: Envelope) -> dict[str, Any] | None:
     if mapped is None:
         return None
     event_kind, pixel = mapped
-    d = env.data
+    e = env.event
     agent_id, session_id = env.agent_id, env.session_id
-    if env.kind == "Run.HandoffRecorded":
-        agent_id = str(d.get("from_agent_id", ""))
-    if env.name == "Unblocked":
-        pixel = pixel_state(str(d.get("resume_status", "working")))
+    if isinstance(e, ev.HandoffRecorded):
+        agent_id = e.from_agent_id
+    if isinstance(e, ev.Unblocked):
+        pixel = pixel_state(e.resume_status)
+    fields = _fields(e)
     return {
         "event_id": env.event_id,
         "run_id": env.run_id,
@@ -110,12 +133,12 @@ def live_event(env: Envelope) -> dict[str, Any] | None:
         "session_id": session_id,
         "event_kind": event_kind,
         "event_name": snake(env.name),
-        "route": str(d.get("route", "")),
-        "tool_name": str(d.get("tool_name", "") or d.get("action", "")),
+        "route": fields.route,
+        "tool_name": fields.tool_name,
         "summary": _summary(env),
         "pixel_state": pixel,
-        "target_agent_id": str(d.get("target_agent_id", "") or d.get("to_agent_id", "")),
-        "thread_id": str(d.get("thread_id", "")),
-        "task_card_id": str(d.get("task_card_id", "")),
+        "target_agent_id": fields.target_agent_id,
+        "thread_id": fields.thread_id,
+        "task_card_id": fields.task_card_id,
         "created_at": env.at,
     }

@@ -23,6 +23,7 @@ from typing import Any
 
 import structlog
 
+from domain.studio import events as ev
 from domain.studio.policies.walls import wall_for
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
@@ -54,135 +55,113 @@ def sort_key(position: int) -> str:
 
 def excerpt(env: Envelope) -> dict[str, Any] | None:
     """The runtime log excerpt for ``env``, or None when it leaves no log line."""
-    d, name = env.data, env.name
-    who = env.agent_id
     if env.aggregate_type == "Run":
         return _run_excerpt(env)
-    if env.aggregate_type != "AgentSession":
-        return None
-    if name == "Opened":
-        joined = d.get("joined_via") or {}
-        via = joined.get("kind", "") or "launch"
-        frm = f" from {joined['from_agent_id']}" if joined.get("from_agent_id") else ""
-        return _entry(env, "studio/session", "info", f"{who} joined the run ({via}{frm}).", "ready")
-    if name == "ProcessStarted":
-        return _entry(
-            env, "sandbox/runner", "info",
-            f"{who} process started (attempt {d.get('attempt', 1)}) in workspace {d.get('workspace_name', '')}.",
-            "waiting_first_tool",
-        )
-    if name in ("ProcessRestarted", "WorkspaceRestarted"):
-        what = "process" if name == "ProcessRestarted" else "workspace"
-        source = "sandbox/runner" if name == "ProcessRestarted" else "sandbox/slot"
-        note = " (recreated)" if d.get("recreated") else ""
-        return _entry(env, source, "warn", f"{who} {what} restarted{note}: {d.get('reason', '')}.", "ready",
-                      warning=f"cleared blocker {d['cleared_blocker']}" if d.get("cleared_blocker") else "")
-    if name == "ControllerActionObserved":
-        action = str(d.get("action", ""))
-        label = str(d.get("evidence_label", ""))
-        source = "sandbox/slot" if action in SLOT_ACTIONS else "studio/activity"
-        warning = "A controller action is not the required first tool." if label else ""
-        return _entry(env, source, "warn" if label else "info", f"{who} controller action {action}.",
-                      f"controller:{action}", warning=warning)
-    if name == "ToolCalled":
-        tool = str(d.get("tool_name", ""))
-        if d.get("first"):
+    who = env.agent_id
+    match env.event:
+        case ev.SessionOpened(joined_via=joined):
+            joined = joined or {}
+            via = joined.get("kind", "") or "launch"
+            frm = f" from {joined['from_agent_id']}" if joined.get("from_agent_id") else ""
+            return _entry(env, "studio/session", "info", f"{who} joined the run ({via}{frm}).", "ready")
+        case ev.ProcessStarted(attempt=attempt, workspace_name=workspace):
+            return _entry(
+                env, "sandbox/runner", "info", f"{who} process started (attempt {attempt}) in workspace {workspace}.",
+                "waiting_first_tool",
+            )
+        case ev.ProcessRestarted(reason=reason, cleared_blocker=cleared):
+            return _entry(env, "sandbox/runner", "warn", f"{who} process restarted: {reason}.", "ready",
+                          warning=f"cleared blocker {cleared}" if cleared else "")
+        case ev.WorkspaceRestarted(reason=reason, recreated=recreated, cleared_blocker=cleared):
+            note = " (recreated)" if recreated else ""
+            return _entry(env, "sandbox/slot", "warn", f"{who} workspace restarted{note}: {reason}.", "ready",
+                          warning=f"cleared blocker {cleared}" if cleared else "")
+        case ev.ControllerActionObserved(action=action, evidence_label=label):
+            source = "sandbox/slot" if action in SLOT_ACTIONS else "studio/activity"
+            warning = "A controller action is not the required first tool." if label else ""
+            return _entry(env, source, "warn" if label else "info", f"{who} controller action {action}.",
+                          f"controller:{action}", warning=warning)
+        case ev.ToolCalled(tool_name=tool, first=True):
             return _entry(env, "sandbox/tempo", "info", f"{who} made its first tool call ({tool}); agent running.",
                           f"tool:{tool}")
-        return _entry(env, "studio/activity", "info", f"{who} {tool}: {d.get('summary', '')}".strip(), f"tool:{tool}")
-    if name == "AssistantMessage":
-        return _entry(env, "studio/assistant-message", "info", str(d.get("text", ""))[:500], "message")
-    if name == "Blocked":
-        code = str(d.get("code", ""))
-        wall = wall_for(code, str(d.get("message", "")))
-        level = "error" if code.startswith("sandbox_") else "warn"
-        return _entry(env, "sandbox/wall", level, f"{who} blocked by {code}: {d.get('message', '')}",
-                      f"blocked:{code}", warning=wall.message)
-    if name == "Unblocked":
-        return _entry(env, "sandbox/wall", "info", f"{who} {d.get('code', '')} cleared: {d.get('resolution', '')}.",
-                      str(d.get("resume_status", "")))
-    if name == "HandedOff":
-        target = d.get("target_agent_id", "")
-        return _entry(env, "studio/activity", "info", f"{who} handed off to {target}: {d.get('reason', '')}",
-                      f"handoff:{target}")
-    if name == "PullRequestOpened":
-        return _entry(env, "studio/delivery", "info", f"{who} opened pull request {d.get('pr_url', '')}.",
-                      "pull_request_opened")
-    if name == "Completed":
-        result = d.get("result") or {}
-        error = bool(result.get("is_error"))
-        text = str(result.get("result", "session completed"))[:500]
-        return _entry(env, "sandbox/runner-stdout", "error" if error else "info", text, "session_completed",
-                      warning="The runner reported an error result." if error else "")
-    if name == "Stopped":
-        return _entry(env, "studio/session", "warn", f"{who} stopped by {d.get('actor', '')}: {d.get('reason', '')}.",
-                      "stopped")
-    if name == "Paused":
-        return _entry(env, "studio/session", "warn", f"{who} paused by {d.get('actor', '')}.", "paused")
-    if name == "Resumed":
-        return _entry(env, "studio/session", "info", f"{who} resumed by {d.get('actor', '')}.",
-                      str(d.get("live_status", "")))
-    if name == "RequestQueued":
-        return _entry(env, "studio/activity", "info", f"{who} request queued by {d.get('actor', '')}.", "request_queued")
-    if name == "ControlApplied":
-        return _entry(env, "studio/activity", "info", f"{d.get('verb', '')} on {who} by {d.get('actor', '')}.",
-                      f"control:{d.get('verb', '')}")
-    if name == "MessageDelivered":
-        channel = d.get("channel", "")
-        return _entry(env, "studio/activity", "info", f"{channel} message to {who}: {str(d.get('message', ''))[:300]}",
-                      f"message:{channel}")
-    if name == "ProcessSwitched":
-        process = d.get("process") or {}
-        return _entry(
-            env, "sandbox/ownership", "warn",
-            f"{who} switches to {process.get('provider', '')}/{process.get('model', '')}; worktree kept.",
-            "process_switch_pending",
-            warning="A takeover handoff is required before the replacement process starts.",
-        )
-    if name == "StartFailed":
-        return _entry(env, "sandbox/slot", "error", f"{who} start failed in {d.get('workspace_name', '')}: {d.get('error', '')}",
-                      "start_failed", warning="The provider workspace is treated as a missing binding.")
-    if name == "SelfHealed":
-        return _entry(env, "sandbox/runner", "warn", f"{who} self-heal on {d.get('signal', '')}: stale workspace identity cleared.",
-                      "self_heal_requeued")
-    if name == "RunnerOutput":
-        stream = str(d.get("stream", ""))
-        level = str(d.get("level", "info"))
-        return _entry(env, "sandbox/runner-stdout", level, f"{who} [{stream}] {d.get('text', '')}"[:800],
-                      f"runner:{stream}", warning="The agent process reported trouble." if level == "error" else "")
-    if name == "TaskCardChanged":
-        return _entry(env, "studio/activity", "info",
-                      f"task card {d.get('task_card_id', '')} {d.get('action', '')} on {who}: {d.get('title', '')}".strip(),
-                      f"task_card:{d.get('action', '')}")
+        case ev.ToolCalled(tool_name=tool, summary=summary):
+            return _entry(env, "studio/activity", "info", f"{who} {tool}: {summary}".strip(), f"tool:{tool}")
+        case ev.AssistantMessage(text=text):
+            return _entry(env, "studio/assistant-message", "info", text[:500], "message")
+        case ev.Blocked(code=code, message=message):
+            wall = wall_for(code, message)
+            level = "error" if code.startswith("sandbox_") else "warn"
+            return _entry(env, "sandbox/wall", level, f"{who} blocked by {code}: {message}",
+                          f"blocked:{code}", warning=wall.message)
+        case ev.Unblocked(code=code, resolution=resolution, resume_status=resume):
+            return _entry(env, "sandbox/wall", "info", f"{who} {code} cleared: {resolution}.", resume)
+        case ev.HandedOff(target_agent_id=target, reason=reason):
+            return _entry(env, "studio/activity", "info", f"{who} handed off to {target}: {reason}", f"handoff:{target}")
+        case ev.PullRequestOpened(pr_url=pr_url):
+            return _entry(env, "studio/delivery", "info", f"{who} opened pull request {pr_url}.", "pull_request_opened")
+        case ev.SessionCompleted(result=result):
+            result = result or {}
+            error = bool(result.get("is_error"))
+            text = str(result.get("result", "session completed"))[:500]
+            return _entry(env, "sandbox/runner-stdout", "error" if error else "info", text, "session_completed",
+                          warning="The runner reported an error result." if error else "")
+        case ev.Stopped(actor=actor, reason=reason):
+            return _entry(env, "studio/session", "warn", f"{who} stopped by {actor}: {reason}.", "stopped")
+        case ev.Paused(actor=actor):
+            return _entry(env, "studio/session", "warn", f"{who} paused by {actor}.", "paused")
+        case ev.Resumed(actor=actor, live_status=live_status):
+            return _entry(env, "studio/session", "info", f"{who} resumed by {actor}.", live_status)
+        case ev.RequestQueued(actor=actor):
+            return _entry(env, "studio/activity", "info", f"{who} request queued by {actor}.", "request_queued")
+        case ev.ControlApplied(verb=verb, actor=actor):
+            return _entry(env, "studio/activity", "info", f"{verb} on {who} by {actor}.", f"control:{verb}")
+        case ev.MessageDelivered(channel=channel, message=message):
+            return _entry(env, "studio/activity", "info", f"{channel} message to {who}: {message[:300]}",
+                          f"message:{channel}")
+        case ev.ProcessSwitched(process=process):
+            process = process or {}
+            return _entry(
+                env, "sandbox/ownership", "warn",
+                f"{who} switches to {process.get('provider', '')}/{process.get('model', '')}; worktree kept.",
+                "process_switch_pending",
+                warning="A takeover handoff is required before the replacement process starts.",
+            )
+        case ev.StartFailed(workspace_name=workspace, error=error):
+            return _entry(env, "sandbox/slot", "error", f"{who} start failed in {workspace}: {error}",
+                          "start_failed", warning="The provider workspace is treated as a missing binding.")
+        case ev.SelfHealed(signal=signal):
+            return _entry(env, "sandbox/runner", "warn", f"{who} self-heal on {signal}: stale workspace identity cleared.",
+                          "self_heal_requeued")
+        case ev.RunnerOutput(stream=stream, level=level, text=text):
+            return _entry(env, "sandbox/runner-stdout", level, f"{who} [{stream}] {text}"[:800],
+                          f"runner:{stream}", warning="The agent process reported trouble." if level == "error" else "")
+        case ev.TaskCardChanged(task_card_id=card, action=action, title=title):
+            return _entry(env, "studio/activity", "info", f"task card {card} {action} on {who}: {title}".strip(),
+                          f"task_card:{action}")
     return None
 
 
 def _run_excerpt(env: Envelope) -> dict[str, Any] | None:
-    d, name = env.data, env.name
-    if name == "Launched":
-        return _entry(env, "studio/session", "info",
-                      f"Run launched from {d.get('template_id', '')} for {d.get('project_slug', '')}.", "ready")
-    if name == "ExecutionRequested":
-        text = "Follow-up execution kick." if d.get("follow_up") else "Execution scheduled."
-        return _entry(env, "studio/session", "info", text, "scheduled")
-    if name == "ExecutionStarted":
-        return _entry(env, "studio/session", "info", "Execution started.", "running")
-    if name == "HandoffRecorded":
-        return _entry(env, "studio/activity", "info",
-                      f"Handoff {d.get('kind', '')} {d.get('from_agent_id', '')} -> {d.get('to_agent_id', '')}.",
-                      f"handoff:{d.get('to_agent_id', '')}")
-    if name == "PreviewShared":
-        preview = d.get("preview") or {}
-        return _entry(env, "studio/delivery", "info",
-                      f"Preview shared at {preview.get('url') or preview.get('domain_url') or ''}.", "preview_shared")
-    if name == "ControlRecorded":
-        return _entry(env, "studio/activity", "info", f"{d.get('verb', '')} on the run by {d.get('actor', '')}.",
-                      f"control:{d.get('verb', '')}")
-    if name == "Completed":
-        return _entry(env, "studio/session", "info", "Run completed.", "completed")
-    if name == "CleanedUp":
-        return _entry(env, "studio/session", "warn",
-                      f"Run cleaned up by {d.get('actor', '')}: {d.get('reason', '')}.", "cleaned_up")
+    match env.event:
+        case ev.RunLaunched(template_id=template_id, project_slug=project_slug):
+            return _entry(env, "studio/session", "info", f"Run launched from {template_id} for {project_slug}.", "ready")
+        case ev.ExecutionRequested(follow_up=follow_up):
+            text = "Follow-up execution kick." if follow_up else "Execution scheduled."
+            return _entry(env, "studio/session", "info", text, "scheduled")
+        case ev.ExecutionStarted():
+            return _entry(env, "studio/session", "info", "Execution started.", "running")
+        case ev.HandoffRecorded(kind=kind, from_agent_id=frm, to_agent_id=to):
+            return _entry(env, "studio/activity", "info", f"Handoff {kind} {frm} -> {to}.", f"handoff:{to}")
+        case ev.PreviewShared(preview=preview):
+            preview = preview or {}
+            return _entry(env, "studio/delivery", "info",
+                          f"Preview shared at {preview.get('url') or preview.get('domain_url') or ''}.", "preview_shared")
+        case ev.ControlRecorded(verb=verb, actor=actor):
+            return _entry(env, "studio/activity", "info", f"{verb} on the run by {actor}.", f"control:{verb}")
+        case ev.RunCompleted():
+            return _entry(env, "studio/session", "info", "Run completed.", "completed")
+        case ev.RunCleanedUp(actor=actor, reason=reason):
+            return _entry(env, "studio/session", "warn", f"Run cleaned up by {actor}: {reason}.", "cleaned_up")
     return None
 
 

@@ -20,22 +20,21 @@ defaults (the feed logs why) instead of failing the projector or the feed.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import structlog
 
-from domain.studio.policies.pixel import PROGRESS_BUCKETS, pixel_state, progress_bucket, tempo_phase
-from domain.studio.policies.walls import wall_for
+from domain.studio import events as ev
+from domain.studio.policies.pixel import PROGRESS_BUCKETS
+from domain.studio.session_state import STATUS_EVENTS, SessionState, after
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
+from projections.studio.pixel_derived import empty_wall, refresh, run_cost
 
 log = structlog.get_logger("squadops.projections.pixels")
 
-TERMINAL = ("session_completed", "stopped")
 SERVER_BUNDLES = {"errors": "error_tracking", "browser": "browser_proof"}
-FIRST_TOOL_BLOCKER = "agent_first_tool_required"
 
 # Session event -> what the session did last (``last_activity`` of the pixel policy);
 # events not named here leave it as it was.
@@ -89,10 +88,6 @@ def empty_friction() -> dict[str, Any]:
     }
 
 
-def empty_wall() -> dict[str, str]:
-    return {"code": "", "message": "", "recommended_action": ""}
-
-
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -111,7 +106,7 @@ class PixelsProjector(Projector):
 
     def apply(self, env: Envelope, docs: Docs) -> None:
         key = pixels_doc_key(env.tenant, env.run_id)
-        if env.kind == "Run.Launched":
+        if isinstance(env.event, ev.RunLaunched):
             docs.put(key, new_doc(env), p=f"pixels/{env.tenant}")
             return
         doc = docs.get(key)
@@ -129,7 +124,7 @@ def new_doc(env: Envelope) -> dict[str, Any]:
     return {
         "run_id": env.run_id,
         "tenant_id": env.tenant,
-        "project_slug": env.data.get("project_slug", ""),
+        "project_slug": env.event.project_slug,
         "broken": "",
         "latest_activity_at": stamp(env),
         "pixel_agent_count": 0,
@@ -165,7 +160,7 @@ def fold(doc: dict[str, Any], env: Envelope) -> None:
     at = stamp(env)
     doc["latest_activity_at"] = max(doc["latest_activity_at"], at)
     agent_id = env.agent_id
-    if env.name == "Opened":
+    if isinstance(env.event, ev.SessionOpened):
         if agent_id not in doc["fold"]:
             open_agent(doc, env, at)
         return
@@ -184,15 +179,15 @@ def fold(doc: dict[str, Any], env: Envelope) -> None:
 
 
 def open_agent(doc: dict[str, Any], env: Envelope, at: str) -> None:
-    d = env.data
-    process = d.get("process") or {}
-    joined = d.get("joined_via") or {}
+    e: ev.SessionOpened = env.event
+    process = e.process or {}
+    joined = e.joined_via or {}
     agent = {
         "agent_id": env.agent_id,
         "session_id": env.session_id,
-        "role_key": d.get("role_key", ""),
-        "agent_nickname": d.get("agent_nickname", ""),
-        "alias": d.get("alias", ""),
+        "role_key": e.role_key,
+        "agent_nickname": e.agent_nickname,
+        "alias": e.alias,
         "pixel_state": "idle",
         "current_step": "session_warming",
         "current_tool_name": "",
@@ -210,7 +205,7 @@ def open_agent(doc: dict[str, Any], env: Envelope, at: str) -> None:
         "armory_loadout": {
             "mcp_server_ids": [],
             "tool_names": {},
-            "execution_profile": d.get("execution_profile", ""),
+            "execution_profile": e.execution_profile,
             "bundles": [],
         },
         "last_update_at": at,
@@ -242,99 +237,79 @@ def open_agent(doc: dict[str, Any], env: Envelope, at: str) -> None:
 
 def step(agent: dict[str, Any], private: dict[str, Any], env: Envelope) -> None:
     """What one session event changes in the agent's own fields."""
-    d, name = env.data, env.name
-    private["last_activity"] = activity_after(private["last_activity"], name)
-    if name == "ProcessStarted":
-        agent["live_status"] = agent["current_step"] = "waiting_first_tool"
-        agent["current_tool_name"] = ""
-        private["controller_actions"] = 0
-        armory = agent["armory_loadout"]
-        armory["mcp_server_ids"] = [str(s) for s in d.get("mcp_server_ids", [])]
-        for server in armory["mcp_server_ids"]:
-            private["tools"].setdefault(server, [])
-        arm(armory, private["tools"])
-    elif name == "ControllerActionObserved":
-        private["controller_actions"] += 1
-        agent["current_tool_name"] = ""
-        if d.get("action") == "agent_mailbox":
-            agent["mailbox_count"] = 0
-    elif name == "ToolCalled":
-        tool = str(d.get("tool_name", ""))
-        agent["current_step"] = f"tool:{tool}"
-        agent["current_tool_name"] = tool
-        if d.get("first"):
-            agent["live_status"] = "working"
-        server = server_of(tool)
-        if server and tool not in private["tools"].get(server, ()):
-            seen = private["tools"].setdefault(server, [])
-            seen.append(tool)
-            seen.sort()
-            arm(agent["armory_loadout"], private["tools"])
-    elif name == "AssistantMessage":
-        agent["current_tool_name"] = ""
-    elif name == "Blocked":
-        if agent["live_status"] != "blocked":
+    e = env.event
+    private["last_activity"] = activity_after(private["last_activity"], env.name)
+    if isinstance(e, STATUS_EVENTS):
+        if isinstance(e, ev.Blocked) and agent["live_status"] != "blocked":
             private["interrupted_from"] = agent["live_status"]
-        code = str(d.get("code", ""))
-        agent["live_status"] = "blocked"
-        agent["current_step"] = f"blocked:{code}"
-        private["blocker"] = code
-        agent["current_tool_name"] = ""
-        private["wall_detail"] = str(d.get("message", ""))
-    elif name == "Unblocked":
-        resume = str(d.get("resume_status", "working"))
-        agent["live_status"] = agent["current_step"] = resume
-        clear_wall(agent, private)
-    elif name == "HandedOff":
-        target = str(d.get("target_agent_id", ""))
-        agent["current_step"] = f"handoff:{target}"
-        agent["current_tool_name"] = ""
-        agent["dialogue_target_agent_id"] = target
-        if d.get("thread_id"):
-            agent["active_thread_id"] = str(d["thread_id"])
-    elif name == "PullRequestOpened":
-        agent["current_step"] = "pull_request_opened"
-        agent["current_tool_name"] = ""
-        private["delivery_evidence"] = True
-    elif name == "Completed":
-        agent["live_status"] = agent["current_step"] = "session_completed"
-        agent["current_tool_name"] = ""
-        report_metrics(agent, private, d.get("result") or {})
-    elif name == "Stopped":
-        agent["live_status"] = agent["current_step"] = "stopped"
-        agent["current_tool_name"] = ""
-        clear_wall(agent, private)
-    elif name == "Paused":
-        private["interrupted_from"] = str(d.get("previous_status", agent["live_status"]))
-        agent["live_status"] = agent["current_step"] = "paused"
-        agent["current_tool_name"] = ""
-    elif name == "Resumed":
-        agent["live_status"] = str(d.get("live_status", agent["live_status"]))
-        agent["current_step"] = str(d.get("current_step", agent["live_status"]))
-        private["interrupted_from"] = ""
-    elif name == "MessageDelivered":
-        channel = d.get("channel")
-        if channel == "mailbox":
-            agent["mailbox_count"] += 1
-        elif channel == "thread" and d.get("thread_id"):
-            agent["active_thread_id"] = str(d["thread_id"])
-        agent["current_tool_name"] = ""
-    elif name in ("ProcessRestarted", "WorkspaceRestarted"):
-        agent["live_status"] = "ready"
-        default_step = "process_restarting" if name == "ProcessRestarted" else "workspace_restarting"
-        agent["current_step"] = str(d.get("current_step") or default_step)
-        agent["current_tool_name"] = ""
-        private["controller_actions"] = 0
-        clear_wall(agent, private)
-        if name == "ProcessRestarted":
-            private["switch_pending"] = False
-    elif name == "ProcessSwitched":
-        process = d.get("process") or {}
-        agent["agent_process_provider"] = str(process.get("provider", agent["agent_process_provider"]))
-        agent["agent_process_model"] = str(process.get("model", agent["agent_process_model"]))
-        agent["agent_process_effort"] = str(process.get("effort", agent["agent_process_effort"]))
-        agent["agent_process_speed"] = str(process.get("speed", agent["agent_process_speed"]))
-        private["switch_pending"] = agent["live_status"] != "ready"
+        state = after(SessionState(agent["live_status"], agent["current_step"], private["blocker"]), e)
+        agent["live_status"], agent["current_step"], private["blocker"] = state
+    match e:
+        case ev.ProcessStarted(mcp_server_ids=servers):
+            agent["current_tool_name"] = ""
+            private["controller_actions"] = 0
+            armory = agent["armory_loadout"]
+            armory["mcp_server_ids"] = [str(s) for s in servers]
+            for server in armory["mcp_server_ids"]:
+                private["tools"].setdefault(server, [])
+            arm(armory, private["tools"])
+        case ev.ControllerActionObserved(action=action):
+            private["controller_actions"] += 1
+            agent["current_tool_name"] = ""
+            if action == "agent_mailbox":
+                agent["mailbox_count"] = 0
+        case ev.ToolCalled(tool_name=tool):
+            agent["current_tool_name"] = tool
+            server = server_of(tool)
+            if server and tool not in private["tools"].get(server, ()):
+                seen = private["tools"].setdefault(server, [])
+                seen.append(tool)
+                seen.sort()
+                arm(agent["armory_loadout"], private["tools"])
+        case ev.AssistantMessage():
+            agent["current_tool_name"] = ""
+        case ev.Blocked(message=message):
+            agent["current_tool_name"] = ""
+            private["wall_detail"] = message
+        case ev.Unblocked():
+            clear_wall(agent, private)
+        case ev.HandedOff(target_agent_id=target, thread_id=thread_id):
+            agent["current_tool_name"] = ""
+            agent["dialogue_target_agent_id"] = target
+            if thread_id:
+                agent["active_thread_id"] = thread_id
+        case ev.PullRequestOpened():
+            agent["current_tool_name"] = ""
+            private["delivery_evidence"] = True
+        case ev.SessionCompleted(result=result):
+            agent["current_tool_name"] = ""
+            report_metrics(agent, private, result)
+        case ev.Stopped():
+            agent["current_tool_name"] = ""
+            clear_wall(agent, private)
+        case ev.Paused(previous_status=previous):
+            private["interrupted_from"] = previous
+            agent["current_tool_name"] = ""
+        case ev.Resumed():
+            private["interrupted_from"] = ""
+        case ev.MessageDelivered(channel=channel, thread_id=thread_id):
+            if channel == "mailbox":
+                agent["mailbox_count"] += 1
+            elif channel == "thread" and thread_id:
+                agent["active_thread_id"] = thread_id
+            agent["current_tool_name"] = ""
+        case ev.ProcessRestarted() | ev.WorkspaceRestarted():
+            agent["current_tool_name"] = ""
+            private["controller_actions"] = 0
+            clear_wall(agent, private)
+            if isinstance(e, ev.ProcessRestarted):
+                private["switch_pending"] = False
+        case ev.ProcessSwitched(process=process):
+            agent["agent_process_provider"] = str(process.get("provider", agent["agent_process_provider"]))
+            agent["agent_process_model"] = str(process.get("model", agent["agent_process_model"]))
+            agent["agent_process_effort"] = str(process.get("effort", agent["agent_process_effort"]))
+            agent["agent_process_speed"] = str(process.get("speed", agent["agent_process_speed"]))
+            private["switch_pending"] = agent["live_status"] != "ready"
 
 
 def clear_wall(agent: dict[str, Any], private: dict[str, Any]) -> None:
@@ -371,151 +346,3 @@ def report_metrics(agent: dict[str, Any], private: dict[str, Any], result: dict[
     turns = _number(result.get("num_turns"))
     if turns is not None and turns >= 0:
         metrics["num_turns"] = int(turns)
-
-
-# -- derived fields ------------------------------------------------------------------------------
-
-
-def refresh(doc: dict[str, Any], agent: dict[str, Any], private: dict[str, Any], env: Envelope, at: str) -> None:
-    """Recomputes the agent's derived fields and the run-level figures they feed."""
-    status = agent["live_status"]
-    if status == "blocked":
-        wall = wall_for(private["blocker"], private["wall_detail"])
-        agent["wall_code"] = wall.code
-        agent["wall"] = {"code": wall.code, "message": wall.message, "recommended_action": wall.recommended_action}
-    else:
-        agent["wall_code"] = ""
-        agent["wall"] = empty_wall()
-    agent["pixel_state"] = pixel_state(status, private["last_activity"])
-    agent["tempo_phase"] = tempo_phase(
-        status, private["controller_actions"], private["delivery_evidence"], private["interrupted_from"]
-    )
-    bucket = progress_bucket(agent["pixel_state"], status)
-    if bucket != private["bucket"]:
-        doc["progress"][private["bucket"]] -= 1
-        doc["progress"][bucket] += 1
-        private["bucket"] = bucket
-    metrics = agent["process_metrics"]
-    inputs = [
-        status == "waiting_first_tool" or (status == "blocked" and agent["wall_code"] == FIRST_TOOL_BLOCKER),
-        status == "blocked" and private["joined_kind"] not in ("", "launch"),
-        private["switch_pending"] and status not in TERMINAL,
-        agent["mailbox_count"],
-        metrics["duration_ms"],
-        metrics["num_turns"],
-    ]
-    if inputs != private["friction"]:
-        update_friction(doc, agent["agent_id"], private["friction"], inputs)
-        private["friction"] = inputs
-    entry = attention(agent, private, env, at)
-    if entry != private["attention"]:
-        if entry is not None and private["attention"] is not None and same_state(entry, private["attention"]):
-            return
-        private["attention"] = entry
-        doc["current_logs"] = [
-            doc["fold"][a["agent_id"]]["attention"]
-            for a in doc["pixel_agents"]
-            if doc["fold"][a["agent_id"]]["attention"] is not None
-        ]
-
-
-def same_state(new: dict[str, Any], old: dict[str, Any]) -> bool:
-    """The agent is still in the state its current entry describes (keep its first time)."""
-    return new["current_signal"] == old["current_signal"] and new["message"] == old["message"]
-
-
-FRICTION_LISTS = ("first_tool_waiting_agents", "handoff_blocked_agents", "process_switch_handoff_required_agents")
-
-
-def update_friction(doc: dict[str, Any], agent_id: str, old: list[Any], new: list[Any]) -> None:
-    """Moves one agent's share of the friction block (agents listed in the order they joined)."""
-    block = doc["coordination_friction"]
-    for flag, name in enumerate(FRICTION_LISTS):
-        if old[flag] != new[flag]:
-            listed = block[name]
-            if new[flag]:
-                listed.append(agent_id)
-                listed.sort(key=lambda a: doc["fold"][a]["index"])
-            else:
-                listed.remove(agent_id)
-    block["mailbox_pending_count"] += new[3] - old[3]
-    block["known_duration_ms"] += max(new[4], 0) - max(old[4], 0)
-    block["known_turn_count"] += max(new[5], 0) - max(old[5], 0)
-
-
-def run_cost(doc: dict[str, Any]) -> dict[str, Any]:
-    costs = [doc["fold"][a["agent_id"]]["cost"] for a in doc["pixel_agents"]]
-    positive = [c for c in costs if c > 0]
-    return {"total_cost_usd": round(math.fsum(positive), 6), "agent_count_with_cost": len(positive)}
-
-
-def attention(agent: dict[str, Any], private: dict[str, Any], env: Envelope, at: str) -> dict[str, Any] | None:
-    """The current-state log entry of an agent that needs an operator now, else None."""
-    status, agent_id = agent["live_status"], agent["agent_id"]
-    if status == "blocked":
-        wall = agent["wall"]
-        code = wall["code"]
-        return log_entry(
-            "sandbox/wall",
-            "error" if code.startswith("sandbox_") else "warn",
-            f"{agent_id} is blocked by {code}; recommended action: {wall['recommended_action']}.",
-            at,
-            f"blocked:{code}",
-            wall["message"],
-            agent_id,
-            env,
-        )
-    if private["switch_pending"] and status not in TERMINAL:
-        return log_entry(
-            "sandbox/ownership",
-            "warn",
-            f"{agent_id} switches to {agent['agent_process_provider']}/{agent['agent_process_model']} at its next turn.",
-            at,
-            "process_switch_pending",
-            "A takeover handoff is required before the replacement process starts.",
-            agent_id,
-            env,
-        )
-    if status == "paused":
-        return log_entry(
-            "studio/session", "warn", f"{agent_id} is paused by the operator.", at, "paused",
-            "The session waits for a queued request with a wake target.", agent_id, env,
-        )
-    if status == "waiting_first_tool":
-        dispatching = agent["tempo_phase"] == "prompt_dispatching"
-        return log_entry(
-            "sandbox/tempo",
-            "info",
-            f"{agent_id} waits for its required first tool call"
-            + (" (controller actions so far are not the first tool)." if dispatching else "."),
-            at,
-            agent["tempo_phase"],
-            "",
-            agent_id,
-            env,
-        )
-    return None
-
-
-def log_entry(
-    source: str,
-    level: str,
-    message: str,
-    created_at: str,
-    signal: str,
-    warning: str,
-    agent_id: str,
-    env: Envelope,
-    scope: str = "current_state",
-) -> dict[str, Any]:
-    return {
-        "source": source,
-        "level": level,
-        "message": message,
-        "created_at": created_at,
-        "evidence_scope": scope,
-        "current_signal": signal,
-        "warning": warning,
-        "agent_id": agent_id,
-        "event_id": env.event_id,
-    }

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.studio import events as ev
+from domain.studio.session_state import OPENED, STATUS_EVENTS, SessionState, after
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 
@@ -83,27 +85,28 @@ class RunsProjector(Projector):
             "AgentSession.MessageDelivered",
             "AgentSession.ControlApplied",
             "AgentSession.ProcessRestarted",
+            "AgentSession.WorkspaceRestarted",
         }
     )
 
     def apply(self, env: Envelope, docs: Docs) -> None:
         tenant, run_id = env.tenant, env.run_id
         key = run_doc_key(tenant, run_id)
-        d = env.data
-        if env.kind == "Run.Launched":
+        e = env.event
+        if isinstance(e, ev.RunLaunched):
             run = {
                 "run_id": run_id,
                 "tenant_id": tenant,
-                "project_slug": d["project_slug"],
-                "template_id": d["template_id"],
-                "agent_process_kind": d["agent_process_kind"],
-                "work_scope": d["work_scope"],
-                "next_goal": d["next_goal"],
-                "agent_roster": d["roster"],
-                "source_ref": d["source_ref"],
-                "proposal": d["proposal"],
-                "launched_by": d["launched_by"],
-                "source_run_id": d.get("source_run_id", ""),
+                "project_slug": e.project_slug,
+                "template_id": e.template_id,
+                "agent_process_kind": e.agent_process_kind,
+                "work_scope": e.work_scope,
+                "next_goal": e.next_goal,
+                "agent_roster": e.roster,
+                "source_ref": e.source_ref,
+                "proposal": e.proposal,
+                "launched_by": e.launched_by,
+                "source_run_id": e.source_run_id,
                 "execution_status": "ready",
                 "status": "ready",
                 "created_at": env.at,
@@ -126,6 +129,8 @@ class RunsProjector(Projector):
             }
             self._save(docs, key, run)
             return
+        if e is None:
+            return  # a payload that fits no contract: nothing typed to fold
         run = docs.get(key)
         if run is None:
             return  # events of a run this model never saw launched: nothing to attach to
@@ -140,86 +145,86 @@ class RunsProjector(Projector):
     # -- run events -------------------------------------------------------------------------
 
     def _run_event(self, env: Envelope, docs: Docs, run: dict[str, Any]) -> None:
-        d, name = env.data, env.name
         tenant, run_id = run["tenant_id"], run["run_id"]
-        if name == "SessionOpened":
-            if d["agent_id"] not in run["session_order"]:
-                run["session_order"].append(d["agent_id"])
-        elif name == "ExecutionRequested":
-            run["execution_requests"] += 1
-            run["last_requested_at"] = d["requested_at"]
-            if not d["follow_up"]:
-                run["execution_status"] = "scheduled"
-                run["requested_at"] = d["requested_at"]
-        elif name == "ExecutionStarted":
-            run["execution_status"] = "running"
-            run["started_at"] = d["started_at"]
-        elif name == "TickRecorded":
-            run["tick"] = d["tick"]
-            run["report_count"] += 1
-            docs.put(
-                f"report/{tenant}/{run_id}/{d['tick']:09d}",
-                {"run_id": run_id, **d["report"]},
-                p=report_partition(tenant, run_id),
-                s=f"{d['tick']:09d}",
-                st=str(d["report"].get("status", "")),
-            )
-        elif name == "HandoffRecorded":
-            run["handoff_count"] += 1
-            seq = run["handoff_count"]
-            docs.put(
-                f"handoff/{tenant}/{run_id}/{seq:06d}",
-                {
-                    "sequence": seq,
-                    "handoff_id": d["handoff_id"],
-                    "from_agent_id": d["from_agent_id"],
-                    "to_agent_id": d["to_agent_id"],
-                    "to_session_id": d["to_session_id"],
-                    "kind": d["kind"],
-                    "reason": d["reason"],
-                    "thread_id": d.get("thread_id", ""),
-                    "actor": d.get("actor", ""),
-                    "created_at": env.at,
-                },
-                p=handoff_partition(tenant, run_id),
-                s=f"{seq:06d}",
-            )
-        elif name == "PreviewShared":
-            run["preview"] = {**d["preview"], "run_id": run_id, "updated_at": d["updated_at"]}
-        elif name == "ControlRecorded":
-            run["control_count"] += 1
-        elif name == "Completed":
-            run["execution_status"] = "completed"
-            run["ended_at"] = d["at"]
-            run["summary"] = d.get("summary", {})
-        elif name == "CleanedUp":
-            run["execution_status"] = "cleaned_up"
-            run["ended_at"] = d["at"]
-            run["summary"] = {"actor": d.get("actor", ""), "reason": d.get("reason", "")}
+        match env.event:
+            case ev.RunSessionOpened(agent_id=agent_id):
+                if agent_id not in run["session_order"]:
+                    run["session_order"].append(agent_id)
+            case ev.ExecutionRequested(requested_at=requested_at, follow_up=follow_up):
+                run["execution_requests"] += 1
+                run["last_requested_at"] = requested_at
+                if not follow_up:
+                    run["execution_status"] = "scheduled"
+                    run["requested_at"] = requested_at
+            case ev.ExecutionStarted(started_at=started_at):
+                run["execution_status"] = "running"
+                run["started_at"] = started_at
+            case ev.TickRecorded(tick=tick, report=report):
+                run["tick"] = tick
+                run["report_count"] += 1
+                docs.put(
+                    f"report/{tenant}/{run_id}/{tick:09d}",
+                    {"run_id": run_id, **report},
+                    p=report_partition(tenant, run_id),
+                    s=f"{tick:09d}",
+                    st=str(report.get("status", "")),
+                )
+            case ev.HandoffRecorded() as h:
+                run["handoff_count"] += 1
+                seq = run["handoff_count"]
+                docs.put(
+                    f"handoff/{tenant}/{run_id}/{seq:06d}",
+                    {
+                        "sequence": seq,
+                        "handoff_id": h.handoff_id,
+                        "from_agent_id": h.from_agent_id,
+                        "to_agent_id": h.to_agent_id,
+                        "to_session_id": h.to_session_id,
+                        "kind": h.kind,
+                        "reason": h.reason,
+                        "thread_id": h.thread_id,
+                        "actor": h.actor,
+                        "created_at": env.at,
+                    },
+                    p=handoff_partition(tenant, run_id),
+                    s=f"{seq:06d}",
+                )
+            case ev.PreviewShared(preview=preview, updated_at=updated_at):
+                run["preview"] = {**preview, "run_id": run_id, "updated_at": updated_at}
+            case ev.ControlRecorded():
+                run["control_count"] += 1
+            case ev.RunCompleted(at=at, summary=summary):
+                run["execution_status"] = "completed"
+                run["ended_at"] = at
+                run["summary"] = summary
+            case ev.RunCleanedUp(at=at, actor=actor, reason=reason):
+                run["execution_status"] = "cleaned_up"
+                run["ended_at"] = at
+                run["summary"] = {"actor": actor, "reason": reason}
 
     # -- session events ---------------------------------------------------------------------
 
     def _session_event(self, env: Envelope, run: dict[str, Any]) -> None:
-        d, name = env.data, env.name
-        if name == "Opened":
-            process = d.get("process", {})
-            run["sessions"][d["agent_id"]] = {
-                "agent_id": d["agent_id"],
-                "role_key": d["role_key"],
-                "agent_nickname": d["agent_nickname"],
-                "alias": d["alias"],
-                "title": d["title"],
-                "session_id": d["session_id"],
+        e = env.event
+        if isinstance(e, ev.SessionOpened):
+            process = e.process
+            run["sessions"][e.agent_id] = {
+                "agent_id": e.agent_id,
+                "role_key": e.role_key,
+                "agent_nickname": e.agent_nickname,
+                "alias": e.alias,
+                "title": e.title,
+                "session_id": e.session_id,
                 "llm_session_id": "",
-                "live_status": "ready",
-                "current_step": "session_warming",
-                "blocker_code": "",
+                "live_status": OPENED.live_status,
+                "current_step": OPENED.current_step,
+                "blocker_code": OPENED.blocker_code,
                 "tool_call_count": 0,
                 "agent_provider": process.get("provider", ""),
                 "agent_model": process.get("model", ""),
                 "agent_effort": process.get("effort", ""),
                 "agent_speed": process.get("speed", ""),
-                "joined_via": d.get("joined_via", {}),
+                "joined_via": e.joined_via,
                 "created_at": env.at,
                 "last_event_at": env.at,
             }
@@ -228,47 +233,23 @@ class RunsProjector(Projector):
         if session is None:
             return
         session["last_event_at"] = max(session["last_event_at"], env.at)
-        if name == "ProcessStarted":
-            session["llm_session_id"] = d["llm_session_id"]
-            session["live_status"] = "waiting_first_tool"
-            session["current_step"] = "waiting_first_tool"
-        elif name == "ToolCalled":
-            session["tool_call_count"] += 1
-            session["current_step"] = f"tool:{d['tool_name']}"
-            if d.get("first"):
-                session["live_status"] = "working"
-        elif name == "Blocked":
-            session["live_status"] = "blocked"
-            session["blocker_code"] = d["code"]
-            session["current_step"] = f"blocked:{d['code']}"
-        elif name == "Unblocked":
-            session["live_status"] = d["resume_status"]
-            session["blocker_code"] = ""
-            session["current_step"] = d["resume_status"]
-        elif name == "HandedOff":
-            session["current_step"] = f"handoff:{d['target_agent_id']}"
-        elif name == "PullRequestOpened":
-            session["current_step"] = "pull_request_opened"
-        elif name == "Completed":
-            session["live_status"] = "session_completed"
-            session["current_step"] = "session_completed"
-        elif name == "Stopped":
-            session["live_status"] = "stopped"
-            session["current_step"] = "stopped"
-            session["blocker_code"] = ""
-        elif name in ("Paused", "Resumed", "ProcessRestarted"):
-            session["live_status"] = d.get("live_status", session["live_status"])
-            session["current_step"] = d.get("current_step", session["current_step"])
-            if "llm_session_id" in d:
-                session["llm_session_id"] = d["llm_session_id"]
-            if name == "ProcessRestarted":
-                session["blocker_code"] = ""
-        elif name == "ProcessSwitched":
-            process = d.get("process", {})
-            session["agent_provider"] = process.get("provider", session["agent_provider"])
-            session["agent_model"] = process.get("model", session["agent_model"])
-            session["agent_effort"] = process.get("effort", session["agent_effort"])
-            session["agent_speed"] = process.get("speed", session["agent_speed"])
+        if isinstance(e, STATUS_EVENTS):
+            state = after(SessionState(session["live_status"], session["current_step"], session["blocker_code"]), e)
+            session["live_status"], session["current_step"], session["blocker_code"] = state
+        match e:
+            case ev.ProcessStarted(llm_session_id=llm_session_id):
+                session["llm_session_id"] = llm_session_id
+            case ev.ToolCalled():
+                session["tool_call_count"] += 1
+            case ev.ProcessRestarted(llm_session_id=llm_session_id):
+                session["llm_session_id"] = llm_session_id
+            case ev.WorkspaceRestarted():
+                session["llm_session_id"] = ""
+            case ev.ProcessSwitched(process=process):
+                session["agent_provider"] = process.get("provider", session["agent_provider"])
+                session["agent_model"] = process.get("model", session["agent_model"])
+                session["agent_effort"] = process.get("effort", session["agent_effort"])
+                session["agent_speed"] = process.get("speed", session["agent_speed"])
 
     @staticmethod
     def _session(run: dict[str, Any], env: Envelope) -> dict[str, Any] | None:

@@ -34,6 +34,9 @@ from typing import Any
 
 import structlog
 
+from domain.gate import events as gate
+from domain.studio import events as ev
+from domain.studio.session_state import live_status_after
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
@@ -102,36 +105,12 @@ DEFAULTS: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
-# -- session status, as each surface tracks it ---------------------------------------------------
-
-
-def next_status(current: str, env: Envelope) -> str:
-    """A session's ``live_status`` after one of its events (mirrors the aggregate)."""
-    name, d = env.name, env.data
-    if name == "Opened" or name in ("ProcessRestarted", "WorkspaceRestarted"):
-        return "ready"
-    if name == "ProcessStarted":
-        return "waiting_first_tool"
-    if name == "ToolCalled" and d.get("first"):
-        return "working"
-    if name == "Blocked":
-        return "blocked"
-    if name == "Unblocked":
-        return str(d.get("resume_status", "working"))
-    if name == "Completed":
-        return "session_completed"
-    if name == "Stopped":
-        return "stopped"
-    if name == "Paused":
-        return "paused"
-    if name == "Resumed":
-        return str(d.get("live_status", current))
-    return current
+# -- session status, as each surface tracks it (by the one state machine) -----------------------
 
 
 def track(state: dict[str, Any], env: Envelope) -> None:
     if env.aggregate_type == "AgentSession" and (env.name == "Opened" or env.agent_id in state["statuses"]):
-        state["statuses"][env.agent_id] = next_status(state["statuses"].get(env.agent_id, "ready"), env)
+        state["statuses"][env.agent_id] = live_status_after(state["statuses"].get(env.agent_id, "ready"), env.event)
 
 
 def any_blocked(state: dict[str, Any]) -> bool:
@@ -143,27 +122,24 @@ def any_blocked(state: dict[str, Any]) -> bool:
 
 def fold_delivery(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
     track(state, env)
-    d, kind = env.data, env.kind
-    if kind in PULL_REQUESTS:
-        state["prs"] += 1
-        out.update(
-            pr_url=str(d.get("pr_url", "")),
-            pr_owner=str(d.get("pr_owner", "")),
-            pr_repo=str(d.get("pr_repo", "")),
-            pr_number=int(d.get("pr_number", 0) or 0),
-        )
-    elif kind == "Run.PreviewShared":
-        preview = d.get("preview") or {}
-        out["preview_url"] = str(preview.get("url") or preview.get("domain_url") or "")
-    elif kind in ("Run.Completed", "Run.CleanedUp"):
-        out["closer_state"] = "completed" if kind == "Run.Completed" else "cleaned_up"
+    match env.event:
+        case ev.PullRequestOpened() | gate.PullRequestPublished() as pr:
+            state["prs"] += 1
+            out.update(pr_url=pr.pr_url, pr_owner=pr.pr_owner, pr_repo=pr.pr_repo, pr_number=int(pr.pr_number or 0))
+        case ev.PreviewShared(preview=preview):
+            out["preview_url"] = str(preview.get("url") or preview.get("domain_url") or "")
+        case ev.RunCompleted():
+            out["closer_state"] = "completed"
+        case ev.RunCleanedUp():
+            out["closer_state"] = "cleaned_up"
     out["status"] = "delivered" if state["prs"] else ("blocker" if any_blocked(state) else "none")
 
 
 def fold_source_ref(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
-    if env.kind != "Run.Launched":
+    launched = env.event
+    if not isinstance(launched, ev.RunLaunched):
         return
-    raw = env.data.get("source_ref") or {}
+    raw = launched.source_ref or {}
     repos = [
         {
             "slug": str(r.get("slug", "")),
@@ -181,9 +157,10 @@ def fold_source_ref(state: dict[str, Any], out: dict[str, Any], env: Envelope, d
 
 
 def fold_proposal(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
-    if env.kind != "Run.Launched":
+    launched = env.event
+    if not isinstance(launched, ev.RunLaunched):
         return
-    raw = env.data.get("proposal") or {}
+    raw = launched.proposal or {}
     proposal_id = str(raw.get("proposal_id", "") or "")
     out.update(
         proposal_id=proposal_id,
@@ -198,18 +175,20 @@ QUEUE_STATE = {"ready": "idle", "scheduled": "queued", "running": "running", "co
 
 def fold_queue(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
     track(state, env)
-    d, kind = env.data, env.kind
-    if kind == "Run.Launched":
-        state["status"] = "ready"
-    elif kind == "Run.ExecutionRequested" and not d.get("follow_up"):
-        state["status"] = "scheduled"
-        out["queued_at"] = str(d.get("requested_at", ""))
-    elif kind == "Run.ExecutionStarted":
-        state["status"] = "running"
-    elif kind == "Run.TickRecorded":
-        doc["heartbeat_at"] = max(doc["heartbeat_at"], str(d.get("at", "") or env.at))
-    elif kind in ("Run.Completed", "Run.CleanedUp"):
-        state["status"] = "completed" if kind == "Run.Completed" else "cleaned_up"
+    match env.event:
+        case ev.RunLaunched():
+            state["status"] = "ready"
+        case ev.ExecutionRequested(follow_up=False, requested_at=requested_at):
+            state["status"] = "scheduled"
+            out["queued_at"] = requested_at
+        case ev.ExecutionStarted():
+            state["status"] = "running"
+        case ev.TickRecorded(at=at):
+            doc["heartbeat_at"] = max(doc["heartbeat_at"], at or env.at)
+        case ev.RunCompleted():
+            state["status"] = "completed"
+        case ev.RunCleanedUp():
+            state["status"] = "cleaned_up"
     status = state["status"]
     queue_state = QUEUE_STATE.get(status, "unknown")
     if status == "running" and any_blocked(state):
@@ -218,28 +197,29 @@ def fold_queue(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: d
 
 
 def fold_lineage(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
-    if env.kind == "AgentSession.ToolCalled" and str(env.data.get("tool_name", "")).startswith("mcp__catalog__"):
-        out["projected"] = True
+    match env.event:
+        case ev.ToolCalled(tool_name=tool) if tool.startswith("mcp__catalog__"):
+            out["projected"] = True
 
 
 def fold_feedback(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
-    d, kind = env.data, env.kind
-    if kind == "AgentSession.Opened":
-        state["roles"][env.agent_id] = str(d.get("role_key", ""))
-    elif kind == "AgentSession.Completed" and state["roles"].get(env.agent_id) in REVIEWER_ROLES:
-        result = d.get("result") or {}
-        verdict = str(result.get("review") or result.get("subtype") or "")
-        if result.get("is_error") or verdict in CHANGE_REQUESTS:
+    match env.event:
+        case ev.SessionOpened(role_key=role_key):
+            state["roles"][env.agent_id] = role_key
+        case ev.SessionCompleted(result=result) if state["roles"].get(env.agent_id) in REVIEWER_ROLES:
+            result = result or {}
+            verdict = str(result.get("review") or result.get("subtype") or "")
+            if result.get("is_error") or verdict in CHANGE_REQUESTS:
+                state["changes"] += 1
+                state["notes"] += 1
+            elif verdict in ACCEPTANCES:
+                state["accepts"] += 1
+                state["notes"] += 1
+        case ev.TaskCardChanged(action="followup_created"):
             state["changes"] += 1
             state["notes"] += 1
-        elif verdict in ACCEPTANCES:
-            state["accepts"] += 1
+        case ev.MessageDelivered(channel="mailbox" | "thread"):
             state["notes"] += 1
-    elif kind == "AgentSession.TaskCardChanged" and d.get("action") == "followup_created":
-        state["changes"] += 1
-        state["notes"] += 1
-    elif kind == "AgentSession.MessageDelivered" and d.get("channel") in ("mailbox", "thread"):
-        state["notes"] += 1
     changes, accepts = state["changes"], state["accepts"]
     out["quality"] = "needs_changes" if changes else ("good" if accepts else "unknown")
     out["accepted"] = bool(accepts) and not changes
@@ -247,43 +227,38 @@ def fold_feedback(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc
 
 
 def fold_evidence(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
-    d, kind = env.data, env.kind
-    if kind == "Run.Launched":
-        facts = d.get("project_facts") or {}
-        state["assembly"] = sorted(
-            {"assembly"}
-            | {
-                str(b.get("repository_key", ""))
-                for b in facts.get("repository_bindings", [])
-                if isinstance(b, dict) and b.get("repository_type") == "assembly"
-            }
-        )
-        return
-    if kind == "AgentSession.Opened":
-        suit = d.get("suit") or {}
-        state["agents"][env.agent_id] = {
-            "role_key": str(d.get("role_key", "")),
-            "suit_id": str(suit.get("suit_id", "") or ""),
-        }
-        return
     proof = ""
-    if kind == "GateThread.EvidenceRecorded":  # the gate's publication of the run's proposal
-        if d.get("scope") == "implementation" and str(d.get("repository_key", "")) not in state["assembly"]:
-            proof = "pr:" + str(d.get("pr_url") or d.get("evidence_url") or "")
-        else:
-            state["orchestration"] = True
-    elif kind == "AgentSession.PullRequestOpened":
-        if str(d.get("repository_key", "")) in state["assembly"]:
-            state["orchestration"] = True
-        else:
-            proof = "pr:" + str(d.get("pr_url") or f"{d.get('pr_owner', '')}/{d.get('pr_repo', '')}#{d.get('pr_number', '')}")
-    elif kind == "AgentSession.Completed":
-        agent = state["agents"].get(env.agent_id, {})
-        result = d.get("result") or {}
-        if agent.get("role_key") == "role_compactor" and not result.get("is_error"):
-            out["has_chronicle"] = True
-        if agent.get("role_key") == "role_tester" and not result.get("is_error"):
-            proof = "suit:" + (agent.get("suit_id") or env.agent_id)
+    match env.event:
+        case ev.RunLaunched(project_facts=facts):
+            state["assembly"] = sorted(
+                {"assembly"}
+                | {
+                    str(b.get("repository_key", ""))
+                    for b in (facts or {}).get("repository_bindings", [])
+                    if isinstance(b, dict) and b.get("repository_type") == "assembly"
+                }
+            )
+            return
+        case ev.SessionOpened(role_key=role_key, suit=suit):
+            state["agents"][env.agent_id] = {"role_key": role_key, "suit_id": str((suit or {}).get("suit_id", "") or "")}
+            return
+        case gate.EvidenceRecorded() as recorded:  # the gate's publication of the run's proposal
+            if recorded.scope == "implementation" and recorded.repository_key not in state["assembly"]:
+                proof = "pr:" + (recorded.pr_url or recorded.evidence_url or "")
+            else:
+                state["orchestration"] = True
+        case ev.PullRequestOpened() as pr:
+            if pr.repository_key in state["assembly"]:
+                state["orchestration"] = True
+            else:
+                proof = "pr:" + (pr.pr_url or f"{pr.pr_owner}/{pr.pr_repo}#{pr.pr_number}")
+        case ev.SessionCompleted(result=result):
+            agent = state["agents"].get(env.agent_id, {})
+            result = result or {}
+            if agent.get("role_key") == "role_compactor" and not result.get("is_error"):
+                out["has_chronicle"] = True
+            if agent.get("role_key") == "role_tester" and not result.get("is_error"):
+                proof = "suit:" + (agent.get("suit_id") or env.agent_id)
     if proof and proof not in state["proofs"]:
         state["proofs"].append(proof)
         state["proofs"].sort()
@@ -355,7 +330,7 @@ def new_doc(env: Envelope) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "run_id": env.run_id,
         "tenant_id": env.tenant,
-        "project_slug": str(env.data.get("project_slug", "")),
+        "project_slug": env.event.project_slug,
         "latest_activity_at": stamp(env),
         "heartbeat_at": "",
         "broken": {},
@@ -377,8 +352,8 @@ class SurfacesProjector(Projector):
         return env.kind.startswith(self.prefixes)
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        key = surfaces_doc_key(env.tenant, env.run_id or str(env.data.get("run_id") or ""))
-        if env.kind == "Run.Launched":
+        key = surfaces_doc_key(env.tenant, env.run_id or gate.run_of(env.event))
+        if isinstance(env.event, ev.RunLaunched):
             doc: dict[str, Any] | None = new_doc(env)
         else:
             doc = docs.get(key)

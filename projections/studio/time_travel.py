@@ -20,9 +20,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from domain.gate import events as gate
 from domain.gate.thread import thread_key_id
 from domain.shared.clock import iso
 from domain.shared.ids import lease_key, run_key, session_key
+from domain.studio import events as ev
 from projections.engine.docs import MemoryDocs, Projector, decode, encode
 from projections.engine.envelope import Envelope, envelope
 from projections.studio.feed import compose_feed, feed_reads, feed_scans
@@ -142,23 +144,23 @@ class TimeTravel:
         if not run_events:
             return []
         sessions = [
-            session_key(tenant, run_id, e.data["session_id"], e.data["agent_id"])
+            session_key(tenant, run_id, e.event.session_id, e.event.agent_id)
             for e in run_events
-            if e.kind == "Run.SessionOpened"
+            if isinstance(e.event, ev.RunSessionOpened)
         ]
         session_events = self.selector.select(sessions, upto)
         names = set(workspaces) | {
-            str(e.data["workspace_name"])
+            e.event.workspace_name
             for e in session_events
-            if e.kind == "AgentSession.ProcessStarted" and e.data.get("workspace_name")
+            if isinstance(e.event, ev.ProcessStarted) and e.event.workspace_name
         }
         leases = [lease_key(tenant, project_slug, name) for name in names]
         lease_events = self.selector.select(leases, upto)
         # The gate publishes for a run from a thread named by the run's id or its proposal's.
-        launched = next((e for e in run_events if e.kind == "Run.Launched"), None)
-        proposal = str(((launched.data.get("proposal") or {}).get("proposal_id") or "") if launched else "")
+        launched = next((e.event for e in run_events if isinstance(e.event, ev.RunLaunched)), None)
+        proposal = str(((launched.proposal or {}).get("proposal_id") or "") if launched else "")
         threads = [thread_key_id(tenant, key) for key in (run_id, proposal) if key]
-        gate_events = [e for e in self.selector.select(threads, upto) if e.data.get("run_id") == run_id]
+        gate_events = [e for e in self.selector.select(threads, upto) if gate.run_of(e.event) == run_id]
         return sorted(run_events + session_events + lease_events + gate_events, key=lambda e: e.position)
 
     def position_at(self, events: Sequence[Envelope], moment: str) -> int:

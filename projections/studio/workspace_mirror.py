@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.studio import events as ev
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 
@@ -52,24 +53,24 @@ class MirrorProjector(Projector):
         _, tenant, project_slug, workspace_name = env.scope[:4]
         key = mirror_doc_key(tenant, project_slug)
         doc = docs.get(key) or {"project_slug": project_slug, "workspaces": {}}
-        d = env.data
-        if env.name == "Provisioned":
+        e = env.event
+        if isinstance(e, ev.LeaseProvisioned):
             doc["workspaces"][workspace_name] = {
                 "workspace_name": workspace_name,
-                "provider": d["provider"],
-                "namespace": d["namespace"],
-                "target_branch": d["target_branch"],
-                "workspace_scope": d["workspace_scope"],
+                "provider": e.provider,
+                "namespace": e.namespace,
+                "target_branch": e.target_branch,
+                "workspace_scope": e.workspace_scope,
                 "workspace_status": "ready",
                 "probe_live_status": "",
                 "active_slot_count": 0,
-                "max_active_slots": d["max_active_slots"],
+                "max_active_slots": e.max_active_slots,
                 "warm_until_at": "",
                 "suspend_after_at": "",
                 "last_verified_at": "",
                 "resume_estimate_seconds": 0,
-                "default_resume_estimate_seconds": d["resume_estimate_seconds"],
-                "provider_workspace_id": d["provider_workspace_id"],
+                "default_resume_estimate_seconds": e.resume_estimate_seconds,
+                "provider_workspace_id": e.provider_workspace_id,
                 "recreations": 0,
                 "slots": {},
                 "history": {},
@@ -77,49 +78,49 @@ class MirrorProjector(Projector):
         workspace = doc["workspaces"].get(workspace_name)
         if workspace is None:
             return
-        if env.name == "SlotAcquired":
-            workspace["slots"][d["session_id"]] = {
-                "run_id": d["run_id"],
-                "agent_id": d["agent_id"],
-                "handoff_target": d["handoff_target"],
+        if isinstance(e, ev.SlotAcquired):
+            workspace["slots"][e.session_id] = {
+                "run_id": e.run_id,
+                "agent_id": e.agent_id,
+                "handoff_target": e.handoff_target,
                 "stale": False,
             }
-            seen = workspace["history"].setdefault(d["session_id"], {"starts": 0, "recovery_reason": ""})
+            seen = workspace["history"].setdefault(e.session_id, {"starts": 0, "recovery_reason": ""})
             seen["starts"] += 1
-            seen["handoff_target"] = d["handoff_target"]
-            if d.get("recovery_reason"):
-                seen["recovery_reason"] = d["recovery_reason"]
+            seen["handoff_target"] = e.handoff_target
+            if e.recovery_reason:
+                seen["recovery_reason"] = e.recovery_reason
             if workspace["workspace_status"] == "suspended":
                 workspace["workspace_status"] = "ready"
-            workspace["warm_until_at"] = max(workspace["warm_until_at"], d["warm_until_at"])
+            workspace["warm_until_at"] = max(workspace["warm_until_at"], e.warm_until_at)
             workspace["resume_estimate_seconds"] = 0
-        elif env.name == "SlotReleased":
-            workspace["slots"].pop(d["session_id"], None)
+        elif isinstance(e, ev.SlotReleased):
+            workspace["slots"].pop(e.session_id, None)
             if not workspace["slots"]:
-                workspace["suspend_after_at"] = d["suspend_after_at"]
-        elif env.name == "StatusChanged":
-            workspace["workspace_status"] = d["status"]
+                workspace["suspend_after_at"] = e.suspend_after_at
+        elif isinstance(e, ev.LeaseStatusChanged):
+            workspace["workspace_status"] = e.status
             workspace["probe_live_status"] = ""
-            if d["status"] == "suspended":
+            if e.status == "suspended":
                 workspace["resume_estimate_seconds"] = workspace["default_resume_estimate_seconds"]
-            if d["status"] == "missing":
+            if e.status == "missing":
                 for session_id in workspace["slots"]:
                     workspace["history"].setdefault(session_id, {"starts": 0, "recovery_reason": ""})[
                         "recovery_reason"
                     ] = "sandbox_missing"
-        elif env.name == "Recreated":
+        elif isinstance(e, ev.LeaseRecreated):
             workspace["workspace_status"] = "ready"
             workspace["probe_live_status"] = ""
             workspace["recreations"] += 1
-            workspace["provider_workspace_id"] = d["provider_workspace_id"]
-            for session_id in d["stale_sessions"]:
+            workspace["provider_workspace_id"] = e.provider_workspace_id
+            for session_id in e.stale_sessions:
                 if session_id in workspace["slots"]:
                     workspace["slots"][session_id]["stale"] = True
                     workspace["history"].setdefault(session_id, {"starts": 0, "recovery_reason": ""})[
                         "recovery_reason"
                     ] = "sandbox_recreated"
-        elif env.name == "Verified":
-            workspace["probe_live_status"] = d.get("live_status", "")
+        elif isinstance(e, ev.LeaseVerified):
+            workspace["probe_live_status"] = e.live_status
             workspace["last_verified_at"] = env.at
         workspace["active_slot_count"] = sum(1 for s in workspace["slots"].values() if not s["stale"])
         docs.put(key, doc, p=f"mirrors/{tenant}", s=project_slug)

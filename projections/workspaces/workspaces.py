@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from domain.workspaces import events as ev
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
@@ -48,7 +46,7 @@ class WorkspacesProjector(Projector):
     topics = frozenset(f"DevWorkspace.{name}" for name in ev.EVENTS)
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        event = msgspec.convert(env.data, ev.EVENTS[env.name], strict=True)
+        event = env.event
         tenant, scope = env.scope[1], env.scope[2]
         key = record_key(tenant, scope)
         if isinstance(event, ev.Launched):

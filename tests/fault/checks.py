@@ -20,6 +20,8 @@ from typing import Any
 
 import msgspec
 
+from domain.projects import events as pe
+from domain.studio import events as ev
 from projections.engine.envelope import Envelope
 from projections.engine.rebuild import rebuild
 from projections.engine.runner import NotificationSource
@@ -76,15 +78,15 @@ def read_log(settings: Settings) -> LogFacts:
             message = live_message(env, settings.live_subject_prefix)
             if message is not None:
                 facts.live.append((message.event_id, message.subject))
-            kind, data = env.kind, env.data
-            if kind == "Project.Created":
-                facts.commands[("project", env.originator_id.split(":", 2)[-1])] += 1
-            elif kind == "Run.Launched":
-                facts.commands[("launch", env.run_id)] += 1
-            elif kind == "Run.ExecutionRequested":
-                facts.commands[("execute", f"{env.run_id}@{data.get('requested_at', '')}")] += 1
-            elif kind in ("Run.ControlRecorded", "AgentSession.ControlApplied"):
-                facts.commands[("control", str(data.get("control_id", "")))] += 1
+            match env.event:
+                case pe.ProjectCreated():
+                    facts.commands[("project", env.originator_id.split(":", 2)[-1])] += 1
+                case ev.RunLaunched():
+                    facts.commands[("launch", env.run_id)] += 1
+                case ev.ExecutionRequested(requested_at=requested_at):
+                    facts.commands[("execute", f"{env.run_id}@{requested_at}")] += 1
+                case ev.ControlRecorded(control_id=control_id) | ev.ControlApplied(control_id=control_id):
+                    facts.commands[("control", control_id)] += 1
     finally:
         store.close()
         app.close()

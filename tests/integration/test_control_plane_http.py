@@ -312,7 +312,8 @@ def test_the_feed_is_its_stored_document_and_access_is_checked_every_time(
     world: tuple[TestClient, Container],
 ) -> None:
     from api.control_plane.reads import ControlPlaneReads
-    from projections.studio.feed_doc import FEED as FEED_MODEL, feed_doc_key
+    from projections.studio.feed_doc import FEED as FEED_MODEL
+    from projections.studio.feed_doc import feed_doc_key
     from projections.studio.time_travel import EventSelector, TimeTravel
 
     http, container = world

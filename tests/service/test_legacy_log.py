@@ -73,3 +73,35 @@ def test_every_legacy_aggregate_loads_and_new_events_keep_the_stored_topics(tmp_
     assert new_topics and new_topics <= old_topics | {"domain.session:AgentSession.Opened", "domain.run:Run.SessionOpened"}
     assert all(t.split(":")[0] in {"domain.run", "domain.session", "domain.lease", "domain.project"} for t in new_topics)
     assert json.loads(created)["originator_topic"] == "domain.run:Run"
+
+
+def test_a_project_created_today_records_named_settings_and_reads_as_the_legacy_one(tmp_path: Path) -> None:
+    """The legacy log's projects recorded the raw request (created event version 1); today's
+    code records the settings by name (version 2). The same request, created again today,
+    projects the same project (but for its slug and times)."""
+    db = _copy(tmp_path)
+    with sqlite3.connect(db) as conn:
+        legacy = json.loads(conn.execute(
+            "SELECT state FROM stored_events WHERE topic = 'domain.project:Project.Created' AND originator_id LIKE '%:acme'"
+        ).fetchone()[0])
+    assert "request" in legacy and "class_version" not in legacy
+    request = {**legacy["request"], "project_key": "acme-again"}
+    container = build(settings_for(f"sqlite:///{db}"))
+    try:
+        again = container.projects.create_project(tenant="default", request=request, created_by=legacy["created_by"])
+        assert again.request == {**container.projects.get_project("default", "acme").request, "project_key": "acme-again"}
+        while container.runner.run_once():
+            pass
+        docs = {slug: json.loads(container.store.get("projects", f"project/default/{slug}"))
+                for slug in ("acme", "acme-again")}
+    finally:
+        container.close()
+    with sqlite3.connect(db) as conn:
+        stored = json.loads(conn.execute(
+            "SELECT state FROM stored_events WHERE topic = 'domain.project:Project.Created' AND originator_id LIKE '%:acme-again'"
+        ).fetchone()[0])
+    assert "request" not in stored and stored["class_version"] == 2 and stored["display_name"] == "Acme"
+    same = {"project_slug", "updated_at", "created_at", "ai_run_history"}  # (runs launched in the old log)
+    assert {k: v for k, v in docs["acme"].items() if k not in same} == {
+        k: v for k, v in docs["acme-again"].items() if k not in same
+    }

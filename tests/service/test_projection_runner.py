@@ -125,7 +125,7 @@ class Counting(Projector):
 
 
 def env(position: int) -> Envelope:
-    return Envelope(position=position, originator_id="run:t:r", version=position, kind="Run.X", at="", data={})
+    return Envelope(position=position, originator_id="run:t:r", version=position, kind="Run.X", at="")
 
 
 def test_contiguous_prefix() -> None:

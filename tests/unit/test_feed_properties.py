@@ -182,7 +182,7 @@ def test_run_surfaces(request: dict[str, Any], operations: list[tuple[Any, ...]]
     prs = [e for e in run_envs if e.kind == "AgentSession.PullRequestOpened"]
     if prs:
         assert feed.delivery.status == "delivered"
-        assert feed.delivery.pr_url == prs[-1].data["pr_url"]
+        assert feed.delivery.pr_url == prs[-1].event.pr_url
     elif any(s.live_status == "blocked" for s in sessions):
         assert feed.delivery.status == "blocker"
     else:
@@ -204,14 +204,14 @@ def test_run_surfaces(request: dict[str, Any], operations: list[tuple[Any, ...]]
     assert feed.queue.state == expected_state
     # lineage is enrichment only
     assert feed.lineage.impact_node_count == -1
-    catalog = any(e.kind == "AgentSession.ToolCalled" and e.data["tool_name"].startswith("mcp__catalog__") for e in run_envs)
+    catalog = any(e.kind == "AgentSession.ToolCalled" and e.event.tool_name.startswith("mcp__catalog__") for e in run_envs)
     assert feed.lineage.projected == catalog
     # feedback: a reviewer's change request wins over acceptance
     reviewers = {s.agent_id for s in sessions if s.role_key in ("role_tester", "role_curator")}
     verdicts = [
-        e.data["result"].get("subtype") for e in run_envs if e.kind == "AgentSession.Completed" and e.agent_id in reviewers
+        e.event.result.get("subtype") for e in run_envs if e.kind == "AgentSession.Completed" and e.agent_id in reviewers
     ]
-    followups = any(e.kind == "AgentSession.TaskCardChanged" and e.data["action"] == "followup_created" for e in run_envs)
+    followups = any(e.kind == "AgentSession.TaskCardChanged" and e.event.action == "followup_created" for e in run_envs)
     changes = followups or any(v in ("changes_requested", "error") for v in verdicts)
     if changes:
         assert feed.delivery_feedback.quality == "needs_changes" and not feed.delivery_feedback.accepted
@@ -220,12 +220,12 @@ def test_run_surfaces(request: dict[str, Any], operations: list[tuple[Any, ...]]
     else:
         assert feed.delivery_feedback.quality == "unknown" and not feed.delivery_feedback.accepted
     # evidence: de-duplicated proofs; an assembly pull request is no proof
-    proofs = {f"pr:{e.data['pr_url']}" for e in prs if e.data["repository_key"] != "assembly"}
+    proofs = {f"pr:{e.event.pr_url}" for e in prs if e.event.repository_key != "assembly"}
     testers = {s.agent_id: (s.suit or {}).get("suit_id") or s.agent_id for s in sessions if s.role_key == "role_tester"}
     proofs |= {
         f"suit:{testers[e.agent_id]}"
         for e in run_envs
-        if e.kind == "AgentSession.Completed" and e.agent_id in testers and not e.data["result"].get("is_error")
+        if e.kind == "AgentSession.Completed" and e.agent_id in testers and not e.event.result.get("is_error")
     }
     assert feed.evidence.proof_count == len(proofs)
     # freshness: the max of stored timestamps, never the clock

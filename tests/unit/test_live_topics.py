@@ -7,10 +7,11 @@ import msgspec
 from api.live.hub import sse_frame
 from projections.engine.envelope import Envelope
 from projections.studio.live_channel import live_message, parse_topic, subject_for, topic_for
+from tests.events import envelope_of
 
 
 def env(position: int, originator: str, kind: str, data: dict | None = None) -> Envelope:
-    return Envelope(position, originator, 1, kind, "2026-01-02T03:04:05.000006Z", data or {})
+    return envelope_of(position, originator, kind, "2026-01-02T03:04:05.000006Z", **(data or {}))
 
 
 def test_topic_is_the_colon_form_and_the_subject_the_dotted_one() -> None:

@@ -165,9 +165,10 @@ def test_events_the_library_wrote_with_nan_read_back() -> None:
     read = MsgspecTranscoder().decode(written)
     assert math.isnan(read["score"]) and read["report"]["limits"] == [math.inf, -math.inf]
     assert read["timestamp"] == NOW
-    note = Notification(id=7, originator_id="run:default:r1", originator_version=3, topic="x:Run.TickRecorded", state=written)
+    tick = LIBRARY.encode({"timestamp": NOW, "tick": 1, "at": "x", "report": {"score": math.nan}})
+    note = Notification(id=7, originator_id="run:default:r1", originator_version=3, topic="x:Run.TickRecorded", state=tick)
     seen = envelope(note)
-    assert math.isnan(seen.data["score"]) and seen.at == "2026-01-02T03:04:05.000006Z"
+    assert math.isnan(seen.event.report["score"]) and seen.at == "2026-01-02T03:04:05.000006Z"
 
 
 def test_typed_values_the_library_wrote_read_back_as_the_library_reads_them() -> None:
