@@ -39,10 +39,19 @@ def groups(names: Sequence[str], workers: int) -> list[list[str]]:
     return [sorted(members, key=order.__getitem__) for _, members in bins if members]
 
 
+# A rebuild reads the whole log in large pages, offline: the request path's statement
+# timeout (``SQUADOPS_DATABASE_STATEMENT_SECONDS``, 1.5 s) would stop a page read of a big
+# log on a busy server, so its statements get this long instead.
+REBUILD_STATEMENT_SECONDS = 300.0
+
+
 def open_parts(settings: Settings) -> tuple[Any, DocStore]:
     from domain.shared.event_store import EventStore
     from workers.bootstrap import eventsourcing_env
 
+    settings = settings.replace(
+        database_statement_seconds=max(settings.database_statement_seconds, REBUILD_STATEMENT_SECONDS)
+    )
     event_store = EventStore(eventsourcing_env(settings))
     store: DocStore = (
         PostgresDocStore(
