@@ -89,14 +89,23 @@ def answers(
     *statuses: int,
     links: dict[str, dict[str, Any]] | None = None,
     body: tuple[str, BodySchema] | None = None,
+    examples: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A route's ``opt``: the error statuses it answers (besides 503 and 413, added for
-    all), the links from its success answer, and a request body schema ``(name, build)``
-    replacing the one generated from its struct."""
+    all), the links from its success answer, a request body schema ``(name, build)``
+    replacing the one generated from its struct, and request body ``examples`` (name to
+    a body that works against the demo data, ``squadops serve --demo``)."""
     unknown = set(statuses) - set(DESCRIPTIONS)
     if unknown:
         raise ValueError(f"no description for statuses {sorted(unknown)}")
-    return {ANSWERS: {"statuses": tuple(sorted(set(statuses))), "links": links or {}, "body": body}}
+    return {
+        ANSWERS: {
+            "statuses": tuple(sorted(set(statuses))),
+            "links": links or {},
+            "body": body,
+            "examples": examples or {},
+        }
+    }
 
 
 def _error_response(status: int) -> dict[str, Any]:
@@ -187,6 +196,12 @@ def document(schema: dict[str, Any], app: Litestar) -> None:
             name, build = meta["body"]
             components[name] = build(components)
             operation["requestBody"]["content"]["application/json"]["schema"] = {"$ref": f"#/components/schemas/{name}"}
+        if meta["examples"]:
+            # Media type examples: what a reader copies, and what schemathesis mixes into
+            # the bodies it generates (so a stateful sequence starts from a working answer).
+            operation["requestBody"]["content"]["application/json"]["examples"] = {
+                name: {"value": value} for name, value in meta["examples"].items()
+            }
 
 
 def documented_schema(app: Litestar) -> dict[str, Any]:
