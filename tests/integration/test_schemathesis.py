@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import jsonschema_rs
 import pytest
 import schemathesis
 from litestar import Litestar
@@ -61,11 +62,11 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Litestar
         container.close()
 
 
-# The parts whose every operation documents exactly what it answers (api/openapi.py
-# ``answers``). The project factory (now also the portal's list), portal, workspace, jobs
-# and gate operations are not in this run yet:
-# generated input still finds undocumented statuses and server errors there (see README).
-COVERED = r"^/(healthz|readyz|v1/admin/studio/|control-plane/|v1/project-factory/projects$)"
+# Every operation of the document: health, studio, control plane, project factory, portal,
+# developer workspaces and the usage meter, jobs, sync and identity, gate. (The pages and
+# /mcp, JSON-RPC, are not in the OpenAPI document: tests/integration/test_web_* and
+# test_mcp_* cover them.)
+COVERED = r"^/"
 
 
 def load_schema(app: Litestar, *phases: str) -> Any:
@@ -87,15 +88,34 @@ class Outcome:
         self.operations: set[str] = set()
 
 
+def body_fits_document(document: dict[str, Any], case: Any) -> bool:
+    """Whether ``case``'s JSON body is valid against the request body schema the document
+    gives its operation (a 'negative' case that is not negative)."""
+    operation = document["paths"].get(case.operation.path, {}).get(case.method.lower(), {})
+    schema = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+    if schema is None:
+        return False
+    root = {**schema, "components": document.get("components", {})}
+    return bool(jsonschema_rs.Draft202012Validator(root).is_valid(case.body))
+
+
 def run_engine(schema: Any) -> Outcome:
     outcome = Outcome()
     for event in schemathesis.engine.from_schema(schema).execute():
         if isinstance(event, events.ScenarioFinished):
             recorder = event.recorder
-            for checks in recorder.checks.values():
+            for case_id, checks in recorder.checks.items():
                 for check in checks:
                     if check.failure_info is not None:
                         failure = check.failure_info.failure
+                        if check.name == "negative_data_rejection" and body_fits_document(
+                            schema.raw_schema, recorder.cases[case_id].value
+                        ):
+                            # schemathesis' coverage phase mutates one branch of a oneOf and
+                            # calls the body invalid though it fits another branch (a body
+                            # naming ``linked: false`` needs no provider_user_id): the body is
+                            # valid against the document, and accepted as it must be.
+                            continue
                         outcome.failures.append(
                             f"{event.label}: {check.name}: {failure.title}\n{failure.message}\n{check.failure_info.code_sample}"
                         )
@@ -138,14 +158,8 @@ def outcome(service: tuple[Litestar, Container]) -> Outcome:
     return result
 
 
-# Known and left alone: since the portal added GET beside POST on /v1/project-factory/projects,
-# a 405 there names only ``OPTIONS, POST`` in its Allow header.
-KNOWN = ("/v1/project-factory/projects: allow_header_conformance",)
-
-
 def test_no_generated_request_fails_any_check(outcome: Outcome) -> None:
-    failures = [f for f in outcome.failures if not any(k in f.split("\n", 1)[0] for k in KNOWN)]
-    assert not failures, "\n\n".join(failures[:10])
+    assert not outcome.failures, "\n\n".join(outcome.failures[:10])
 
 
 def test_every_operation_was_called_and_reached_past_validation(outcome: Outcome) -> None:
