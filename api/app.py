@@ -6,6 +6,7 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
 
+from api.allow import mend_options_allow
 from api.auth import edge_jwt
 from api.body import JsonRequest
 from api.context import ServiceParts
@@ -80,7 +81,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
     def on_shutdown() -> None:
         container.stop()
 
-    return Litestar(
+    app = Litestar(
         route_handlers=[
             healthz,
             readyz,
@@ -153,3 +154,4 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
         logging_config=None,
         debug=False,
     )
+    return mend_options_allow(app)

@@ -8,16 +8,22 @@ class) refuses them, and every other malformed body, with the C3 validation body
 Nesting is bounded well below the interpreter's recursion limit: a body nested just
 under it would decode here, then fail to encode or decode again later (in the event
 store, a projector, a replay) where no request can be refused any more.
+
+A decoded body is then checked strictly against the type its handler declares
+(``data: JSONBody[T]``): Litestar converts it leniently (``strict=False``, which suits
+query strings), so ``"dry_run": 0`` would pass as ``false`` and ``"1"`` as a number. JSON
+says what a value is: a body whose values are not of the documented types is a 422.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from litestar import Request
 from litestar.exceptions import SerializationException
 
-from api.errors import RequestInvalid
+from api.errors import RequestInvalid, body_invalid
 
 MAX_BODY_DEPTH = 64
 _CONTAINERS = (dict, list)
@@ -60,4 +66,38 @@ class JsonRequest(Request[Any, Any, Any]):
         except SerializationException as exc:
             raise undecodable(str(exc)) from None
         check_depth(await self.body(), value)
+        declared = _declared_body(self.scope.get("route_handler"))
+        if declared is not None:
+            try:
+                msgspec.convert(_integral(value), declared, strict=True, str_keys=True)
+            except msgspec.ValidationError as exc:
+                raise body_invalid(str(exc), value) from None
         return value
+
+
+def _integral(value: Any) -> Any:
+    """``value`` with integral floats as ints: JSON's ``30.0`` is the integer 30 (JSON
+    Schema agrees), and an int stays acceptable where a float is declared."""
+    if type(value) is float:
+        return int(value) if value.is_integer() else value
+    if type(value) is dict:
+        return {k: _integral(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_integral(v) for v in value]
+    return value
+
+
+_DECLARED: dict[int, Any] = {}
+
+
+def _declared_body(handler: Any) -> Any:
+    """The type a handler's ``data`` declares (``None``: no body, or any JSON)."""
+    if handler is None:
+        return None
+    key = id(handler)
+    if key not in _DECLARED:
+        field = getattr(handler, "parsed_fn_signature", None)
+        data = field.parameters.get("data") if field is not None else None
+        declared = getattr(data, "annotation", None)
+        _DECLARED[key] = None if declared in (None, Any) else declared
+    return _DECLARED[key]

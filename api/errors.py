@@ -153,6 +153,19 @@ def handle_validation(request: Request[Any, Any, Any], exc: ValidationException)
     return validation_response(items)
 
 
+def body_invalid(message: str, body: Any) -> RequestInvalid:
+    """The 422 for a decoded ``body`` that does not fit its type (a msgspec message)."""
+    loc, msg = _loc("body", "", message)
+    type_ = _type_of(msg)
+    value = body
+    try:
+        for part in loc[1:]:
+            value = value[part]
+    except (KeyError, IndexError, TypeError):
+        value = None
+    return RequestInvalid(loc, msg, type_, None if type_ == "missing" else value)
+
+
 def handle_request_invalid(request: Request[Any, Any, Any], exc: RequestInvalid) -> Response[Any]:
     return validation_response(exc.items)
 

@@ -89,14 +89,78 @@ def answers(
     *statuses: int,
     links: dict[str, dict[str, Any]] | None = None,
     body: tuple[str, BodySchema] | None = None,
+    examples: dict[str, dict[str, Any]] | None = None,
+    also: tuple[int, ...] = (),
+    parameters: dict[str, dict[str, Any]] | None = None,
+    one_of_query: tuple[str, tuple[str, ...]] | None = None,
 ) -> dict[str, Any]:
     """A route's ``opt``: the error statuses it answers (besides 503 and 413, added for
-    all), the links from its success answer, and a request body schema ``(name, build)``
-    replacing the one generated from its struct."""
+    all), the links from its success answer, a request body schema ``(name, build)``
+    replacing the one generated from its struct, and request body ``examples`` (name to
+    a body that works against the demo data, ``squadops serve --demo``).
+
+    ``also``: more success statuses with the success answer's body (an idempotent replay's
+    200 beside the 202). ``parameters``: name to what a parameter's rules add to what its
+    annotation documents (``required``, ``schema`` keywords: rules the handler checks
+    itself, with its own message). ``one_of_query=(name, fields)``: the query fields of
+    which at least one is given, documented as one exploded object parameter ``name``."""
     unknown = set(statuses) - set(DESCRIPTIONS)
     if unknown:
         raise ValueError(f"no description for statuses {sorted(unknown)}")
-    return {ANSWERS: {"statuses": tuple(sorted(set(statuses))), "links": links or {}, "body": body}}
+    return {
+        ANSWERS: {
+            "statuses": tuple(sorted(set(statuses))),
+            "links": links or {},
+            "body": body,
+            "examples": examples or {},
+            "also": tuple(also),
+            "parameters": parameters or {},
+            "one_of_query": one_of_query,
+        }
+    }
+
+
+def _refine_parameters(operation: dict[str, Any], meta: Mapping[str, Any]) -> None:
+    parameters = operation.get("parameters", [])
+    for parameter in parameters:
+        extra = meta["parameters"].get(parameter.get("name"))
+        if extra:
+            parameter.update({k: v for k, v in extra.items() if k != "schema"})
+            parameter["schema"] = {**parameter.get("schema", {}), **extra.get("schema", {})}
+    if meta["one_of_query"] is not None:
+        name, fields = meta["one_of_query"]
+        grouped = [p for p in parameters if p.get("in") == "query" and p.get("name") in fields]
+        properties = {p["name"]: {**p.get("schema", {}), "minLength": 1} for p in grouped}
+        operation["parameters"] = [p for p in parameters if p not in grouped] + [
+            {
+                "name": name,
+                "in": "query",
+                "required": True,
+                "style": "form",
+                "explode": True,
+                "description": f"at least one of {', '.join(fields)}",
+                "schema": {
+                    "type": "object",
+                    "properties": properties,
+                    "minProperties": 1,
+                    "additionalProperties": False,
+                },
+            }
+        ]
+
+
+def refined_body(component: str, **properties: dict[str, Any]) -> tuple[str, BodySchema]:
+    """``answers(body=...)`` for a struct's generated schema with ``properties`` refined:
+    what the struct's constraints say that the generated schema drops (nested items,
+    keys), or a rule the handler checks itself (an enum)."""
+
+    def build(components: Mapping[str, Any]) -> dict[str, Any]:
+        schema = copy.deepcopy(components[component])
+        for name, extra in properties.items():
+            schema["properties"][name] = {**schema["properties"].get(name, {}), **extra}
+        return schema
+
+    return component, build
 
 
 def _error_response(status: int) -> dict[str, Any]:
@@ -178,8 +242,11 @@ def document(schema: dict[str, Any], app: Litestar) -> None:
             responses[str(status)] = _error_response(status)
         if not meta:
             continue
+        success = next(s for s in sorted(responses) if s.startswith("2"))
+        for status in meta["also"]:
+            responses[str(status)] = copy.deepcopy(responses[success])
+        _refine_parameters(operation, meta)
         if meta["links"]:
-            success = next(s for s in sorted(responses) if s.startswith("2"))
             responses[success]["links"] = {
                 name: _link_object(target, operation_ids) for name, target in meta["links"].items()
             }
@@ -187,6 +254,12 @@ def document(schema: dict[str, Any], app: Litestar) -> None:
             name, build = meta["body"]
             components[name] = build(components)
             operation["requestBody"]["content"]["application/json"]["schema"] = {"$ref": f"#/components/schemas/{name}"}
+        if meta["examples"]:
+            # Media type examples: what a reader copies, and what schemathesis mixes into
+            # the bodies it generates (so a stateful sequence starts from a working answer).
+            operation["requestBody"]["content"]["application/json"]["examples"] = {
+                name: {"value": value} for name, value in meta["examples"].items()
+            }
 
 
 def documented_schema(app: Litestar) -> dict[str, Any]:

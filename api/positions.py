@@ -62,14 +62,16 @@ def handle_lagging(request: Request[Any, Any, Any], exc: ReadModelLagging) -> Re
 
 
 def parse_min_position(raw: str | None) -> int:
-    """The header's position, 0 when absent; anything but a non-negative integer is a 422."""
+    """The header's position, 0 when absent; anything but 1 to 19 digits (as documented) is
+    a 422. A position past any log there can be (over ``MAX_POSITION``) is past this log's
+    head too: the read answers 409 ``position_ahead_of_log``, as for any position beyond it."""
     if raw is None:
         return 0
     text = raw.strip()
-    if not _DIGITS.fullmatch(text) or int(text) > MAX_POSITION:
+    if not _DIGITS.fullmatch(text):
         raise RequestInvalid(
             ["header", MIN_POSITION_HEADER.lower()],
-            f"{MIN_POSITION_HEADER} must be a log position: an integer from 0 to {MAX_POSITION}",
+            f"{MIN_POSITION_HEADER} must be a log position: 1 to 19 digits",
             "int_parsing",
             raw,
         )

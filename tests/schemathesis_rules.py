@@ -11,6 +11,7 @@ left as drawn: they are refused anyway). tests/integration/test_schemathesis.py 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -67,6 +68,48 @@ def stay_in_one_tenant(case: Any) -> None:
         del headers[name]
 
 
+PROJECT_CREATE = ("POST", "/v1/project-factory/projects")
+LAUNCH = ("POST", "/v1/admin/studio/runs")
+FRESH_PREFIX = "seq"
+# The project ``squadops serve --demo`` (workers.cli.seed_demo) creates, and a template it launches.
+DEMO_LAUNCH = {"project_slug": "demo", "template_id": "delivery-core"}
+_fresh = itertools.count(1)
+
+
+def fresh_projects(case: Any) -> None:
+    """A stateful sequence creates a project of its own: its slug source gets a prefix no
+    earlier request used. Hypothesis replays a sequence's first steps to explore what
+    follows them; the same slug again would answer 409 where it answered 201, the
+    sequence would not find the project its link expects, and Hypothesis would end the
+    phase early ("inconsistent data generation"). Conflicts are what the stateless
+    phases and the project tests check."""
+    if not _is_stateful(case) or not _is_positive(case) or (case.method.upper(), case.path) != PROJECT_CREATE:
+        return
+    if not isinstance(case.body, MutableMapping):
+        return
+    source = "project_key" if case.body.get("project_key") else "display_name"
+    value = case.body.get(source)
+    if isinstance(value, str) and value:
+        prefix = f"{FRESH_PREFIX}{next(_fresh)}-"
+        case.body[source] = (prefix + value)[:200]
+
+
+def launch_in_a_project(case: Any) -> None:
+    """A stateful sequence launches its runs in a project that exists: one it created
+    (a link carried its slug), else the demo project with a template it has. A drawn slug
+    names no project (404), and a sequence's first launch would lead nowhere; the
+    stateless phases check those 404s."""
+    if not _is_stateful(case) or not _is_positive(case) or (case.method.upper(), case.path) != LAUNCH:
+        return
+    if not isinstance(case.body, MutableMapping):
+        return
+    slug = case.body.get("project_slug")
+    if not (isinstance(slug, str) and slug.startswith(FRESH_PREFIX)):
+        case.body.update(DEMO_LAUNCH)
+
+
 def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
     stay_in_one_tenant(case)
+    fresh_projects(case)
+    launch_in_a_project(case)
     conform(case)

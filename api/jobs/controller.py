@@ -34,6 +34,7 @@ from api.jobs.dto import (
     node_power_out,
 )
 from api.jobs.reads import JobReads
+from api.openapi import answers, refined_body
 from api.positions import command_mark, positioned
 from domain.jobs.commands import JobCommands
 from domain.jobs.identity import LinkFacts, subject_id
@@ -54,6 +55,30 @@ EmailQuery = Annotated[
 ScopeQuery = Annotated[
     str, QueryParameter(name="scope", description="the checkpoint's scope", schema_extra={"pattern": ID_PATTERN})
 ]
+
+
+# Enqueue answers 202, or 200 with the job the same idempotency_key queued (C18).
+ENQUEUE = answers(401, 403, 404, 409, 422, also=(200,))
+_ID = {"type": "string", "minLength": 1, "maxLength": 128, "pattern": ID_PATTERN}
+_SHORT = {"type": "string", "maxLength": 200}
+# The struct's rules on nested items and keys, which the generated schema leaves out.
+ACCESS_SYNC_BODY = refined_body(
+    "AccessSyncIn",
+    required_connectors={"items": _ID},
+    preflight_ssot={"propertyNames": _ID, "additionalProperties": {"type": "object", "additionalProperties": _SHORT, "propertyNames": _SHORT}},
+)
+
+
+def identity_link_body(components: Any) -> dict[str, Any]:
+    """A link (``linked``, the default) names the provider_user_id; an unlink need not."""
+    _, build = refined_body("IdentityLinkIn", attributes={"additionalProperties": _SHORT, "propertyNames": _SHORT, "maxProperties": 100})
+    body = build(components)
+    # Exclusive cases, each naming ``linked``: a schema-valid body fits exactly one.
+    body["oneOf"] = [
+        {"required": ["linked"], "properties": {"linked": {"const": False}}},
+        {"required": ["provider_user_id"], "properties": {"linked": {"const": True}, "provider_user_id": {"minLength": 1}}},
+    ]
+    return body
 
 
 def checked_query(name: str, value: str, ok: bool, rule: str, type_: str) -> str:
@@ -94,7 +119,13 @@ def enqueue(
     return positioned(state, mark, answer(job), 202 if created else 200)
 
 
-@post("/jobs/sync/access", status_code=202, sync_to_thread=True, summary="Enqueue an access sync")
+@post(
+    "/jobs/sync/access",
+    status_code=202,
+    sync_to_thread=True,
+    summary="Enqueue an access sync",
+    opt=answers(401, 403, 404, 409, 422, also=(200,), body=ACCESS_SYNC_BODY),
+)
 def access_sync(data: JSONBody[AccessSyncIn], state: State, caller: JobCallerDep) -> Response[JobOut]:
     return enqueue(
         state, caller, data, job_type=ACCESS_SYNC, provider_kind=data.provider_kind or "access",
@@ -102,7 +133,7 @@ def access_sync(data: JSONBody[AccessSyncIn], state: State, caller: JobCallerDep
     )
 
 
-@post("/wizard/try", status_code=202, sync_to_thread=True, summary="Enqueue a wizard try")
+@post("/wizard/try", status_code=202, sync_to_thread=True, summary="Enqueue a wizard try", opt=ENQUEUE)
 def wizard_try(data: JSONBody[WizardTryIn], state: State, caller: JobCallerDep) -> Response[JobOut]:
     return enqueue(
         state, caller, data, job_type=WIZARD_TRY, provider_kind=data.provider, proposal_id=data.proposal_id,
@@ -110,7 +141,7 @@ def wizard_try(data: JSONBody[WizardTryIn], state: State, caller: JobCallerDep) 
     )
 
 
-@post("/jobs/node-power/sleep", status_code=202, sync_to_thread=True, summary="Enqueue a node power sleep")
+@post("/jobs/node-power/sleep", status_code=202, sync_to_thread=True, summary="Enqueue a node power sleep", opt=ENQUEUE)
 def node_power_sleep(data: JSONBody[NodePowerIn], state: State, caller: JobCallerDep) -> Response[NodePowerJobOut]:
     return enqueue(
         state, caller, data, job_type=NODE_POWER_SLEEP, provider_kind="power_device",
@@ -118,7 +149,13 @@ def node_power_sleep(data: JSONBody[NodePowerIn], state: State, caller: JobCalle
     )
 
 
-@post("/jobs/node-power/wake", status_code=202, sync_to_thread=True, summary="Enqueue a node power wake (wake-on-LAN)")
+@post(
+    "/jobs/node-power/wake",
+    status_code=202,
+    sync_to_thread=True,
+    summary="Enqueue a node power wake (wake-on-LAN)",
+    opt=ENQUEUE,
+)
 def node_power_wake(data: JSONBody[NodePowerIn], state: State, caller: JobCallerDep) -> Response[NodePowerJobOut]:
     return enqueue(
         state, caller, data, job_type=NODE_POWER_WAKE, provider_kind="power_device",
@@ -162,7 +199,13 @@ def get_identity_link(
     return job_reads(state).link_state(caller.tenant, provider, caller, named)
 
 
-@post("/identity/links/{provider:str}", status_code=200, sync_to_thread=True, summary="Link (or unlink) an identity")
+@post(
+    "/identity/links/{provider:str}",
+    status_code=200,
+    sync_to_thread=True,
+    summary="Link (or unlink) an identity",
+    opt=answers(401, 403, 404, 409, 422, body=("IdentityLinkIn", identity_link_body)),
+)
 def post_identity_link(
     provider: IdPath, data: JSONBody[IdentityLinkIn], state: State, caller: JobCallerDep
 ) -> Response[IdentityLinkState]:

@@ -19,6 +19,7 @@ from litestar.params import QueryParameter
 from api.auth import EdgeJwt
 from api.context import CallerDep, caller_dependency, part
 from api.errors import RequestInvalid
+from api.openapi import answers
 from api.portal.copilot import copilot_action
 from api.portal.dto import PathStep, PermissionCheckOut
 from api.portal.impact import impact_view
@@ -39,7 +40,18 @@ def permission_graph(state: State) -> PermissionGraph:
     return part(state, "permission_graph")
 
 
-@get("/permissions/check", sync_to_thread=True, summary="Explain the caller's access to an object")
+@get(
+    "/permissions/check",
+    sync_to_thread=True,
+    summary="Explain the caller's access to an object",
+    opt=answers(
+        401, 403, 404, 409, 422,
+        parameters={
+            "object": {"required": True, "schema": {"pattern": OBJECT.pattern}},
+            "relation": {"schema": {"enum": list(ROLES)}},
+        },
+    ),
+)
 def permission_check(
     state: State, caller: CallerDep, object_: ObjectQuery = None, relation: RelationQuery = None
 ) -> PermissionCheckOut:

@@ -20,6 +20,7 @@ from litestar.params import JSONBody
 from api.access import check
 from api.context import Caller, CallerDep, event_store, part, read_models
 from api.errors import ApiError, RequestInvalid
+from api.openapi import answers, refined_body
 from api.portal.workspace import viewer
 from api.positions import command_mark, positioned
 from domain.portal.copilot import ACTIONS, ComposedAnswerer, CopilotThread, thread_key
@@ -178,7 +179,38 @@ def _thread(state: State, caller: Caller, thread_id: str) -> CopilotThread:
     return CopilotThread(tenant=caller.tenant, thread_id=new_id("thr"), subject_key=caller.subject_key, at=utc_now_iso())
 
 
-@post("/copilot/actions", status_code=200, sync_to_thread=True, summary="Run a copilot action")
+RUN_ACTIONS = ("summarize_run", "draft_followup_task")
+
+
+def action_body(components: Any) -> dict[str, Any]:
+    """The action's schema, plus what ``_run_id`` checks: an action on a run names it."""
+    _, build = refined_body("PortalCopilotActionIn", action_id={"enum": list(ACTIONS)})
+    body = build(components)
+    run_action = {"enum": list(RUN_ACTIONS)}
+    run_id = {"type": "string", "minLength": 1}
+    # Exclusive cases, each naming its action: a schema-valid body fits exactly one.
+    body["oneOf"] = [
+        {"properties": {"action_id": {"enum": [a for a in ACTIONS if a not in RUN_ACTIONS]}}},
+        {"required": ["entity_ref"], "properties": {"action_id": run_action, "entity_ref": {"pattern": "^run:."}}},
+        {
+            "required": ["payload"],
+            "properties": {
+                "action_id": run_action,
+                "entity_ref": {"not": {"pattern": "^run:"}},
+                "payload": {"required": ["run_id"], "properties": {"run_id": run_id}},
+            },
+        },
+    ]
+    return body
+
+
+@post(
+    "/copilot/actions",
+    status_code=200,
+    sync_to_thread=True,
+    summary="Run a copilot action",
+    opt=answers(401, 403, 404, 409, 422, body=("PortalCopilotActionIn", action_body)),
+)
 def copilot_action(
     data: JSONBody[PortalCopilotActionIn], state: State, caller: CallerDep
 ) -> Response[PortalCopilotMessageOut]:

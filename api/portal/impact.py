@@ -13,6 +13,7 @@ from litestar.params import QueryParameter
 
 from api.context import CallerDep, part
 from api.errors import RequestInvalid
+from api.openapi import answers
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
 from projections.portal.impact import impact
 
@@ -32,7 +33,12 @@ class ImpactOut(msgspec.Struct, kw_only=True):
     source_health: dict[str, Any]
 
 
-@get("/impact", sync_to_thread=True, summary="Impact of an issue, pull request or asset")
+@get(
+    "/impact",
+    sync_to_thread=True,
+    summary="Impact of an issue, pull request or asset",
+    opt=answers(401, 403, 404, 409, 422, one_of_query=("refs", ("issue_ref", "pr_ref", "asset_ref"))),
+)
 def impact_view(
     state: State, caller: CallerDep, issue_ref: Ref = None, pr_ref: Ref = None, asset_ref: Ref = None,
     limit: Limit = 100,

@@ -13,6 +13,7 @@ from litestar.params import QueryParameter
 
 from api.context import Caller, CallerDep, part, read_models, studio_commands
 from api.errors import RequestInvalid
+from api.openapi import answers
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
 from domain.shared.access import ROLES
 from projections.portal.dashboard import (
@@ -131,7 +132,13 @@ def _templates(state: State) -> list[dict[str, Any]]:
     ]
 
 
-@get("/workspace", sync_to_thread=True, summary="The portal dashboard for the caller")
+@get(
+    "/workspace",
+    sync_to_thread=True,
+    summary="The portal dashboard for the caller",
+    # return_to: a path on this portal (no scheme, no host, not protocol-relative).
+    opt=answers(401, 403, 404, 409, 422, parameters={"return_to": {"schema": {"pattern": "^/([^/]|$)"}}}),
+)
 def workspace(
     request: Request, state: State, caller: CallerDep, return_to: ReturnTo = None,
     include_forks: Flag = False, include_repository_feed: Flag = True, include_onboarding: Flag = True,

@@ -87,6 +87,7 @@ def list_templates(state: State, caller: CallerDep) -> list[Template]:
             **RUN_LINKS,
             "GetFeed": link("observability_feed", run_id=RUN_ID, project_slug="$request.body#/project_slug"),
         },
+        examples={"demo": {"project_slug": "demo", "template_id": "delivery-core"}},
     ),
 )
 def launch_run(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -> Response[LaunchResponse]:

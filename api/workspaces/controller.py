@@ -19,6 +19,7 @@ from litestar.params import Body, PathParameter, QueryParameter
 from api.auth import EdgeJwt
 from api.context import CallerDep, caller_dependency, event_store, part, read_models
 from api.errors import ApiError
+from api.openapi import answers
 from api.positions import command_mark, positioned
 from api.workspaces.dto import WorkspaceList, WorkspaceOut, record_of, workspace_out
 from domain.portal.relations import graph_grants
@@ -142,7 +143,13 @@ def workspace_router(edge: EdgeJwt) -> Router:
 # -- the usage meter (workspace token, not the edge) ---------------------------------------------
 
 
-@post("/{employee_slug:str}/v1/chat/completions", status_code=200, sync_to_thread=True, summary="Metered model call")
+@post(
+    "/{employee_slug:str}/v1/chat/completions",
+    status_code=200,
+    sync_to_thread=True,
+    summary="Metered model call",
+    opt=answers(401, 422),  # the workspace's meter token, not the edge
+)
 def metered_completion(
     employee_slug: PathId, request: Request[Any, Any, Any], state: State, data: Annotated[dict[str, Any], Body()]
 ) -> dict[str, Any]:

@@ -228,7 +228,7 @@ class Publication:
         json_path, md_path = artifact_paths(request.thread_key, attempt)
         files = {json_path: evidence_pack(self.facts), md_path: evidence_summary(self.facts)}
         title, body = pr_text(self.facts, self.scope)
-        branch = branch_name(request.thread_key, attempt)
+        branch = branch_name(request.thread_key, attempt, request.tenant)
         mode = publication_mode(dry_run=request.dry_run, publish=request.publish)
         thread = self.record(
             lambda t: t.plan(

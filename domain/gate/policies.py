@@ -52,8 +52,13 @@ def evidence_scope(repository_type: str, repository_key: str) -> str:
     return IMPLEMENTATION
 
 
-def branch_name(thread_key: str, attempt: int) -> str:
-    return f"squadops/gate/{thread_key}/run-{attempt}"
+def branch_name(thread_key: str, attempt: int, tenant: str = "default") -> str:
+    """The run's branch. Threads of every tenant may publish to one repository (the gate's
+    default repository, C18): another tenant's runs name their tenant, so their branches
+    never meet (a thread key holds no ``/``)."""
+    if tenant == "default":
+        return f"squadops/gate/{thread_key}/run-{attempt}"
+    return f"squadops/gate/{tenant}/{thread_key}/run-{attempt}"
 
 
 def publication_mode(*, dry_run: bool, publish: bool) -> str:

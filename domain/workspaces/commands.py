@@ -14,7 +14,7 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError, RecordConflictError
 
 from domain.shared.access import ProjectGrants, Subject
-from domain.shared.errors import NotFound, Unavailable
+from domain.shared.errors import Conflict, NotFound
 from domain.shared.event_store import EventStore
 from domain.workspaces import policies
 from domain.workspaces.workspace import DevWorkspace, WorkspaceStateConflict
@@ -59,7 +59,10 @@ class WorkspaceCommands:
         """
         policies.require_workspace_role(subject, grants)
         if not self.proxy_client_key():
-            raise Unavailable(
+            # The deployment lacks a setting: no retry helps, so not a 503 (C19 is for what
+            # cannot be reached), and the caller's own request is not at fault (not a 4xx of
+            # its input): the service's current state refuses it (409).
+            raise Conflict(
                 "The model-proxy client key (SQUADOPS_MODEL_PROXY_CLIENT_KEY) is not configured; "
                 "no workspace is produced with only a base URL.",
                 code="dev_workspace_proxy_client_token_missing",

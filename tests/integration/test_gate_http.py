@@ -195,3 +195,20 @@ def test_concurrent_runs_of_one_thread_get_their_own_attempt_branch_and_pull_req
     bare = vcs / "squadops" / "gate-default.git"
     heads = {r["branch_name"]: git(bare, "rev-parse", f"refs/heads/{r['branch_name']}") for r in records}
     assert len(set(heads.values())) == 3 and all(heads[r["branch_name"]] == r["publication"]["head_sha"] for r in records)
+
+
+def test_threads_of_two_tenants_with_one_key_publish_to_the_default_repository_side_by_side(
+    setup: tuple[TestClient, Path],
+) -> None:
+    # Two tenants' thread "t-1" on the shared default repository: each gets its own branch
+    # (the second was refused as a non-fast-forward push, a 5xx, before).
+    client, vcs = setup
+    first = client.post(f"{GATE}/threads/t-1/run", json={})
+    other = client.post(f"{GATE}/threads/t-1/run", json={}, headers={"X-Squadops-Tenant-Id": "acme"})
+    assert (first.status_code, other.status_code) == (200, 200), other.text
+    a, b = first.json(), other.json()
+    assert (a["repo"], b["repo"]) == ("squadops/gate-default", "squadops/gate-default")
+    assert (a["branch_name"], b["branch_name"]) == ("squadops/gate/t-1/run-1", "squadops/gate/acme/t-1/run-1")
+    bare = vcs / "squadops" / "gate-default.git"
+    assert git(bare, "rev-parse", f"refs/heads/{b['branch_name']}") == b["publication"]["head_sha"]
+    assert a["pr_url"] != b["pr_url"]

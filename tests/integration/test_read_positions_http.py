@@ -117,6 +117,10 @@ def test_a_position_beyond_the_log_names_no_write_and_is_a_409(api: TestClient) 
     answer = api.get(f"{BASE}/runs/run-x", headers={MIN_POSITION: str(position + 1)})
     assert answer.status_code == 409 and time.monotonic() - started < 0.4
     assert answer.json()["code"] == "position_ahead_of_log"  # as as_of_event beyond the log
+    # 19 digits, as documented, past any 64-bit position: beyond the log too (a 422 before,
+    # an undocumented refusal of a schema-valid header).
+    furthest = api.get(f"{BASE}/runs/run-x", headers={MIN_POSITION: "9999999999999999999"})
+    assert furthest.status_code == 409 and furthest.json()["code"] == "position_ahead_of_log"
 
 
 def test_health_is_degraded_and_not_ready_while_no_projector_runs(api: TestClient, projector: Container) -> None:

@@ -1,13 +1,24 @@
 """schemathesis over every operation of the app's own /openapi.json, with every default check.
 
-One run of schemathesis' own engine, phase after phase as ``st run`` runs them: coverage
-and fuzzing (positive and negative data) on every operation, then stateful sequences
-that follow the document's links (schemathesis' state machine, ``schema.as_state_machine``
-inside the engine): a project's slug to a launch, a launch's run_id to the run's reads,
-execute, control and session state ...
+schemathesis' own engine, phase after phase as ``st run`` runs them: coverage and fuzzing
+(positive and negative data) on every operation, then stateful sequences that follow the
+document's links (schemathesis' state machine, ``schema.as_state_machine`` inside the
+engine): a project's slug to a launch, a launch's run_id to the run's reads, execute,
+control and session state ...
 Zero failures of any kind: no 5xx, only documented statuses, bodies and content types as
 documented, schema-valid requests accepted, invalid ones refused, created runs readable.
-Bounded for CI: a fixed seed, deterministic generation, a few examples per operation.
+Bounded for CI: a fixed seed, deterministic generation, a few examples per operation
+(about 55 operations; the whole module takes about 1 minute of CPU, 1.5-2.5 minutes of
+wall time on a loaded 2-core machine).
+
+The stateful phase runs as its own engine run, so that what it explores depends on the
+seed and the API's answers only, not on what the earlier phases happened to learn:
+- the document's links only (no inferred links) and no link calibration (which adapts
+  to answers as they come);
+- tests/schemathesis_rules.py makes each sequence create projects of its own and launch
+  in a project that exists, so a replayed first step answers as it did the first time
+  (else Hypothesis ends the phase early as "inconsistent data generation") and a
+  launch leads somewhere.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import jsonschema_rs
 import pytest
 import schemathesis
 from litestar import Litestar
@@ -37,7 +49,10 @@ LAUNCH = "POST /v1/admin/studio/runs"
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Litestar, Container]]:
     database = tmp_path_factory.mktemp("schemathesis") / "squadops.db"
-    container = build(settings_for(f"sqlite:///{database}"))
+    # A command waits for read models to include it while the projector lives (bounded):
+    # under load that can take longer than the default 2 s, and a run the launch answered
+    # must be readable by the link that follows it.
+    container = build(settings_for(f"sqlite:///{database}", min_position_wait_seconds=20.0))
     seed_demo(container.projects)
     container.start(("projector",))  # commands answer once read models include them
     # case.call() runs global before_call hooks only: registered for this module's tests.
@@ -49,11 +64,11 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Litestar
         container.close()
 
 
-# The parts whose every operation documents exactly what it answers (api/openapi.py
-# ``answers``). The project factory (now also the portal's list), portal, workspace, jobs
-# and gate operations are not in this run yet:
-# generated input still finds undocumented statuses and server errors there (see README).
-COVERED = r"^/(healthz|readyz|v1/admin/studio/|control-plane/|v1/project-factory/projects$)"
+# Every operation of the document: health, studio, control plane, project factory, portal,
+# developer workspaces and the usage meter, jobs, sync and identity, gate. (The pages and
+# /mcp, JSON-RPC, are not in the OpenAPI document: tests/integration/test_web_* and
+# test_mcp_* cover them.)
+COVERED = r"^/"
 
 
 def load_schema(app: Litestar, *phases: str) -> Any:
@@ -75,15 +90,34 @@ class Outcome:
         self.operations: set[str] = set()
 
 
+def body_fits_document(document: dict[str, Any], case: Any) -> bool:
+    """Whether ``case``'s JSON body is valid against the request body schema the document
+    gives its operation (a 'negative' case that is not negative)."""
+    operation = document["paths"].get(case.operation.path, {}).get(case.method.lower(), {})
+    schema = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+    if schema is None:
+        return False
+    root = {**schema, "components": document.get("components", {})}
+    return bool(jsonschema_rs.Draft202012Validator(root).is_valid(case.body))
+
+
 def run_engine(schema: Any) -> Outcome:
     outcome = Outcome()
     for event in schemathesis.engine.from_schema(schema).execute():
         if isinstance(event, events.ScenarioFinished):
             recorder = event.recorder
-            for checks in recorder.checks.values():
+            for case_id, checks in recorder.checks.items():
                 for check in checks:
                     if check.failure_info is not None:
                         failure = check.failure_info.failure
+                        if check.name == "negative_data_rejection" and body_fits_document(
+                            schema.raw_schema, recorder.cases[case_id].value
+                        ):
+                            # schemathesis' coverage phase mutates one branch of a oneOf and
+                            # calls the body invalid though it fits another branch (a body
+                            # naming ``linked: false`` needs no provider_user_id): the body is
+                            # valid against the document, and accepted as it must be.
+                            continue
                         outcome.failures.append(
                             f"{event.label}: {check.name}: {failure.title}\n{failure.message}\n{check.failure_info.code_sample}"
                         )
@@ -103,24 +137,31 @@ def run_engine(schema: Any) -> Outcome:
     return outcome
 
 
+def stateful_schema(app: Litestar) -> Any:
+    """The stateful phase alone: the document's links, no calibration, fixed scenarios."""
+    schema = load_schema(app, "stateful")
+    stateful = schema.config.phases.stateful
+    stateful.generation.update(max_examples=STATEFUL_SCENARIOS)
+    stateful.inference.algorithms = []
+    stateful.link_calibration = False
+    return schema
+
+
 @pytest.fixture(scope="module")
 def outcome(service: tuple[Litestar, Container]) -> Outcome:
-    """One engine run over every operation, phase after phase, as ``st run`` runs them."""
-    schema = load_schema(service[0], "coverage", "fuzzing", "stateful")
-    schema.config.phases.stateful.generation.update(max_examples=STATEFUL_SCENARIOS)
+    """Coverage and fuzzing over every operation, then the stateful phase."""
+    schema = load_schema(service[0], "coverage", "fuzzing")
     result = run_engine(schema)
+    stateful = run_engine(stateful_schema(service[0]))
+    result.failures += stateful.failures
+    result.answered += stateful.answered
+    result.followed = stateful.followed
     result.operations = {r.ok().label for r in schema.get_all_operations()}
     return result
 
 
-# Known and left alone: since the portal added GET beside POST on /v1/project-factory/projects,
-# a 405 there names only ``OPTIONS, POST`` in its Allow header.
-KNOWN = ("/v1/project-factory/projects: allow_header_conformance",)
-
-
 def test_no_generated_request_fails_any_check(outcome: Outcome) -> None:
-    failures = [f for f in outcome.failures if not any(k in f.split("\n", 1)[0] for k in KNOWN)]
-    assert not failures, "\n\n".join(failures[:10])
+    assert not outcome.failures, "\n\n".join(outcome.failures[:10])
 
 
 def test_every_operation_was_called_and_reached_past_validation(outcome: Outcome) -> None:
@@ -130,9 +171,13 @@ def test_every_operation_was_called_and_reached_past_validation(outcome: Outcome
 
 
 def test_stateful_sequences_followed_links(outcome: Outcome) -> None:
-    # Links were followed to answers that worked; tests/integration/test_openapi_document.py
-    # follows every link once, deterministically.
-    assert sum(outcome.followed.values()) > 0, (outcome.followed, sorted(outcome.answered.items()))
+    # Links were followed to answers that worked: from a created project to a launch, and
+    # from a launch to what can be done with its run. A link whose expression finds
+    # nothing is not applied, and one that names the wrong thing is refused: neither
+    # counts. tests/integration/test_openapi_document.py follows every link once.
+    sources = {transition.split(" -> ", 1)[0] for transition in outcome.followed}
+    assert LAUNCH in sources, (outcome.followed, sorted(outcome.answered.items()))
+    assert len(outcome.followed) >= 3, outcome.followed
 
 
 def test_the_document_links_runs_to_what_follows(service: tuple[Litestar, Container]) -> None:

@@ -89,7 +89,7 @@ def test_missing_proxy_client_key_produces_no_workspace(sqlite_url: str) -> None
     with http:
         http.post("/v1/project-factory/projects", json=PROJECT, headers=ADMIN)
         answer = launch(http, "owner@x.io")
-        assert answer.status_code == 503 and answer.json()["code"] == "dev_workspace_proxy_client_token_missing"
+        assert answer.status_code == 409 and answer.json()["code"] == "dev_workspace_proxy_client_token_missing"
         container.await_reads(container.event_store.max_position())
         assert http.get(f"{LAUNCH}/dev_workspace/workspaces", headers=who("owner@x.io")).json() == {"items": []}
     container.close()
