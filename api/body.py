@@ -17,6 +17,7 @@ says what a value is: a body whose values are not of the documented types is a 4
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import msgspec
@@ -87,17 +88,22 @@ def _integral(value: Any) -> Any:
     return value
 
 
-_DECLARED: dict[int, Any] = {}
+# Keyed by the handler object itself (weakly): an id() could be reused by another app's
+# handler once the first is collected, and then a body would be checked against the
+# wrong type.
+_DECLARED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def _declared_body(handler: Any) -> Any:
     """The type a handler's ``data`` declares (``None``: no body, or any JSON)."""
     if handler is None:
         return None
-    key = id(handler)
-    if key not in _DECLARED:
-        field = getattr(handler, "parsed_fn_signature", None)
-        data = field.parameters.get("data") if field is not None else None
-        declared = getattr(data, "annotation", None)
-        _DECLARED[key] = None if declared in (None, Any) else declared
-    return _DECLARED[key]
+    try:
+        return _DECLARED[handler]
+    except KeyError:
+        pass
+    field = getattr(handler, "parsed_fn_signature", None)
+    data = field.parameters.get("data") if field is not None else None
+    declared = getattr(data, "annotation", None)
+    _DECLARED[handler] = found = None if declared in (None, Any) else declared
+    return found
