@@ -171,7 +171,7 @@ def _run_excerpt(env: Envelope) -> dict[str, Any] | None:
 
 
 def _gate_excerpt(env: Envelope, event: GateEvent) -> dict[str, Any] | None:
-    if env.kind not in gate_steps.KINDS:
+    if not gate_steps.run_of(env):  # a step of no studio run leaves no line
         return None
     level, message, signal, warning = gate_steps.line(event)
     return _entry(env, gate_steps.SOURCE, level, message, signal, warning=warning)
