@@ -22,7 +22,7 @@ from nats.js import api as js_api
 from api.app import create_app
 from projections.engine.runner import NotificationSource
 from projections.studio.live_channel import topic_for
-from projections.studio.live_events import live_event
+from projections.studio.live_events import live_event, live_run_id
 from tests import infra
 from tests.conftest import ADMIN, settings_for
 from tests.helpers import DEMO_LIKE, drive_runs, eventually
@@ -135,7 +135,7 @@ def expected_events(container: Container, run_id: str, tenant: str = "default") 
     envs = NotificationSource(container.event_store.recorder).read(1, 1_000_000)
     found = []
     for env in envs:
-        if env.run_id == run_id and env.tenant == tenant:
+        if live_run_id(env) == run_id and env.tenant == tenant:
             item = live_event(env)
             if item is not None:
                 found.append(item)
@@ -227,9 +227,9 @@ def all_expected(container: Container) -> list[tuple[int, str]]:
     """Every live event of every run in log order: (event id, subject suffix tenant.run)."""
     envs = NotificationSource(container.event_store.recorder).read(1, 10_000_000)
     return [
-        (env.position, f"tenant.{env.tenant}.run.{env.run_id}")
+        (env.position, f"tenant.{env.tenant}.run.{live_run_id(env)}")
         for env in envs
-        if env.run_id and live_event(env) is not None
+        if live_event(env) is not None
     ]
 
 

@@ -23,6 +23,7 @@ import structlog
 from domain.shared.retry import backoff
 from projections.engine.runner import NotificationSource
 from projections.studio.live_channel import Broker, LiveMessage, live_message, subject_for
+from projections.studio.live_events import live_run_id
 
 log = structlog.get_logger("squadops.live.hub")
 
@@ -53,7 +54,7 @@ def log_replay(source: NotificationSource, prefix: str, page: int = 1000) -> Log
             if not envs:
                 break
             for env in envs:
-                if env.position <= bound and env.run_id == run_id and env.tenant == tenant:
+                if env.position <= bound and env.tenant == tenant and live_run_id(env) == run_id:
                     message = live_message(env, prefix)
                     if message is not None:
                         found.append(message)

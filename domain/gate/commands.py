@@ -34,11 +34,11 @@ from domain.gate.policies import (
 from domain.gate.ports import ProposalRuns, Vcs, VcsError
 from domain.gate.record import answer
 from domain.gate.scenarios import ScenarioCatalog
-from domain.gate.thread import GateThread, thread_key_id
+from domain.gate.thread import GateThread, own_run_id, thread_key_id
 from domain.projects.commands import ProjectCommands
 from domain.shared.errors import Unavailable
 from domain.shared.event_store import EventStore
-from domain.shared.ids import derived_id, run_key, session_key
+from domain.shared.ids import run_key, session_key
 from domain.studio.templates import TemplateCatalog
 
 
@@ -108,7 +108,7 @@ class GateCommands:
             run_id = self.proposals.latest_run(tenant, thread_key)
             run = self.store.get_or_none(run_key(tenant, run_id)) if run_id else None
         if run is None:
-            return Target(run_id=derived_id("gate", tenant, thread_key), repo=self.default_repo)
+            return Target(run_id=own_run_id(tenant, thread_key), repo=self.default_repo)
         bindings = list((run.project_facts or {}).get("repository_bindings") or [])
         if not bindings:
             project = self.projects.get_project(tenant, run.project_slug)

@@ -3,6 +3,10 @@
 One Struct per stored kind, tagged by that kind, with exactly the fields the aggregate's
 ``@event`` method records. Every step of a gate run is one event naming its ``attempt``;
 ``run_id`` names the studio run a thread publishes for, so the run's feed can show it.
+
+Every step of a run names it (``run_id`` on each step event). The steps other than the
+start, the pull request and the evidence learnt it later: their ``run_id`` has a default,
+so a step stored before reads with ``run_id`` "" (it names no run, as it did then).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ class PublicationPlanned(GateEvent, tag="GateThread.PublicationPlanned"):
     check_run_names: list[str]
     artifact_path: str
     at: str
+    run_id: str = ""  # stored since the steps name their run (before: "")
 
 
 class BranchCommitted(GateEvent, tag="GateThread.BranchCommitted"):
@@ -67,6 +72,7 @@ class BranchCommitted(GateEvent, tag="GateThread.BranchCommitted"):
     head_sha: str
     committed_paths: list[str]
     at: str
+    run_id: str = ""  # stored since the steps name their run (before: "")
 
 
 class PullRequestPublished(GateEvent, tag="GateThread.PullRequestPublished"):
@@ -92,6 +98,7 @@ class CheckRunRecorded(GateEvent, tag="GateThread.CheckRunRecorded"):
     conclusion: str
     summary: str
     at: str
+    run_id: str = ""  # stored since the steps name their run (before: "")
 
 
 class CommentPosted(GateEvent, tag="GateThread.CommentPosted"):
@@ -100,6 +107,7 @@ class CommentPosted(GateEvent, tag="GateThread.CommentPosted"):
     comment_url: str
     body: str
     at: str
+    run_id: str = ""  # stored since the steps name their run (before: "")
 
 
 class EvidenceRecorded(GateEvent, tag="GateThread.EvidenceRecorded"):
@@ -123,12 +131,14 @@ class PromotionDecided(GateEvent, tag="GateThread.PromotionDecided"):
     decision: str
     reasons: list[str]
     at: str
+    run_id: str = ""  # stored since the steps name their run (before: "")
 
 
 class RunCompleted(GateEvent, tag="GateThread.RunCompleted"):
     attempt: int
     status: str
     at: str
+    run_id: str = ""  # stored since the steps name their run (before: "")
 
 
 class RunFailed(GateEvent, tag="GateThread.RunFailed"):
@@ -136,6 +146,7 @@ class RunFailed(GateEvent, tag="GateThread.RunFailed"):
     step: str
     error_message: str
     at: str
+    run_id: str = ""  # stored since the steps name their run (before: "")
 
 
 EVENTS: tuple[type[GateEvent], ...] = (
@@ -152,8 +163,7 @@ BY_KIND: dict[str, type[GateEvent]] = {kind_of(e): e for e in EVENTS}
 
 
 def run_of(event: object) -> str:
-    """The studio run a gate event publishes for ("" for events that name none)."""
-    match event:
-        case RunStarted(run_id=run_id) | PullRequestPublished(run_id=run_id) | EvidenceRecorded(run_id=run_id):
-            return run_id
+    """The run a gate event publishes for ("" for events that name none)."""
+    if isinstance(event, GateEvent) and not isinstance(event, ThreadOpened):
+        return str(getattr(event, "run_id", "") or "")
     return ""

@@ -16,10 +16,24 @@ from domain.gate import events as ev
 from domain.gate.record import fold
 from domain.shared.base import Aggregate
 from domain.shared.errors import Conflict
+from domain.shared.ids import derived_id
 
 
 def thread_key_id(tenant: str, thread_key: str) -> str:
     return f"gth:{tenant}:{thread_key}"
+
+
+def own_run_id(tenant: str, thread_key: str) -> str:
+    """The run id a thread tied to no studio run publishes under (C18: the default repo)."""
+    return derived_id("gate", tenant, thread_key)
+
+
+def studio_run_of(originator_id: str, event: object) -> str:
+    """The studio run a stored gate event belongs to: the run it names, unless that is the
+    thread's own run id (a thread tied to no studio run), or "" when it names none."""
+    run_id = ev.run_of(event)
+    _, tenant, thread_key = (originator_id.split(":", 2) + ["", ""])[:3]
+    return "" if not run_id or run_id == own_run_id(tenant, thread_key) else run_id
 
 
 class GateThread(Aggregate):
@@ -42,6 +56,10 @@ class GateThread(Aggregate):
 
     def record(self, attempt: int) -> dict[str, Any]:
         return self.runs[str(attempt)]
+
+    def run_of(self, attempt: int) -> str:
+        """The run that gate run ``attempt`` publishes for; each of its steps names it."""
+        return str(self.runs[str(attempt)]["run_id"])
 
     def _require_open(self, attempt: int) -> None:
         if str(attempt) not in self.runs:
@@ -72,22 +90,24 @@ class GateThread(Aggregate):
 
     def plan(self, **fields: Any) -> None:
         self._require_open(fields["attempt"])
-        self._publication_planned(**fields)
+        self._publication_planned(**fields, run_id=self.run_of(fields["attempt"]))
 
     @event("PublicationPlanned")
     def _publication_planned(
         self, attempt: int, mode: str, branch_name: str, base_branch: str, committed_paths: list[str],
         pr_title: str, pr_body: str, labels: list[str], check_run_names: list[str], artifact_path: str, at: str,
+        run_id: str = "",
     ) -> None:
         self._fold(ev.PublicationPlanned(**{k: v for k, v in locals().items() if k != "self"}))
 
     def commit(self, **fields: Any) -> None:
         self._require_open(fields["attempt"])
-        self._branch_committed(**fields)
+        self._branch_committed(**fields, run_id=self.run_of(fields["attempt"]))
 
     @event("BranchCommitted")
     def _branch_committed(
-        self, attempt: int, branch_name: str, base_sha: str, head_sha: str, committed_paths: list[str], at: str
+        self, attempt: int, branch_name: str, base_sha: str, head_sha: str, committed_paths: list[str], at: str,
+        run_id: str = "",
     ) -> None:
         self._fold(ev.BranchCommitted(**{k: v for k, v in locals().items() if k != "self"}))
 
@@ -104,20 +124,22 @@ class GateThread(Aggregate):
 
     def check_run(self, **fields: Any) -> None:
         self._require_open(fields["attempt"])
-        self._check_run_recorded(**fields)
+        self._check_run_recorded(**fields, run_id=self.run_of(fields["attempt"]))
 
     @event("CheckRunRecorded")
     def _check_run_recorded(
-        self, attempt: int, check_run_id: int, name: str, conclusion: str, summary: str, at: str
+        self, attempt: int, check_run_id: int, name: str, conclusion: str, summary: str, at: str, run_id: str = ""
     ) -> None:
         self._fold(ev.CheckRunRecorded(**{k: v for k, v in locals().items() if k != "self"}))
 
     def comment(self, **fields: Any) -> None:
         self._require_open(fields["attempt"])
-        self._comment_posted(**fields)
+        self._comment_posted(**fields, run_id=self.run_of(fields["attempt"]))
 
     @event("CommentPosted")
-    def _comment_posted(self, attempt: int, comment_id: int, comment_url: str, body: str, at: str) -> None:
+    def _comment_posted(
+        self, attempt: int, comment_id: int, comment_url: str, body: str, at: str, run_id: str = ""
+    ) -> None:
         self._fold(ev.CommentPosted(**{k: v for k, v in locals().items() if k != "self"}))
 
     def evidence(self, **fields: Any) -> None:
@@ -133,28 +155,28 @@ class GateThread(Aggregate):
 
     def decide(self, **fields: Any) -> None:
         self._require_open(fields["attempt"])
-        self._promotion_decided(**fields)
+        self._promotion_decided(**fields, run_id=self.run_of(fields["attempt"]))
 
     @event("PromotionDecided")
-    def _promotion_decided(self, attempt: int, decision: str, reasons: list[str], at: str) -> None:
+    def _promotion_decided(self, attempt: int, decision: str, reasons: list[str], at: str, run_id: str = "") -> None:
         self._fold(ev.PromotionDecided(**{k: v for k, v in locals().items() if k != "self"}))
 
     # -- ends -------------------------------------------------------------------------------
 
     def complete(self, *, attempt: int, status: str, at: str) -> None:
         self._require_open(attempt)
-        self._run_completed(attempt=attempt, status=status, at=at)
+        self._run_completed(attempt=attempt, status=status, at=at, run_id=self.run_of(attempt))
 
     @event("RunCompleted")
-    def _run_completed(self, attempt: int, status: str, at: str) -> None:
+    def _run_completed(self, attempt: int, status: str, at: str, run_id: str = "") -> None:
         self.ended.add(attempt)
-        self._fold(ev.RunCompleted(attempt=attempt, status=status, at=at))
+        self._fold(ev.RunCompleted(attempt=attempt, status=status, at=at, run_id=run_id))
 
     def fail(self, *, attempt: int, step: str, error_message: str, at: str) -> None:
         self._require_open(attempt)
-        self._run_failed(attempt=attempt, step=step, error_message=error_message, at=at)
+        self._run_failed(attempt=attempt, step=step, error_message=error_message, at=at, run_id=self.run_of(attempt))
 
     @event("RunFailed")
-    def _run_failed(self, attempt: int, step: str, error_message: str, at: str) -> None:
+    def _run_failed(self, attempt: int, step: str, error_message: str, at: str, run_id: str = "") -> None:
         self.ended.add(attempt)
-        self._fold(ev.RunFailed(attempt=attempt, step=step, error_message=error_message, at=at))
+        self._fold(ev.RunFailed(attempt=attempt, step=step, error_message=error_message, at=at, run_id=run_id))

@@ -53,9 +53,9 @@ def subject_for(prefix: str, tenant: str, run_id: str) -> str:
 def live_message(env: Envelope, prefix: str) -> LiveMessage | None:
     """The published form of ``env``, or None when it is not a live event of a run."""
     item = live_event(env)
-    if item is None or not env.run_id:
+    if item is None:
         return None
-    return LiveMessage(env.position, subject_for(prefix, env.tenant, env.run_id), _encode(item), env.position)
+    return LiveMessage(env.position, subject_for(prefix, env.tenant, item["run_id"]), _encode(item), env.position)
 
 
 class Broker(Protocol):

@@ -2,7 +2,8 @@
 
 One pure mapping from a stored event to a ``live_events[]`` item (Log dock fields), used
 by the feed's log dock and by the live fan-out alike, so both always agree. Per-tick
-reports are not live events (they have their own endpoint).
+reports are not live events (they have their own endpoint). The publication gate's steps
+are live events of the studio run they publish for (``projections.studio.gate_steps``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from domain.shared.metadata import snake
 from domain.studio import events as ev
 from domain.studio.policies.pixel import pixel_state
 from projections.engine.envelope import Envelope
+from projections.studio import gate_steps
 
 # event kind -> (event_kind, pixel state shown with it, or "" when it does not move the pixel)
 LIVE_KINDS: dict[str, tuple[str, str]] = {
@@ -46,10 +48,20 @@ LIVE_KINDS: dict[str, tuple[str, str]] = {
     "AgentSession.StartFailed": ("session", ""),
     "AgentSession.SelfHealed": ("session", "waiting"),
     "AgentSession.RequestQueued": ("control", ""),
+    **{kind: (gate_steps.EVENT_KIND, "") for kind in gate_steps.KINDS},
 }
 
 
+def live_run_id(env: Envelope) -> str:
+    """The run whose live event ``env`` is: its own, or the one a gate step publishes for."""
+    if env.aggregate_type == "GateThread":
+        return gate_steps.run_of(env)
+    return env.run_id
+
+
 def _summary(env: Envelope) -> str:
+    if env.aggregate_type == "GateThread":
+        return gate_steps.summary(env.event)
     match env.event:
         case ev.ToolCalled(tool_name=tool, first=first, summary=summary):
             return f"{tool}{' (first tool)' if first else ''}: {summary}".strip()
@@ -118,6 +130,9 @@ def live_event(env: Envelope) -> dict[str, Any] | None:
     mapped = LIVE_KINDS.get(env.kind)
     if mapped is None:
         return None
+    run_id = live_run_id(env)
+    if not run_id:
+        return None
     event_kind, pixel = mapped
     e = env.event
     agent_id, session_id = env.agent_id, env.session_id
@@ -128,7 +143,7 @@ def live_event(env: Envelope) -> dict[str, Any] | None:
     fields = _fields(e)
     return {
         "event_id": env.event_id,
-        "run_id": env.run_id,
+        "run_id": run_id,
         "agent_id": agent_id,
         "session_id": session_id,
         "event_kind": event_kind,

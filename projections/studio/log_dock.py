@@ -14,7 +14,8 @@ A runtime log excerpt is a diagnostic excerpt of what happened (``evidence_scope
 the pixel agents read model. Sources: ``studio/session``, ``studio/activity``,
 ``studio/assistant-message``, ``studio/delivery``, ``sandbox/runner``,
 ``sandbox/runner-stdout``, ``sandbox/tempo``, ``sandbox/wall``, ``sandbox/slot``,
-``sandbox/ownership``; levels ``info``, ``warn``, ``error``.
+``sandbox/ownership``, and ``gate`` (the publication gate's steps for the run, from the
+GateThread events naming it); levels ``info``, ``warn``, ``error``.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from typing import Any
 
 import structlog
 
+from domain.gate.events import GateEvent
 from domain.studio import events as ev
 from domain.studio.policies.walls import wall_for
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
-from projections.studio.live_events import live_event
+from projections.studio import gate_steps
+from projections.studio.live_events import live_event, live_run_id
 
 log = structlog.get_logger("squadops.projections.log_dock")
 
@@ -57,6 +60,8 @@ def excerpt(env: Envelope) -> dict[str, Any] | None:
     """The runtime log excerpt for ``env``, or None when it leaves no log line."""
     if env.aggregate_type == "Run":
         return _run_excerpt(env)
+    if isinstance(env.event, GateEvent):
+        return _gate_excerpt(env, env.event)
     who = env.agent_id
     match env.event:
         case ev.SessionOpened(joined_via=joined):
@@ -165,6 +170,13 @@ def _run_excerpt(env: Envelope) -> dict[str, Any] | None:
     return None
 
 
+def _gate_excerpt(env: Envelope, event: GateEvent) -> dict[str, Any] | None:
+    if not gate_steps.run_of(env):  # a step of no studio run leaves no line
+        return None
+    level, message, signal, warning = gate_steps.line(event)
+    return _entry(env, gate_steps.SOURCE, level, message, signal, warning=warning)
+
+
 def _entry(env: Envelope, source: str, level: str, message: str, signal: str, *, warning: str = "") -> dict[str, Any]:
     return {
         "source": source,
@@ -207,13 +219,15 @@ def push(docs: Docs, lane: dict[str, Any], partition: str, item: dict[str, Any])
 
 class LogDockProjector(Projector):
     name = "log_dock"
-    prefixes = ("Run.", "AgentSession.")
+    prefixes = ("Run.", "AgentSession.", "GateThread.")  # gate steps of the run: lines and live events
 
     def wants(self, env: Envelope) -> bool:
         return env.kind.startswith(self.prefixes)
 
     def apply(self, env: Envelope, docs: Docs) -> None:
-        tenant, run_id = env.tenant, env.run_id
+        tenant, run_id = env.tenant, live_run_id(env)
+        if not run_id:  # a gate step of no studio run
+            return
         key = log_dock_doc_key(tenant, run_id)
         if env.kind == "Run.Launched":
             doc: dict[str, Any] | None = {

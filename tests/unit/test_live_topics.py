@@ -63,3 +63,19 @@ def test_sse_frame_carries_id_kind_and_the_json_item() -> None:
     assert lines[0] == "id: 7" and lines[1] == "event: run"
     assert msgspec.json.decode(lines[2].removeprefix("data: "))["event_id"] == "7"
     assert frame.endswith(b"\n\n")
+
+
+def test_a_gate_step_is_published_on_the_studio_run_it_names_and_only_then() -> None:
+    from domain.gate.thread import own_run_id
+
+    check = {"attempt": 1, "check_run_id": 3, "name": "squadops-gate/scope", "conclusion": "failure", "summary": "assembly only"}
+    message = live_message(env(9, "gth:acme:run-1", "GateThread.CheckRunRecorded", {**check, "run_id": "run-1"}), "pfx")
+    assert message is not None and (message.event_id, message.subject) == (9, "pfx.tenant.acme.run.run-1")
+    item = msgspec.json.decode(message.data)
+    assert (item["event_id"], item["run_id"], item["agent_id"], item["event_kind"]) == ("9", "run-1", "", "gate")
+    assert item["event_name"] == "check_run_recorded" and "squadops-gate/scope: failure" in item["summary"]
+    # Stored before the steps named their run, the thread's opening, a thread of no studio run.
+    assert live_message(env(10, "gth:acme:run-1", "GateThread.CheckRunRecorded", check), "pfx") is None
+    assert live_message(env(11, "gth:acme:run-1", "GateThread.Opened", {"tenant": "acme", "thread_key": "run-1"}), "pfx") is None
+    lonely = {**check, "run_id": own_run_id("acme", "lonely")}
+    assert live_message(env(12, "gth:acme:lonely", "GateThread.CheckRunRecorded", lonely), "pfx") is None
