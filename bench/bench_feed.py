@@ -33,6 +33,7 @@ from bench.context import BenchContext, percentile
 from domain.shared.ids import session_key
 from domain.studio.control import ControlIntent
 from projections.engine.runner import NotificationSource
+from projections.studio.feed_doc import FEED
 from projections.studio.time_travel import EventSelector, TimeTravel
 from tests.infra import free_port
 from workers.bootstrap import Container, build, read_projectors
@@ -346,12 +347,15 @@ def run(ctx: BenchContext) -> Iterator[str]:
                 yield f"note: generation stopped at its time box below {MIN_EVENTS:,} events"
             raw = raw_read_rate(container)
             names = [p.name for p in read_projectors()]
-            report = rebuild_parallel(settings, names, workers=settings.rebuild_workers)
-            yield (
-                f"rebuild of all {len(report.names)} read models ({settings.rebuild_workers} processes): "
-                f"{report.rate:,.0f} events/s vs raw log read {raw:,.0f} events/s: ratio {report.rate / raw:.2f} "
-                "(target >= 0.3)"
-            )
+            # Every read model, then those folded from events alone: the stored feed is
+            # composed from five of them, and its rebuild folds those five again.
+            for chosen, what in ((names, "all"), ([n for n in names if n != FEED], "the event-folded")):
+                report = rebuild_parallel(settings, chosen, workers=settings.rebuild_workers)
+                yield (
+                    f"rebuild of {what} {len(report.names)} read models ({settings.rebuild_workers} processes): "
+                    f"{report.rate:,.0f} events/s vs raw log read {raw:,.0f} events/s: ratio {report.rate / raw:.2f} "
+                    "(target >= 0.3)"
+                )
         finally:
             container.close()
         yield from http_figures(url, target)
