@@ -45,14 +45,23 @@ def groups(names: Sequence[str], workers: int) -> list[list[str]]:
 REBUILD_STATEMENT_SECONDS = 300.0
 
 
-def open_parts(settings: Settings) -> tuple[Any, DocStore]:
+def open_parts(settings: Settings, *, create_tables: bool = True) -> tuple[Any, DocStore]:
+    """The event store and the read-model store, for a rebuild or a check.
+
+    Rebuild processes run side by side: only the process that starts them creates the
+    event store's tables (two PostgreSQL sessions creating them at once can fail with
+    "tuple concurrently updated"); each group then opens them with ``create_tables=False``.
+    """
     from domain.shared.event_store import EventStore
     from workers.bootstrap import eventsourcing_env
 
     settings = settings.replace(
         database_statement_seconds=max(settings.database_statement_seconds, REBUILD_STATEMENT_SECONDS)
     )
-    event_store = EventStore(eventsourcing_env(settings))
+    env = eventsourcing_env(settings)
+    if not create_tables:
+        env["CREATE_TABLE"] = "n"
+    event_store = EventStore(env)
     store: DocStore = (
         PostgresDocStore(
             settings.database_url, min_size=settings.read_model_pool_min, max_size=settings.read_model_pool_max
@@ -67,7 +76,7 @@ def rebuild_group(settings: Settings, names: Sequence[str], index: int, progress
     """Rebuilds the named read models in this process (a pool worker, or the caller)."""
     from workers.bootstrap import read_projectors
 
-    event_store, store = open_parts(settings)
+    event_store, store = open_parts(settings, create_tables=False)
     try:
         projectors = [p for p in read_projectors() if p.name in names]
 
@@ -88,6 +97,13 @@ def rebuild_parallel(
 ) -> RebuildReport:
     """Rebuilds ``names`` with up to ``workers`` processes; one report for them all."""
     started = time.perf_counter()
+    event_store, store = open_parts(settings)  # the tables, once, before the groups start
+    try:
+        for name in names:
+            store.ensure(name)
+    finally:
+        store.close()
+        event_store.close()
     parts = groups(names, workers)
     if len(parts) == 1:
         return rebuild_group(settings, parts[0], 0, _Direct(progress, started))
