@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, expect
 
 from domain.studio.commands.runs import run_seed
 from tests.conftest import ADMIN, settings_for
@@ -284,3 +284,15 @@ def test_characters_walk_when_moving_and_grey_out_when_resolved(crowded: tuple[s
         assert "grayscale(1)" in page.evaluate(FIGURE_STYLE, [target["agent_id"], "filter"])
         label = page.get_attribute(f'[data-agent-id="{target["agent_id"]}"]', "aria-label") or ""
         assert STATE_TEXT["resolved"] in label
+
+
+def test_the_office_runs_under_its_own_content_security_policy(crowded: tuple[str, str], browser: Browser) -> None:  # noqa: F811
+    # The other browser tests bypass the CSP for their probes; here the page's own scripts
+    # run under it (script-src 'self'), and waiting uses selectors only (no eval).
+    url, run_id = crowded
+    with opened(browser, extra_http_headers=ADMIN, bypass_csp=False) as page:
+        refused: list[str] = []
+        page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+        page.goto(f"{url}/runs/{run_id}")
+        expect(page.locator("[data-agent-id]")).to_have_count(len(feed(url, run_id)["pixel_agents"]))
+        assert refused == []
