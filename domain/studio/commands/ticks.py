@@ -143,7 +143,8 @@ class TickCommands:
         changed = []
         probe = getattr(plane, "probe_workspace", None)
         for lease in list(self.holdings.aggregates.values()):
-            if not isinstance(lease, WorkspaceLease) or lease.pending_events:
+            # (a class check by identity: ``isinstance`` on an ABC, over every held copy, costs)
+            if type(lease) is not WorkspaceLease or lease.pending_events:
                 continue
             if lease.status == "ready" and not lease.slots and lease.idle_since:
                 if shift(lease.idle_since, SUSPEND_AFTER_SECONDS) <= at:
@@ -162,10 +163,11 @@ class TickCommands:
     def _release_ended(self, changed: Sequence[Any]) -> None:
         """Keeps what was saved; a run that ended no longer ticks: forget its copies."""
         self.holdings.adopt(changed)
-        runs = [a for a in changed if isinstance(a, Run)]
+        runs = [a for a in changed if type(a) is Run]
         self.holdings.forget_quiet(a.id for a in runs)  # a recorded tick ends the stretch
         ended = {(a.tenant, a.run_id) for a in runs if a.ended}
         if ended:
+            self.holdings.note_ended(a.id for a in runs if a.ended)
             self.holdings.drop(
                 a
                 for a in list(self.holdings.aggregates.values())
@@ -209,7 +211,10 @@ class TickCommands:
         policies: Sequence[Any],
         fresh_after: str = "",
     ) -> tuple[list[Any], TickOutcome]:
-        run = self.holdings.get(run_key(tenant, run_id))
+        key = run_key(tenant, run_id)
+        if key in self.holdings.ended:  # it did nothing but load the run and see it ended
+            return [], TickOutcome()
+        run = self.holdings.get(key)
         outcome = TickOutcome()
         at = self.clock()
         quiet = self.holdings.quiet_since(run)
@@ -220,6 +225,9 @@ class TickCommands:
             outcome.runs_started = 1
         if run.status != RUNNING:
             self.holdings.forget_quiet([run.id])
+            if run.ended and not run.pending_events:
+                self.holdings.note_ended([run.id])
+                self.holdings.drop([run])
             return ([run] if run.pending_events else []), outcome
         sessions = {
             agent_id: self.holdings.get(session_key(tenant, run_id, session_id, agent_id))
