@@ -277,12 +277,12 @@ class SimulatorPlane:
                             suit=suit,
                         )
                     )
-        if "compaction_trigger" in s.workload_groups and "compactor" not in by_agent:
+        if not owed and "compaction_trigger" in s.workload_groups and "compactor" not in by_agent:
             others = [
                 o for a, o in by_agent.items() if a != s.agent_id and _kind(o) != "coordination"
             ]
             planner_done = all(o.ended for a, o in by_agent.items() if _kind(o) == "coordination" and a != s.agent_id)
-            if not owed and planner_done and all(o.ended for o in others):
+            if planner_done and all(o.ended for o in others):
                 owed.append(
                     ports.Handoff(
                         agent_id=s.agent_id,

@@ -83,7 +83,7 @@ class Holdings:
             return in_batch
         held = self.aggregates.get(aggregate_id)
         # Pending events on a held copy are leftovers of a failed save: load afresh.
-        if held is None or held.pending_events:
+        if held is None or held._pending_events:
             held = self.store.get_or_none(aggregate_id)
             if held is None:
                 raise NotFound(f"No aggregate {aggregate_id}.", code="not_found")

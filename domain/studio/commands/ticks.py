@@ -243,15 +243,17 @@ class TickCommands:
         tallies: Counter[str] = Counter()
         touched: dict[str, Any] = {}
         complete: ports.CompleteRun | None = None
+        apply = self.steps.apply
         for step in steps:
             if isinstance(step, ports.CompleteRun):
                 complete = step
                 continue
             try:
-                self.steps.apply(run, template, sessions, step, at, tick, touched, plane)
-                tallies[step.__struct_config__.tag] += 1
+                apply(run, template, sessions, step, at, tick, touched, plane)
             except DomainError:
                 tallies["rejected"] += 1
+            else:
+                tallies[step.__struct_config__.tag] += 1
         counts = session_counts(sessions.values())
         ended = counts[COMPLETED] + counts[STOPPED]
         completing = complete is not None and ended == len(sessions)
