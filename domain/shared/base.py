@@ -8,6 +8,7 @@ import inspect
 from datetime import datetime
 from typing import Any
 
+from eventsourcing.domain import TZINFO as UTC
 from eventsourcing.domain import (
     BaseAggregate,
     CanInitAggregate,
@@ -16,7 +17,6 @@ from eventsourcing.domain import (
     MetaDomainEvent,
     decorated_func_callers,
 )
-from eventsourcing.domain import TZINFO as UTC
 from eventsourcing.utils import register_topic
 
 
@@ -89,7 +89,7 @@ def lean_event_method(decorator: CommandMethodDecorator) -> Any:
         if args:
             if len(args) > len(positional):
                 raise TypeError(f"{func.__name__}() takes {len(positional) + 1} positional arguments")
-            for name, value in zip(positional, args):
+            for name, value in zip(positional, args, strict=False):
                 if name in kwargs:
                     raise TypeError(f"{func.__name__}() got multiple values for argument '{name}'")
                 kwargs[name] = value

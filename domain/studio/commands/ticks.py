@@ -12,7 +12,6 @@ with the tick number after the quiet ones and their count (``quiet_ticks``).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,8 +61,12 @@ class TickOutcome:
         self.run_ids.extend(other.run_ids)
 
 
-def session_counts(sessions: Iterable[AgentSession]) -> Counter[str]:
-    return Counter(s.live_status for s in sessions)
+def session_counts(sessions: Iterable[AgentSession]) -> dict[str, int]:
+    """Sessions by live status (only the statuses present)."""
+    counts: dict[str, int] = {}
+    for s in sessions:
+        counts[s.live_status] = counts.get(s.live_status, 0) + 1
+    return counts
 
 
 class TickCommands:
@@ -240,7 +243,7 @@ class TickCommands:
         for policy in policies:
             steps.extend(policy.plan(run, list(sessions.values()), tick))
         steps.extend(plane.plan_tick(run, list(sessions.values()), tick))
-        tallies: Counter[str] = Counter()
+        tallies: dict[str, int] = {}  # applied steps by kind, and "rejected"
         touched: dict[str, Any] = {}
         complete: ports.CompleteRun | None = None
         apply = self.steps.apply
@@ -251,11 +254,12 @@ class TickCommands:
             try:
                 apply(run, template, sessions, step, at, tick, touched, plane)
             except DomainError:
-                tallies["rejected"] += 1
+                tallies["rejected"] = tallies.get("rejected", 0) + 1
             else:
-                tallies[step.__struct_config__.tag] += 1
+                tag = step.__struct_config__.tag
+                tallies[tag] = tallies.get(tag, 0) + 1
         counts = session_counts(sessions.values())
-        ended = counts[COMPLETED] + counts[STOPPED]
+        ended = counts.get(COMPLETED, 0) + counts.get(STOPPED, 0)
         completing = complete is not None and ended == len(sessions)
         blockers = sorted(
             (s.agent_id, s.blocker_code) for s in sessions.values() if s.live_status == BLOCKED
@@ -267,11 +271,11 @@ class TickCommands:
             "at": at,
             "session_count": len(sessions),
             "live_status_counts": dict(sorted(counts.items())),
-            "tool_calls": tallies["call_tool"],
-            "handoffs": tallies["handoff"],
-            "pull_requests": tallies["open_pull_request"],
-            "completed_sessions": tallies["finish"],
-            "rejected_steps": tallies["rejected"],
+            "tool_calls": tallies.get("call_tool", 0),
+            "handoffs": tallies.get("handoff", 0),
+            "pull_requests": tallies.get("open_pull_request", 0),
+            "completed_sessions": tallies.get("finish", 0),
+            "rejected_steps": tallies.get("rejected", 0),
             "blockers": [{"agent_id": a, "blocker_code": c} for a, c in blockers],
             "plane": plane.name,
             "diagnosis": zero_output_first_tool_block(sessions.values()),
@@ -282,7 +286,7 @@ class TickCommands:
         if not changed and not run.pending_events and not completing and run.reports_same(report):
             self.holdings.note_quiet(run, at)
             outcome.quiet = 1
-            outcome.rejected_steps = tallies["rejected"]
+            outcome.rejected_steps = tallies.get("rejected", 0)
             return [], outcome
         report["quiet_ticks"] = quiet_ticks
         run.record_tick(tick, at, report)
@@ -290,7 +294,7 @@ class TickCommands:
             run.complete(at, {**complete.summary, "ticks": tick})
             outcome.runs_completed = 1
         changed.insert(0, run)
-        outcome.rejected_steps = tallies["rejected"]
+        outcome.rejected_steps = tallies.get("rejected", 0)
         outcome.events = sum(len(a.pending_events) for a in changed)
         outcome.run_ids.append(run_id)
         return changed, outcome
