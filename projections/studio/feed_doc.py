@@ -19,6 +19,7 @@ and its reads compose on request instead, with the same rule.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 
 import msgspec
@@ -131,19 +132,19 @@ class Touched(msgspec.Struct):
             self.runs.add((parts[1], parts[2]))
 
 
-class View:
+class View(ABC):
     """The source documents as the feed composes them (in the store, a batch or memory)."""
 
-    def doc(self, name: str, key: str) -> bytes | None:
-        raise NotImplementedError
+    @abstractmethod
+    def doc(self, name: str, key: str) -> bytes | None: ...
 
+    @abstractmethod
     def lookup(
         self, reads: Mapping[str, tuple[str, str]], scans: Mapping[str, Newest]
-    ) -> tuple[dict[str, bytes | None], dict[str, list[bytes]]]:
-        raise NotImplementedError
+    ) -> tuple[dict[str, bytes | None], dict[str, list[bytes]]]: ...
 
-    def project_runs(self, tenant: str, project_slug: str) -> set[str]:
-        raise NotImplementedError
+    @abstractmethod
+    def project_runs(self, tenant: str, project_slug: str) -> set[str]: ...
 
 
 def compose_run(view: View, tenant: str, run_id: str, project_slug: str) -> tuple[bytes, bytes]:
