@@ -82,6 +82,19 @@ class IdentityLink(Aggregate):
         self.provider = provider
         self.subject_id = subject_id
         self.subject_key = subject_key
+        self._take(user_id, username, email, provider_user_id, provider_username, attributes, at)
+
+    def _take(
+        self,
+        user_id: str,
+        username: str,
+        email: str,
+        provider_user_id: str,
+        provider_username: str,
+        attributes: dict[str, str],
+        at: str,
+    ) -> None:
+        """The linked account's facts, as a link or a relink records them."""
         self.user_id = user_id
         self.username = username
         self.email = email
@@ -120,14 +133,7 @@ class IdentityLink(Aggregate):
         source: str,
         at: str,
     ) -> None:
-        self.user_id = user_id
-        self.username = username
-        self.email = email
-        self.provider_user_id = provider_user_id
-        self.provider_username = provider_username
-        self.attributes = attributes
-        self.linked = True
-        self.updated_at = at
+        self._take(user_id, username, email, provider_user_id, provider_username, attributes, at)
 
     def unlink(self, *, source: str, at: str) -> bool:
         """Unlinks; answers False (records nothing) when already unlinked."""
