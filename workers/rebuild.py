@@ -3,7 +3,8 @@
 Each process reads the log itself and rebuilds its own read models (each swapped in on its
 own, blue/green, see ``projections.engine.rebuild``), so the folds use every core instead of
 taking turns under one interpreter lock. Groups are balanced by how much each projector
-costs per event.
+costs per event. A derived read model (the stored feed) reads no event: it is composed
+from its sources as stored, so it is rebuilt once the groups have swapped theirs in.
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ from workers.settings import Settings
 
 # Relative cost of one event in each read model's fold (measured; unknown models cost 1).
 WEIGHTS = {"runs": 3.0, "pixels": 2.0, "surfaces": 1.5, "log_dock": 2.0, "fleet": 1.0, "projects": 0.1,
-           "workspace_mirror": 0.2, "feed": 7.0}  # the feed folds its five sources again
+           "workspace_mirror": 0.2}
+
+
+def derived_names() -> set[str]:
+    """The read models composed from others (``DerivedProjector``), not folded from events."""
+    from projections.engine.docs import DerivedProjector
+    from workers.bootstrap import read_projectors
+
+    return {p.name for p in read_projectors() if isinstance(p, DerivedProjector)}
 
 
 def groups(names: Sequence[str], workers: int) -> list[list[str]]:
@@ -104,9 +113,10 @@ def rebuild_parallel(
     finally:
         store.close()
         event_store.close()
-    parts = groups(names, workers)
-    if len(parts) == 1:
-        return rebuild_group(settings, parts[0], 0, _Direct(progress, started))
+    derived = [n for n in names if n in derived_names()]
+    parts = groups([n for n in names if n not in derived], workers)
+    if len(parts) <= 1:  # one process: the engine composes the derived ones after the others
+        return rebuild_group(settings, [*(parts[0] if parts else []), *derived], 0, _Direct(progress, started))
     context = multiprocessing.get_context("spawn")
     with context.Manager() as manager, ProcessPoolExecutor(len(parts), mp_context=context) as pool:
         shared = manager.Queue()
@@ -116,6 +126,8 @@ def rebuild_parallel(
             _drain(shared, latest, progress, started, wait=0.2)
         reports = [f.result() for f in futures]
         _drain(shared, latest, progress, started)
+    if derived:  # composed from the sources the groups have just swapped in
+        reports.append(rebuild_group(settings, derived, len(parts)))
     return RebuildReport(
         tuple(n for n in names if any(n in r.names for r in reports)),
         max(r.events for r in reports),

@@ -64,7 +64,8 @@ class DerivedProjector(Projector):
     Live, the runner folds the other projectors' batches first, then asks ``derive`` for
     this model's row changes as those batches leave the documents, and commits them in the
     same transaction: the derived model is never behind or ahead of what it is made of.
-    A rebuild folds the sources privately (``memory_docs``) and composes from them.
+    A rebuild composes it from its sources as they are stored (``swap_composed``), after
+    they were rebuilt when they are rebuilt too, instead of folding them again.
     """
 
     sources: ClassVar[tuple[str, ...]] = ()
@@ -74,6 +75,12 @@ class DerivedProjector(Projector):
         self, store: DocStore, batches: Mapping[str, BatchDocs], positions: Mapping[str, int], last: int
     ) -> Change | None:
         """The rows to commit with ``batches`` (folded up to ``last``), or None: nothing to do."""
+
+    @abstractmethod
+    def swap_composed(self, store: DocStore, source: Any, page_size: int) -> int:
+        """Rebuild: the model composed from its stored sources, swapped in blue/green
+        (``DocStore.swap_in``); answers the position it was left at. ``source`` is the
+        log (``NotificationSource``), for the events that came in meanwhile."""
 
 
 class MemoryDocs:

@@ -5,6 +5,8 @@ fold as live projection), then each read model is written to a shadow table and 
 in atomically (``DocStore.swap_in``): readers see the old model until the new one is
 complete, never a half-built one. Events appended meanwhile are folded in before the swap,
 the last ones with the live runner held off, so nothing is missed or applied twice.
+A derived read model (``DerivedProjector``) is not folded: once the others are swapped in,
+it is composed from its sources as stored (``swap_composed``), blue/green as well.
 
 Only read models are touched: side effects (notifications, the NATS fan-out) follow their
 own tracking positions and are never re-fired by a rebuild.
@@ -19,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from projections.engine.docs import MemoryDocs, Projector
+from projections.engine.docs import DerivedProjector, MemoryDocs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.runner import NotificationSource
 from projections.engine.store import DocStore, Row
@@ -108,8 +110,10 @@ def rebuild(
     """Replays the whole log into ``projectors``' read models and swaps them in."""
     started = time.perf_counter()
     target = source.max_position()
+    derived = [p for p in projectors if isinstance(p, DerivedProjector)]
+    projectors = [p for p in projectors if not isinstance(p, DerivedProjector)]
     docs = {p.name: p.memory_docs() for p in projectors}
-    for projector in projectors:
+    for projector in (*projectors, *derived):
         store.ensure(projector.name)
 
     def on_page(position: int, events: int) -> None:
@@ -121,9 +125,11 @@ def rebuild(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        position, events = fold_pages(source, projectors, docs, 1, target, page_size, on_page)
+        position, events = target, 0
+        if projectors:
+            position, events = fold_pages(source, projectors, docs, 1, target, page_size, on_page)
         # Events appended during the pass: fold them too, outside any lock, until few remain.
-        for _ in range(5):
+        for _ in range(5 if projectors else 0):
             head = source.max_position()
             if head - position <= page_size:
                 break
@@ -133,6 +139,9 @@ def rebuild(
         for projector in projectors:
             caught = max(caught, swap(store, source, projector, docs.pop(projector.name), position, page_size))
         events += caught
+        for composed in derived:  # from the sources just swapped in (or as stored), not folded again
+            at = composed.swap_composed(store, source, page_size)
+            position = position if projectors else at
     finally:
         docs.clear()
         if collecting:
@@ -140,7 +149,7 @@ def rebuild(
     seconds = time.perf_counter() - started
     if progress is not None:
         progress(target, target, events, seconds)
-    return RebuildReport(tuple(p.name for p in projectors), events, seconds, position)
+    return RebuildReport(tuple(p.name for p in (*projectors, *derived)), events, seconds, position)
 
 
 def swap(

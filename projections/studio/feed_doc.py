@@ -7,10 +7,14 @@ runtime logs, the count set to match; the bytes are those ``compose_feed`` gives
 ``limit``).
 
 It is derived, not folded. Live, the runner folds the other projectors' batches, then the
-feed of every run whose documents a batch changed is composed (``compose_feed``, the one
-composition the time-travel path uses too) from the documents as the batch leaves them,
-and committed in the same transaction. A rebuild folds the same source projectors
-privately and composes once at the end: same documents, same composition, same bytes.
+feed of every run whose documents a batch changed is composed once (``compose_feed``, the
+one composition the time-travel path uses too) from the documents as the batch leaves
+them, gathered for all those runs at once (``projections.studio.feed_sources``: the batch
+and the runner's memory first, the store in one or two round trips), and committed in the
+same transaction. A rebuild composes every run from the source read models as they are
+stored (rebuilt first when rebuilt together), blue/green, without folding them again:
+same documents, same composition, same bytes. ``FeedMemory`` is the same composition over
+sources folded in memory from the log: the definition live projection must equal.
 
 ``compose_feed`` is best-effort per surface (a broken document falls back to its
 empty-typed defaults alone); a run whose composition fails outright keeps no stored feed,
@@ -19,20 +23,22 @@ and its reads compose on request instead, with the same rule.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import suppress
+from typing import Any
 
 import msgspec
 import structlog
 
 from projections.engine.docs import BatchDocs, DerivedProjector, Docs, MemoryDocs, Projector, encode
 from projections.engine.envelope import Envelope
-from projections.engine.lookups import Newest, fetch
+from projections.engine.follower import NotificationSource
 from projections.engine.store import Change, DocStore, Row
 from projections.engine.unavailable import unavailable
 from projections.studio import mirror_surface
-from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, compose_feed, feed_reads, feed_scans
-from projections.studio.fleet import FleetProjector, fleet_doc_key, fleet_partition
+from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, compose_feed, feed_scans
+from projections.studio.feed_sources import Parts, Run, SealedBodies, StoreView, View, board_project, reads_of
+from projections.studio.fleet import FleetProjector, fleet_doc_key
 from projections.studio.log_dock import LogDockProjector
 from projections.studio.pixels import PixelsProjector
 from projections.studio.surfaces import SurfacesProjector
@@ -43,7 +49,7 @@ FEED = "feed"
 MIRROR = mirror_surface.MIRROR_NAME
 SOURCES = ("fleet", "pixels", "surfaces", "log_dock", MIRROR)
 _RUN_KEYED = {"fleet": "fleet", "pixels": "pixels", "surfaces": "surfaces", "log_dock": "logdock"}
-PAGE = 500
+GATHER = 100  # runs whose documents are gathered in one round trip
 
 
 def feed_doc_key(tenant: str, project_slug: str, run_id: str) -> str:
@@ -132,143 +138,55 @@ class Touched(msgspec.Struct):
             self.runs.add((parts[1], parts[2]))
 
 
-class View(ABC):
-    """The source documents as the feed composes them (in the store, a batch or memory)."""
-
-    @abstractmethod
-    def doc(self, name: str, key: str) -> bytes | None: ...
-
-    @abstractmethod
-    def lookup(
-        self, reads: Mapping[str, tuple[str, str]], scans: Mapping[str, Newest]
-    ) -> tuple[dict[str, bytes | None], dict[str, list[bytes]]]: ...
-
-    @abstractmethod
-    def project_runs(self, tenant: str, project_slug: str) -> set[str]: ...
-
-
-def compose_run(view: View, tenant: str, run_id: str, project_slug: str) -> tuple[bytes, bytes]:
-    """(default answer, ``MAX_LIMIT`` answer) of one run's feed."""
-    parts, rows = view.lookup(feed_reads(tenant, run_id, project_slug), feed_scans(tenant, run_id, MAX_LIMIT))
-    body = compose_feed(tenant, run_id, project_slug, parts, rows, MAX_LIMIT)
-    return slice_feed(body, DEFAULT_LIMIT), body
-
-
-def compose_rows(view: View, touched: Touched) -> tuple[list[Row], list[str]]:
-    """The feed rows of every touched run (a touched project touches each of its runs)."""
-    wanted: dict[tuple[str, str], str] = {}  # (tenant, run_id) -> project
+def wanted_runs(view: View, touched: Touched) -> dict[Run, str]:
+    """Every touched run with its project (a touched project touches each of its runs); a run
+    with no board row is not a run yet: its reads compose on request."""
+    wanted: dict[Run, str] = {}
     for tenant, project_slug in touched.projects:
         for run_id in view.project_runs(tenant, project_slug):
             wanted[(tenant, run_id)] = project_slug
-    for tenant, run_id in touched.runs - set(wanted):
-        board = view.doc("fleet", fleet_doc_key(tenant, run_id))
-        project_slug = msgspec.json.decode(board).get("project_slug", "") if board is not None else ""
-        if project_slug:  # no board row: not a run (yet); its reads compose on request
-            wanted[(tenant, run_id)] = project_slug
+    for run, project_slug in view.projects(touched.runs - set(wanted)).items():
+        if project_slug:
+            wanted[run] = project_slug
+    return wanted
+
+
+def compose_many(view: View, wanted: Mapping[Run, str]) -> tuple[list[Row], list[str]]:
+    """The feed rows of the runs (run -> project), their documents gathered a page at a time."""
     upserts: list[Row] = []
     deletes: list[str] = []
-    for (tenant, run_id), project_slug in sorted(wanted.items()):
-        key, big = feed_doc_key(tenant, project_slug, run_id), feed_max_key(tenant, project_slug, run_id)
-        try:
-            default, body = compose_run(view, tenant, run_id, project_slug)
-        except Exception as exc:  # this run keeps no stored feed; the others are unaffected
-            if unavailable(exc) is not None:
-                raise
-            log.error("feed_compose_failed", run_id=run_id, error=repr(exc))
-            deletes += [key, big]
-            continue
-        upserts.append(Row(key, feed_partition(tenant), project_slug, "", "", default))
-        upserts.append(Row(big, feed_partition(tenant), project_slug, "", "", body))
+    order = sorted(wanted)
+    for start in range(0, len(order), GATHER):
+        page = {run: wanted[run] for run in order[start : start + GATHER]}
+        gathered = view.gather(page)
+        for (tenant, run_id), project_slug in page.items():
+            key, big = feed_doc_key(tenant, project_slug, run_id), feed_max_key(tenant, project_slug, run_id)
+            try:
+                parts, rows = gathered[(tenant, run_id)]
+                body = compose_feed(tenant, run_id, project_slug, parts, rows, MAX_LIMIT)
+                default = slice_feed(body, DEFAULT_LIMIT)
+            except Exception as exc:  # this run keeps no stored feed; the others are unaffected
+                if unavailable(exc) is not None:
+                    raise
+                log.error("feed_compose_failed", run_id=run_id, error=repr(exc))
+                deletes += [key, big]
+                continue
+            upserts.append(Row(key, feed_partition(tenant), project_slug, "", "", default))
+            upserts.append(Row(big, feed_partition(tenant), project_slug, "", "", body))
     upserts.sort()
     return upserts, sorted(deletes)
 
 
-# -- live: the documents as the runner's batches leave them ---------------------------------------
+def compose_rows(view: View, touched: Touched) -> tuple[list[Row], list[str]]:
+    """The feed rows of every touched run."""
+    return compose_many(view, wanted_runs(view, touched))
 
 
-class BatchView(View):
-    """The store overlaid with the (uncommitted) documents of this pass's batches."""
-
-    def __init__(self, store: DocStore, batches: Mapping[str, BatchDocs]) -> None:
-        self.store = store
-        self.batches = batches
-        self._by_partition: dict[str, dict[str, list[str]]] = {}
-
-    def doc(self, name: str, key: str) -> bytes | None:
-        parts, _ = self.lookup({"doc": (name, key)}, {})
-        return parts["doc"]
-
-    def lookup(
-        self, reads: Mapping[str, tuple[str, str]], scans: Mapping[str, Newest]
-    ) -> tuple[dict[str, bytes | None], dict[str, list[bytes]]]:
-        found: dict[str, bytes | None] = {}
-        rest: dict[str, tuple[str, str]] = {}
-        for part, (name, key) in reads.items():
-            batch = self.batches.get(name)
-            if batch is not None and key in batch.cache:  # as this pass leaves it
-                doc = batch.cache[key]
-                found[part] = encode(doc) if doc is not None else None
-            else:
-                rest[part] = (name, key)
-        plain = {part: scan for part, scan in scans.items() if scan.name not in self.batches}
-        stored, rows = fetch(self.store, rest, plain) if rest or plain else ({}, {})
-        found.update(stored)
-        for part, scan in scans.items():
-            if scan.name in self.batches:
-                rows[part] = self._newest(self.batches[scan.name], scan)
-        return found, rows
-
-    def _newest(self, batch: BatchDocs, scan: Newest) -> list[bytes]:
-        """The partition's newest rows: the store's, with this batch's writes and deletes."""
-        stored = self.store.scan(scan.name, p=scan.p, limit=scan.limit + len(batch.deleted), descending=True)
-        rows = {r.key: (r.s, r.body) for r in stored if r.key not in batch.deleted and r.key not in batch.dirty}
-        for key in self._partition(batch).get(scan.p, ()):
-            rows[key] = (batch.meta[key].s, encode(batch.cache[key]))
-        return [body for _, body in sorted(rows.values(), reverse=True)[: scan.limit]]
-
-    def _partition(self, batch: BatchDocs) -> dict[str, list[str]]:
-        index = self._by_partition.get(batch.name)
-        if index is None:
-            index = {}
-            for key in batch.dirty:
-                index.setdefault(batch.meta[key].p, []).append(key)
-            self._by_partition[batch.name] = index
-        return index
-
-    def project_runs(self, tenant: str, project_slug: str) -> set[str]:
-        runs, after = set(), ""
-        while True:
-            page = self.store.scan("fleet", p=fleet_partition(tenant), g=project_slug, after=after, limit=PAGE)
-            runs |= {row.key.rpartition("/")[2] for row in page}
-            if len(page) < PAGE:
-                break
-            after = page[-1].s
-        board = self.batches.get("fleet")
-        if board is not None:
-            runs |= {k.rpartition("/")[2] for k in board.dirty if board.meta[k].g == project_slug
-                     and board.meta[k].p == fleet_partition(tenant)}
-        return runs
-
-    def touched(self) -> Touched:
-        touched = Touched()
-        for name in SOURCES:
-            batch = self.batches.get(name)
-            if batch is not None:
-                for key in (*batch.dirty, *batch.deleted):
-                    touched.add(name, key)
-        return touched
-
-    def every_run(self) -> Touched:
-        touched = self.touched()
-        touched.runs |= {(row.p.partition("/")[2], row.key.rpartition("/")[2]) for row in self.store.dump("fleet")}
-        return touched
-
-
-# -- rebuild: the sources folded privately ------------------------------------------------------
+# -- the definition: the sources folded in memory ------------------------------------------------------
 
 
 class FeedMemory(MemoryDocs):
-    """The feed's rows in a rebuild, composed from source documents folded in memory."""
+    """The feed's rows composed from source documents folded in memory from the log."""
 
     def __init__(self, sources: Iterable[Projector]) -> None:
         super().__init__()
@@ -315,20 +233,26 @@ class _MemoryView(View):
         self.docs = docs
         self._partitions: dict[str, dict[str, list[tuple[str, str]]]] = {}
 
-    def doc(self, name: str, key: str) -> bytes | None:
+    def _get(self, name: str, key: str) -> Any:
         docs = self.docs.get(name)
-        doc = docs.get(key) if docs is not None else None
-        return encode(doc) if doc is not None else None
+        return docs.get(key) if docs is not None else None
 
-    def lookup(
-        self, reads: Mapping[str, tuple[str, str]], scans: Mapping[str, Newest]
-    ) -> tuple[dict[str, bytes | None], dict[str, list[bytes]]]:
-        found = {part: self.doc(name, key) for part, (name, key) in reads.items()}
-        rows = {}
-        for part, scan in scans.items():
-            newest = sorted(self._partition(scan.name).get(scan.p, []), reverse=True)[: scan.limit]
-            rows[part] = [encode(self.docs[scan.name].docs[key][1]) for _, key in newest]
-        return found, rows
+    def projects(self, runs: Iterable[Run]) -> dict[Run, str]:
+        return {run: board_project(self._get("fleet", fleet_doc_key(*run))) for run in runs}
+
+    def gather(self, wanted: Mapping[Run, str]) -> dict[Run, Parts]:
+        answers: dict[Run, Parts] = {}
+        for (tenant, run_id), project_slug in wanted.items():
+            parts = {}
+            for part, (name, key) in reads_of(tenant, run_id, project_slug).items():
+                doc = self._get(name, key)
+                parts[part] = encode(doc) if doc is not None else None
+            rows = {}
+            for part, scan in feed_scans(tenant, run_id, MAX_LIMIT).items():
+                newest = sorted(self._partition(scan.name).get(scan.p, []), reverse=True)[: scan.limit]
+                rows[part] = [encode(self.docs[scan.name].docs[key][1]) for _, key in newest]
+            answers[(tenant, run_id)] = (parts, rows)
+        return answers
 
     def _partition(self, name: str) -> dict[str, list[tuple[str, str]]]:
         index = self._partitions.get(name)
@@ -362,6 +286,7 @@ class FeedProjector(DerivedProjector):
 
     def __init__(self) -> None:
         self._folds = feed_sources()
+        self._sealed = SealedBodies()  # the lane chunks' bytes, from one pass to the next
 
     def wants(self, env: Envelope) -> bool:
         return any(p.wants(env) for p in self._folds)
@@ -378,16 +303,100 @@ class FeedProjector(DerivedProjector):
     ) -> Change | None:
         own = positions.get(FEED, 0)
         floor = min((positions[n] for n in SOURCES if n in positions), default=own)
-        view = BatchView(store, batches)
+        view = StoreView(store, batches, self._sealed)
         # Behind its sources (new, or a pass whose feed did not commit with them): every run
         # is composed again, from the sources as they are.
         behind = own < floor
-        touched = view.every_run() if behind else view.touched()
+        touched = _batch_touched(batches)
         target = max(own, last, floor)
-        if not touched.runs and not touched.projects and target == own:
+        if not behind and not touched.runs and not touched.projects and target == own:
             return None
-        upserts, deletes = compose_rows(view, touched)
+        if behind:
+            wanted = view.every_run()
+            wanted.update(wanted_runs(view, touched))
+        else:
+            wanted = wanted_runs(view, touched)
+        upserts, deletes = compose_many(view, wanted)
         return Change(FEED, own, target, upserts, deletes)
+
+    def swap_composed(self, store: DocStore, source: NotificationSource, page_size: int) -> int:
+        """Rebuild: every run's feed composed from the source read models as they are stored
+        (rebuilt and swapped in first when rebuilt together), blue/green.
+
+        The shadow table is filled from the sources at position ``start`` or later; then,
+        with the live runner held off (it commits the feed with its sources), the runs that
+        events past ``start`` touched are composed again, and the feed takes the sources'
+        position. Nothing is folded again but those few events, to name the runs.
+        """
+        start = _floor(store.positions())[0]
+        view = StoreView(store)
+
+        def rows() -> Iterator[Row]:
+            every = view.every_run()
+            order = sorted(every)
+            for first in range(0, len(order), GATHER):
+                upserts, _ = compose_many(view, {run: every[run] for run in order[first : first + GATHER]})
+                yield from upserts
+
+        def catch_up(_since: int) -> tuple[list[Row], list[str], int]:
+            floor, top = _floor(store.positions())
+            touched = touched_between(source, self._folds, start, top, page_size)
+            upserts, deletes = compose_rows(StoreView(store), touched)
+            return upserts, deletes, floor
+
+        return store.swap_in(FEED, rows(), start, catch_up)
+
+
+def _floor(positions: Mapping[str, int]) -> tuple[int, int]:
+    """(lowest, highest) position of the feed's sources."""
+    held = [positions[n] for n in SOURCES if n in positions]
+    return min(held, default=0), max(held, default=0)
+
+
+def _batch_touched(batches: Mapping[str, BatchDocs]) -> Touched:
+    touched = Touched()
+    for name in SOURCES:
+        batch = batches.get(name)
+        if batch is not None:
+            for key in (*batch.dirty, *batch.deleted):
+                touched.add(name, key)
+    return touched
+
+
+class _Recorder:
+    """Documents that know nothing and remember every key a fold asked for or wrote."""
+
+    def __init__(self, name: str, touched: Touched) -> None:
+        self.name, self.touched = name, touched
+
+    def get(self, key: str) -> None:
+        self.touched.add(self.name, key)
+
+    def put(self, key: str, doc: dict[str, Any], **_: str) -> None:
+        self.touched.add(self.name, key)
+
+    def delete(self, key: str) -> None:
+        self.touched.add(self.name, key)
+
+
+def touched_between(source: NotificationSource, folds: Iterable[Projector], start: int, stop: int, page_size: int) -> Touched:
+    """The runs and projects whose source documents events ``start+1..stop`` may change:
+    every document key the sources' folds ask for or write (a fold reads the document it
+    changes before it changes it), whatever they would have written."""
+    touched = Touched()
+    recorders = [(p, _Recorder(p.name, touched)) for p in folds]
+    position = start
+    while position < stop:
+        page = source.read(position + 1, page_size, stop)
+        if not page:
+            break
+        for env in page:
+            for projector, recorder in recorders:
+                if projector.wants(env):
+                    with suppress(Exception):  # knowing nothing, a fold may stop early: its keys are noted
+                        projector.apply(env, recorder)
+        position = page[-1].position
+    return touched
 
 
 def stored_feed_key(tenant: str, project_slug: str, run_id: str, limit: int) -> str:
