@@ -349,7 +349,7 @@ def run(ctx: BenchContext) -> Iterator[str]:
             raw = raw_read_rate(container)
             names = [p.name for p in read_projectors()]
             # Every read model; those folded from events alone (the stored feed is composed
-            # from five of them, and its rebuild folds those five again); and the seven of
+            # from five of them, as they are stored once rebuilt); and the seven of
             # the studio and projects areas, the set earlier figures were measured on.
             choices = (
                 (names, "all"),
