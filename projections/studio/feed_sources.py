@@ -68,7 +68,7 @@ class SealedBodies:
     entry keeps the object alive, so its identity cannot be taken by another one.
     """
 
-    def __init__(self, size: int = 4096) -> None:
+    def __init__(self, size: int = 2048) -> None:
         self.size = size
         self.entries: OrderedDict[tuple[str, str], tuple[Any, bytes]] = OrderedDict()
 
