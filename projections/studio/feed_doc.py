@@ -37,7 +37,15 @@ from projections.engine.store import Change, DocStore, Row
 from projections.engine.unavailable import unavailable
 from projections.studio import mirror_surface
 from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, compose_feed, feed_scans
-from projections.studio.feed_sources import Parts, Run, SealedBodies, StoreView, View, board_project, reads_of
+from projections.studio.feed_sources import (
+    Parts,
+    Run,
+    SealedBodies,
+    StoreView,
+    View,
+    board_project,
+    reads_of,
+)
 from projections.studio.fleet import FleetProjector, fleet_doc_key
 from projections.studio.log_dock import LogDockProjector
 from projections.studio.pixels import PixelsProjector
@@ -182,7 +190,7 @@ def compose_rows(view: View, touched: Touched) -> tuple[list[Row], list[str]]:
     return compose_many(view, wanted_runs(view, touched))
 
 
-# -- the definition: the sources folded in memory ------------------------------------------------------
+# -- the definition: the sources folded in memory ---------------------------------------------
 
 
 class FeedMemory(MemoryDocs):

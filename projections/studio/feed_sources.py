@@ -228,7 +228,7 @@ class StoreView(View):
         if board is not None:
             for key in board.dirty:
                 runs[(board.meta[key].p.partition("/")[2], key.rpartition("/")[2])] = board.meta[key].g
-        return runs
+        return {run: project_slug for run, project_slug in runs.items() if project_slug}
 
 
 def _items(names: Mapping[str, set[str]]) -> list[tuple[str, str]]:
