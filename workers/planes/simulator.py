@@ -105,6 +105,14 @@ def _unit(*parts: object) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
+# The statuses in which a session plays (``_session_steps`` answers [] in any other).
+_PLAYING = frozenset({"ready", "waiting_first_tool", "working"})
+
+
+def _agent_id(session: Any) -> str:
+    return session.agent_id
+
+
 def _kind(session: Any) -> str:
     for kind in ("delivery", "proof", "compaction", "coordination"):
         if kind in session.workload_groups:
@@ -126,9 +134,9 @@ class SimulatorPlane:
         if sessions and all(s.ended for s in sessions):
             return [ports.CompleteRun(summary={"sessions": len(sessions)})]
         by_agent = {s.agent_id: s for s in sessions}
-        for session in sorted(sessions, key=lambda s: s.agent_id):
-            if session.ended:
-                continue
+        for session in sorted(sessions, key=_agent_id):
+            if session.live_status not in _PLAYING:
+                continue  # ended, blocked or paused: no step, no draw (so no generator to seed)
             rng = random.Random(f"{run.seed}:{tick}:{session.agent_id}")
             steps.extend(self._session_steps(run, session, by_agent, tick, rng))
         return steps
@@ -269,12 +277,12 @@ class SimulatorPlane:
                             suit=suit,
                         )
                     )
-        if "compaction_trigger" in s.workload_groups and "compactor" not in by_agent:
+        if not owed and "compaction_trigger" in s.workload_groups and "compactor" not in by_agent:
             others = [
                 o for a, o in by_agent.items() if a != s.agent_id and _kind(o) != "coordination"
             ]
             planner_done = all(o.ended for a, o in by_agent.items() if _kind(o) == "coordination" and a != s.agent_id)
-            if not owed and planner_done and all(o.ended for o in others):
+            if planner_done and all(o.ended for o in others):
                 owed.append(
                     ports.Handoff(
                         agent_id=s.agent_id,

@@ -12,6 +12,8 @@ from domain.shared.errors import NotFound
 from domain.shared.event_store import EventStore
 from domain.shared.ports import LogFollower
 
+ENDED_KEPT = 10_000
+
 
 @dataclass(frozen=True)
 class QuietStretch:
@@ -44,6 +46,9 @@ class Holdings:
         self.aggregates: dict[str, Any] = {}
         self.batch: dict[str, Any] = {}
         self.quiet: dict[str, QuietStretch] = {}
+        # Runs seen ended (an ended run never runs again): a tick of one is skipped
+        # without loading it. The oldest are forgotten past ENDED_KEPT (then loaded once more).
+        self.ended: dict[str, None] = {}
         self.lock = threading.Lock()
 
     @property
@@ -78,7 +83,7 @@ class Holdings:
             return in_batch
         held = self.aggregates.get(aggregate_id)
         # Pending events on a held copy are leftovers of a failed save: load afresh.
-        if held is None or held.pending_events:
+        if held is None or held._pending_events:
             held = self.store.get_or_none(aggregate_id)
             if held is None:
                 raise NotFound(f"No aggregate {aggregate_id}.", code="not_found")
@@ -101,6 +106,12 @@ class Holdings:
         """Keeps the saved copies (sessions opened this tick included)."""
         for aggregate in aggregates:
             self.aggregates[aggregate.id] = aggregate
+
+    def note_ended(self, run_ids: Iterable[str]) -> None:
+        for run_id in run_ids:
+            self.ended[run_id] = None
+        while len(self.ended) > ENDED_KEPT:
+            del self.ended[next(iter(self.ended))]
 
     def drop(self, aggregates: Iterable[Any]) -> None:
         for aggregate in aggregates:

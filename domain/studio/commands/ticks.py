@@ -12,7 +12,6 @@ with the tick number after the quiet ones and their count (``quiet_ticks``).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,8 +61,12 @@ class TickOutcome:
         self.run_ids.extend(other.run_ids)
 
 
-def session_counts(sessions: Iterable[AgentSession]) -> Counter[str]:
-    return Counter(s.live_status for s in sessions)
+def session_counts(sessions: Iterable[AgentSession]) -> dict[str, int]:
+    """Sessions by live status (only the statuses present)."""
+    counts: dict[str, int] = {}
+    for s in sessions:
+        counts[s.live_status] = counts.get(s.live_status, 0) + 1
+    return counts
 
 
 class TickCommands:
@@ -143,7 +146,8 @@ class TickCommands:
         changed = []
         probe = getattr(plane, "probe_workspace", None)
         for lease in list(self.holdings.aggregates.values()):
-            if not isinstance(lease, WorkspaceLease) or lease.pending_events:
+            # (a class check by identity: ``isinstance`` on an ABC, over every held copy, costs)
+            if type(lease) is not WorkspaceLease or lease.pending_events:
                 continue
             if lease.status == "ready" and not lease.slots and lease.idle_since:
                 if shift(lease.idle_since, SUSPEND_AFTER_SECONDS) <= at:
@@ -162,10 +166,11 @@ class TickCommands:
     def _release_ended(self, changed: Sequence[Any]) -> None:
         """Keeps what was saved; a run that ended no longer ticks: forget its copies."""
         self.holdings.adopt(changed)
-        runs = [a for a in changed if isinstance(a, Run)]
+        runs = [a for a in changed if type(a) is Run]
         self.holdings.forget_quiet(a.id for a in runs)  # a recorded tick ends the stretch
         ended = {(a.tenant, a.run_id) for a in runs if a.ended}
         if ended:
+            self.holdings.note_ended(a.id for a in runs if a.ended)
             self.holdings.drop(
                 a
                 for a in list(self.holdings.aggregates.values())
@@ -209,7 +214,10 @@ class TickCommands:
         policies: Sequence[Any],
         fresh_after: str = "",
     ) -> tuple[list[Any], TickOutcome]:
-        run = self.holdings.get(run_key(tenant, run_id))
+        key = run_key(tenant, run_id)
+        if key in self.holdings.ended:  # it did nothing but load the run and see it ended
+            return [], TickOutcome()
+        run = self.holdings.get(key)
         outcome = TickOutcome()
         at = self.clock()
         quiet = self.holdings.quiet_since(run)
@@ -220,6 +228,9 @@ class TickCommands:
             outcome.runs_started = 1
         if run.status != RUNNING:
             self.holdings.forget_quiet([run.id])
+            if run.ended and not run.pending_events:
+                self.holdings.note_ended([run.id])
+                self.holdings.drop([run])
             return ([run] if run.pending_events else []), outcome
         sessions = {
             agent_id: self.holdings.get(session_key(tenant, run_id, session_id, agent_id))
@@ -232,20 +243,23 @@ class TickCommands:
         for policy in policies:
             steps.extend(policy.plan(run, list(sessions.values()), tick))
         steps.extend(plane.plan_tick(run, list(sessions.values()), tick))
-        tallies: Counter[str] = Counter()
+        tallies: dict[str, int] = {}  # applied steps by kind, and "rejected"
         touched: dict[str, Any] = {}
         complete: ports.CompleteRun | None = None
+        apply = self.steps.apply
         for step in steps:
             if isinstance(step, ports.CompleteRun):
                 complete = step
                 continue
             try:
-                self.steps.apply(run, template, sessions, step, at, tick, touched, plane)
-                tallies[step.__struct_config__.tag] += 1
+                apply(run, template, sessions, step, at, tick, touched, plane)
             except DomainError:
-                tallies["rejected"] += 1
+                tallies["rejected"] = tallies.get("rejected", 0) + 1
+            else:
+                tag = step.__struct_config__.tag
+                tallies[tag] = tallies.get(tag, 0) + 1
         counts = session_counts(sessions.values())
-        ended = counts[COMPLETED] + counts[STOPPED]
+        ended = counts.get(COMPLETED, 0) + counts.get(STOPPED, 0)
         completing = complete is not None and ended == len(sessions)
         blockers = sorted(
             (s.agent_id, s.blocker_code) for s in sessions.values() if s.live_status == BLOCKED
@@ -257,11 +271,11 @@ class TickCommands:
             "at": at,
             "session_count": len(sessions),
             "live_status_counts": dict(sorted(counts.items())),
-            "tool_calls": tallies["call_tool"],
-            "handoffs": tallies["handoff"],
-            "pull_requests": tallies["open_pull_request"],
-            "completed_sessions": tallies["finish"],
-            "rejected_steps": tallies["rejected"],
+            "tool_calls": tallies.get("call_tool", 0),
+            "handoffs": tallies.get("handoff", 0),
+            "pull_requests": tallies.get("open_pull_request", 0),
+            "completed_sessions": tallies.get("finish", 0),
+            "rejected_steps": tallies.get("rejected", 0),
             "blockers": [{"agent_id": a, "blocker_code": c} for a, c in blockers],
             "plane": plane.name,
             "diagnosis": zero_output_first_tool_block(sessions.values()),
@@ -272,7 +286,7 @@ class TickCommands:
         if not changed and not run.pending_events and not completing and run.reports_same(report):
             self.holdings.note_quiet(run, at)
             outcome.quiet = 1
-            outcome.rejected_steps = tallies["rejected"]
+            outcome.rejected_steps = tallies.get("rejected", 0)
             return [], outcome
         report["quiet_ticks"] = quiet_ticks
         run.record_tick(tick, at, report)
@@ -280,7 +294,7 @@ class TickCommands:
             run.complete(at, {**complete.summary, "ticks": tick})
             outcome.runs_completed = 1
         changed.insert(0, run)
-        outcome.rejected_steps = tallies["rejected"]
+        outcome.rejected_steps = tallies.get("rejected", 0)
         outcome.events = sum(len(a.pending_events) for a in changed)
         outcome.run_ids.append(run_id)
         return changed, outcome
