@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
+from typing import Any
+
+from eventsourcing.persistence import OperationalError
+
 from domain.shared.event_store import EventStore
 from domain.shared.ids import run_key
 from domain.studio.commands.holdings import ENDED_KEPT, Holdings
+from domain.studio.run import Run
 from tests.helpers import drive_runs
 from workers.bootstrap import Services, wire_services
 from workers.planes.simulator import FaultRates, SimulatorPlane
@@ -55,3 +61,43 @@ def test_the_memory_of_ended_runs_is_bounded() -> None:
     holdings.note_ended(f"run:t:{i}" for i in range(ENDED_KEPT + 10))
     assert len(holdings.ended) == ENDED_KEPT
     assert "run:t:0" not in holdings.ended and f"run:t:{ENDED_KEPT + 9}" in holdings.ended
+
+
+def test_a_run_whose_completing_save_fails_is_not_remembered_ended_and_completes_once() -> None:
+    """A failed save leaves the ticker as if the pass never happened: the run it would have
+    completed is neither remembered as ended nor held as completed, and a later pass
+    completes it, once, with no hole in any aggregate's versions."""
+    app = wire_services(EventStore(MEMORY))
+    ids = drive_runs(app, runs=3, ticks=0)
+    refs = [("default", r) for r in ids]
+    plane = SimulatorPlane(activity=0.9, faults=FaultRates.none())
+    holdings = app.studio.ticks.holdings
+    record = app.event_store._record
+    failed: list[str] = []
+
+    def failing_once(processing_event: Any) -> Any:
+        completing = [a.id for a in processing_event.aggregates.values() if type(a) is Run and a.ended]
+        if completing and not failed:
+            failed.extend(completing)
+            raise OperationalError("injected: the database went away")
+        return record(processing_event)
+
+    app.event_store._record = failing_once  # type: ignore[method-assign]
+    for _ in range(400):
+        try:
+            app.studio.ticks.tick_runs(plane, tick=refs)
+        except OperationalError:
+            assert not set(failed) & set(holdings.ended)
+            assert not any(getattr(holdings.aggregates.get(k), "ended", False) for k in failed)
+        if failed and all(r in holdings.ended for r in failed):
+            break
+    else:
+        raise AssertionError("no failed completion was completed again in 400 ticks")
+    completions: Counter[str] = Counter()
+    versions: dict[str, list[int]] = defaultdict(list)
+    for note in app.event_store.recorder.select_notifications(start=1, limit=1_000_000):
+        versions[note.originator_id].append(note.originator_version)
+        if note.topic.endswith(":Run.Completed"):
+            completions[note.originator_id] += 1
+    assert all(completions[k] == 1 for k in failed)
+    assert all(v == list(range(1, len(v) + 1)) for v in versions.values())
