@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
+from litestar import Request
 from litestar.connection import ASGIConnection
 from litestar.datastructures import State
 from litestar.exceptions import ClientException, SerializationException
@@ -198,6 +199,14 @@ async def access_guard(connection: ASGIConnection, handler: BaseRouteHandler) ->
         raise
 
 
+async def access_hook(request: Request[Any, Any, Any]) -> None:
+    """``access_guard`` as a router's ``before_request`` hook, for hot read paths: the same
+    rule at the same point (before the handler's parameters are parsed). Litestar hands
+    each guard a copy of the route handler, tens of microseconds a request; a hook is
+    handed the request alone."""
+    await access_guard(request, request.route_handler)
+
+
 def guarded(access: Access, **opt: Any) -> dict[str, Any]:
     """A route's ``opt`` naming its access need (merged with its other ``opt``)."""
     return {**opt, ACCESS: access}
@@ -209,6 +218,7 @@ __all__ = [
     "READ",
     "Access",
     "access_guard",
+    "access_hook",
     "check",
     "guarded",
     "project_in",
