@@ -34,7 +34,7 @@ from api.workspaces.controller import meter_router, workspace_router
 from api.workspaces.metrics import UsageCollector
 from domain.portal.copilot import ComposedAnswerer
 from projections.engine.copies import ReadCopies
-from projections.portal.relations import store_graph
+from projections.portal.relations import memory_graph, store_graph
 from projections.studio.time_travel import EventSelector, TimeTravel
 
 
@@ -66,7 +66,10 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
     )
     # The permission graph every access decision asks: the built-in one over the
     # relationship read model unless the composition root hands another (an OpenFGA adapter).
-    graph = getattr(container, "permission_graph", None) or store_graph(container.store)
+    own_graph = getattr(container, "permission_graph", None)
+    graph = own_graph or store_graph(container.store, copies)
+    # The built-in graph over copies in memory: most access decisions need no thread.
+    memory = (lambda at_least: memory_graph(copies, at_least)) if copies is not None and own_graph is None else None
     control_plane = ControlPlaneReads(
         container.store,
         TimeTravel(EventSelector(container.event_store.recorder)),
@@ -130,6 +133,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "health": container.health,
                 "control_plane": control_plane,
                 "permission_graph": graph,
+                "permission_memory": memory,
                 "provisioning": getattr(container, "provisioning", None),
                 "inboxes": getattr(container, "inboxes", None),
                 "notification_workflow": getattr(container, "notification_workflow", None),

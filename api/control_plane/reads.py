@@ -23,6 +23,7 @@ from domain.shared.ids import END
 from projections.engine.copies import ReadCopies
 from projections.engine.lookups import fetch
 from projections.engine.store import DocStore
+from projections.portal.relations import NAME as RELATIONS
 from projections.portal.relations import store_graph
 from projections.projects.projects import project_doc_key
 from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, compose_feed, feed_reads, feed_scans
@@ -33,9 +34,9 @@ from projections.studio.time_travel import RunNotYet, TimeTravel, workspace_name
 
 SCAN_PAGES = 20
 PROJECTS = "projects"
-# The read models a live feed answer is made of: the API keeps copies of their documents
-# (``projections.engine.copies``); their projectors announce what they change.
-COPIED = (PROJECTS, FEED)
+# The read models a live feed answer is made of (and who may read it): the API keeps copies
+# of their documents (``projections.engine.copies``); their projectors announce changes.
+COPIED = (PROJECTS, FEED, RELATIONS)
 
 
 class _Participant(msgspec.Struct):

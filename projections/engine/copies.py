@@ -41,6 +41,10 @@ APPLICATION = "squadops-read-copies"  # the listening connection, as PostgreSQL 
 KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 2, "tcp_user_timeout": 10_000}
 
 
+class NotInMemory(Exception):
+    """A reader that may not do I/O found no current copy: it reads the store instead."""
+
+
 class Copy:
     """One document as the store held it, and answers derived from it (say, sliced)."""
 

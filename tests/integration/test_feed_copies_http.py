@@ -10,9 +10,11 @@ import psycopg
 import pytest
 from litestar.testing import TestClient
 
+from api import access
 from api.app import create_app
 from api.control_plane.reads import ControlPlaneReads
 from projections.engine.copies import APPLICATION, ReadCopies
+from projections.portal.relations import NAME as RELATIONS
 from projections.studio.feed_doc import FEED, answer, feed_doc_key, feed_max_key
 from tests.conftest import ADMIN, settings_for
 from tests.integration.test_control_plane_http import FEED as FEED_PATH
@@ -139,3 +141,31 @@ def test_a_lost_channel_drops_the_copies(world: tuple[TestClient, Container, Con
     assert copies.wait(lambda c: c.listening, WAIT)
     assert http.get(FEED_PATH, params=query).content == stored(container, run_id)
     assert copies.stats()["copies"] >= 2
+
+
+def test_a_participant_is_decided_from_memory_until_removed(
+    world: tuple[TestClient, Container, ControlPlaneReads], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    http, container, reads = world
+    run_id = launched(http, container)
+    query = {"project_slug": "acme", "run_id": run_id}
+    member = {**MEMBER, "x-edge-claim-groups": ""}
+    assert http.get(FEED_PATH, params=query, headers=member).status_code == 200  # tuples kept
+
+    def no_thread(*_args: object) -> None:
+        raise AssertionError("access was decided in a thread although its tuples were in memory")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(access, "_decide", no_thread)
+        store_unread(reads, patched)
+        again = http.get(FEED_PATH, params=query, headers=member)
+        assert again.status_code == 200 and again.content == stored(container, run_id)
+    # The participant leaves: at the position of that change, the copies refuse at once.
+    container.projects.remove_participant(
+        tenant="default", project_slug="acme", subject_key="dev@example.com", removed_by="ops@example.com"
+    )
+    removed = str(container.event_store.max_position())
+    refused = http.get(FEED_PATH, params=query, headers={**member, "X-Squadops-Min-Position": removed})
+    assert (refused.status_code, refused.json()["code"]) == (403, "not_a_participant")
+    assert copies_of(reads).wait(lambda c: c.heard_position(RELATIONS) >= int(removed), WAIT)
+    assert http.get(FEED_PATH, params=query, headers=member).status_code == 403
