@@ -11,7 +11,7 @@ from api.auth import edge_jwt
 from api.body import JsonRequest
 from api.context import ServiceParts
 from api.control_plane.controller import control_plane_router
-from api.control_plane.reads import ControlPlaneReads
+from api.control_plane.reads import COPIED, ControlPlaneReads
 from api.control_plane.verbs import control_routers
 from api.errors import EXCEPTION_HANDLERS
 from api.gate.controller import gate_router
@@ -33,7 +33,8 @@ from api.web.controller import web_router
 from api.workspaces.controller import meter_router, workspace_router
 from api.workspaces.metrics import UsageCollector
 from domain.portal.copilot import ComposedAnswerer
-from projections.portal.relations import store_graph
+from projections.engine.copies import ReadCopies
+from projections.portal.relations import memory_graph, store_graph
 from projections.studio.time_travel import EventSelector, TimeTravel
 
 
@@ -41,9 +42,19 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
     """The HTTP app over the composition root's parts; ``workers`` (default: the
     container's own default set) start and stop with it."""
     settings = container.settings
+    # Copies of stored feeds in memory, kept current by the projectors' announcements
+    # (PostgreSQL LISTEN); a command answered here is a position they must have heard.
+    copy_bytes = getattr(settings, "read_copies_mib", 0) << 20
+    copies = ReadCopies(COPIED, max_bytes=copy_bytes) if copy_bytes and getattr(container.store, "dialect", "") == "postgres" else None
+
+    def settle(position: int) -> bool:
+        if copies is not None:
+            copies.expect(position)
+        return container.settle(position)
+
     reads = Reads(
         container.store,
-        container.settle,
+        settle,
         container.ticker.wake,
         container.event_store.max_position,
     )
@@ -55,12 +66,16 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
     )
     # The permission graph every access decision asks: the built-in one over the
     # relationship read model unless the composition root hands another (an OpenFGA adapter).
-    graph = getattr(container, "permission_graph", None) or store_graph(container.store)
+    own_graph = getattr(container, "permission_graph", None)
+    graph = own_graph or store_graph(container.store, copies)
+    # The built-in graph over copies in memory: most access decisions need no thread.
+    memory = (lambda at_least: memory_graph(copies, at_least)) if copies is not None and own_graph is None else None
     control_plane = ControlPlaneReads(
         container.store,
         TimeTravel(EventSelector(container.event_store.recorder)),
         container.event_store.max_position,
         graph=graph,
+        copies=copies,
     )
     registry, http_metrics = metrics_registry(
         container.store,
@@ -73,12 +88,16 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
     edge = edge_jwt(settings)
 
     def on_startup() -> None:
+        if copies is not None:
+            copies.follow(container.store.url)
         if workers is None:
             container.start()
         elif workers:
             container.start(workers)
 
     def on_shutdown() -> None:
+        if copies is not None:
+            copies.stop()
         container.stop()
 
     app = Litestar(
@@ -114,6 +133,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "health": container.health,
                 "control_plane": control_plane,
                 "permission_graph": graph,
+                "permission_memory": memory,
                 "provisioning": getattr(container, "provisioning", None),
                 "inboxes": getattr(container, "inboxes", None),
                 "notification_workflow": getattr(container, "notification_workflow", None),

@@ -112,10 +112,10 @@ HOLDINGS_PAGE = 5000
 LISTENERS = ("projector", "fanout")
 
 
-def connection_budget(settings: Settings, workers: tuple[str, ...] = WORKERS) -> int:
-    """The most PostgreSQL connections one process holds: its two pools at their maximum
-    (event store, read models) and one LISTEN connection per listening worker it runs."""
-    listeners = sum(1 for name in LISTENERS if name in workers)
+def connection_budget(settings: Settings, workers: tuple[str, ...] = WORKERS, *, api: bool = True) -> int:
+    """The most PostgreSQL connections one process holds: its two pools at their maximum, one
+    LISTEN connection per listening worker it runs, and one for the API's feed copies."""
+    listeners = sum(1 for name in LISTENERS if name in workers) + int(api and settings.read_copies_mib > 0)
     return settings.event_store_pool_max + settings.read_model_pool_max + listeners
 
 

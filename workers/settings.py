@@ -81,6 +81,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     event_store_pool_max: int = 3
     read_model_pool_min: int = 1
     read_model_pool_max: int = 3
+    # The API's copies of stored feeds (PostgreSQL): their bound in memory, in MiB; 0: none.
+    read_copies_mib: int = 64
     base_url: str = "http://127.0.0.1:8000"
     model_proxy_aliases: tuple[tuple[str, str], ...] = ()
     # Execution planes (C21): the built-in simulator, or agent CLIs run as local processes.

@@ -18,7 +18,7 @@ from litestar.datastructures import State
 from litestar.params import QueryParameter
 from litestar.response import Response
 
-from api.access import READ, Access, access_guard, guarded, project_in
+from api.access import READ, Access, access_hook, guarded, project_in
 from api.auth import EdgeJwt
 from api.context import CallerDep, caller_dependency, part
 from api.control_plane.dto import FleetBoard, ObservabilityFeed
@@ -68,8 +68,11 @@ async def observability_feed(
     control_plane: ControlPlaneReads = part(state, "control_plane")
     tenant = caller.tenant  # who may read the project: the access guard decided
     if as_of_event is None and as_of is None:
-        # The store is blocking I/O: a worker thread reads it.
-        body = await anyio.to_thread.run_sync(control_plane.feed, tenant, project_slug, run_id, limit)
+        # A copy in memory that is known current answers at once; else the store, which is
+        # blocking I/O: a worker thread reads it.
+        body = control_plane.feed_copy(tenant, project_slug, run_id, limit, caller.min_position)
+        if body is None:
+            body = await anyio.to_thread.run_sync(control_plane.feed, tenant, project_slug, run_id, limit)
         return Response(body, media_type=JSON)
     if as_of_event is not None and as_of is not None:
         raise RequestInvalid(["query", "as_of"], "give as_of_event or as_of, not both", "value_error", as_of)
@@ -113,6 +116,6 @@ def control_plane_router(edge: EdgeJwt) -> Router:
         path="/control-plane/studio",
         route_handlers=[observability_feed, fleet_board],
         dependencies=caller_dependency(edge, admin=False),
-        guards=[access_guard],
+        before_request=access_hook,  # the access guard, run as a hook (see ``access_hook``)
         tags=["control-plane"],
     )

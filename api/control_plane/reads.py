@@ -20,17 +20,23 @@ from api.errors import ApiError, RequestInvalid
 from domain.portal.graph import ListObjectsRequest, PermissionGraph, identity_tuples, user_ref
 from domain.shared.errors import project_not_found, run_not_found
 from domain.shared.ids import END
+from projections.engine.copies import ReadCopies
 from projections.engine.lookups import fetch
 from projections.engine.store import DocStore
+from projections.portal.relations import NAME as RELATIONS
 from projections.portal.relations import store_graph
 from projections.projects.projects import project_doc_key
-from projections.studio.feed import compose_feed, feed_reads, feed_scans
+from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, compose_feed, feed_reads, feed_scans
 from projections.studio.feed_doc import FEED, answer, stored_feed_key
 from projections.studio.fleet import fleet_partition
 from projections.studio.runs import run_doc_key
 from projections.studio.time_travel import RunNotYet, TimeTravel, workspace_names
 
 SCAN_PAGES = 20
+PROJECTS = "projects"
+# The read models a live feed answer is made of (and who may read it): the API keeps copies
+# of their documents (``projections.engine.copies``); their projectors announce changes.
+COPIED = (PROJECTS, FEED, RELATIONS)
 
 
 class _Participant(msgspec.Struct):
@@ -82,8 +88,10 @@ class ControlPlaneReads:
         log_position: Callable[[], int],
         *,
         graph: PermissionGraph | None = None,
+        copies: ReadCopies | None = None,
     ) -> None:
         self.store = store
+        self.copies = copies
         self.graph = graph if graph is not None else store_graph(store)
         self.time_travel = time_travel
         self.log_position = log_position
@@ -107,13 +115,36 @@ class ControlPlaneReads:
 
     # -- the feed -------------------------------------------------------------------------
 
-    def feed(self, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes:
-        """The run's feed: its stored document (access: the caller's guard), else composed now."""
+    def feed_copy(self, tenant: str, project_slug: str, run_id: str, limit: int, at_least: int = 0) -> bytes | None:
+        """The run's stored feed from memory, current at ``at_least`` or later (access: the
+        caller's guard); None: ``feed`` reads the store. No I/O: fit for the event loop."""
+        copies = self.copies
+        if copies is None or copies.get(PROJECTS, project_doc_key(tenant, project_slug), at_least) is None:
+            return None
         key = stored_feed_key(tenant, project_slug, run_id, limit)
-        parts, _ = fetch(self.store, {"project": ("projects", project_doc_key(tenant, project_slug)), "feed": (FEED, key)})
-        self._check_project(parts["project"], project_slug)
+        copy = copies.get(FEED, key, at_least)
+        if copy is None:
+            return None
+        if limit in (DEFAULT_LIMIT, MAX_LIMIT):
+            return copy.body
+        body = copy.derived.get(limit)
+        if body is None:
+            body = answer(copy.body, limit)
+            copies.derive(FEED, key, copy, limit, body)
+        return body
+
+    def feed(self, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes:
+        """The run's feed: its stored document (access: the caller's guard), else composed now.
+        What it read is kept in memory (``feed_copy``) while nothing has replaced it."""
+        key, project_key = stored_feed_key(tenant, project_slug, run_id, limit), project_doc_key(tenant, project_slug)
+        mark = self.copies.mark() if self.copies is not None else None
+        parts, _ = fetch(self.store, {"project": (PROJECTS, project_key), "feed": (FEED, key)})
+        project = parts["project"]
+        self._check_project(project, project_slug)
         body = parts["feed"]
         if body is not None:
+            if self.copies is not None and project is not None:
+                self.copies.keep(mark, {(PROJECTS, project_key): project, (FEED, key): body})
             return answer(body, limit)
         # Not stored (the run is unknown, or in another project, or its feed is not
         # projected yet): the composition answers, with the same rules.

@@ -45,6 +45,8 @@ class Projector(ABC):
 
     name: ClassVar[str] = ""
     topics: ClassVar[frozenset[str]] = frozenset()
+    # Readers keep copies of its documents: its commits announce what they changed.
+    announced: ClassVar[bool] = False
 
     def wants(self, env: Envelope) -> bool:
         return not self.topics or env.kind in self.topics

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from projections.engine import announce
 from projections.engine.store import TRACKING, Change, DocStore, Row, T, table_name
 from projections.engine.unavailable import GuardedPool, connection_bounds, connection_lost
 
@@ -26,6 +27,7 @@ class PostgresDocStore(DocStore):
         self, url: str, *, min_size: int = 1, max_size: int = 10, wait_seconds: float = 30.0, statement_seconds: float = 0.0
     ) -> None:
         self.url = url
+        self.announced: set[str] = set()
         # C19: connections are checked before use; waits, connects and statements bounded.
         kwargs = {"autocommit": True, **connection_bounds(statement_seconds)}
         self.pool = GuardedPool(
@@ -38,6 +40,14 @@ class PostgresDocStore(DocStore):
             )
             row = conn.execute(LZ4).fetchone()
         self.columns = PG_COLUMNS.format(compression=" COMPRESSION lz4" if row and row[0] else "")
+
+    def announce(self, name: str) -> None:
+        self.announced.add(name)
+
+    def _announce(self, conn: Any, name: str, position: int, keys: Sequence[str] | None) -> None:
+        """Tells listening readers, on commit, what changed (``projections.engine.announce``)."""
+        for payload in announce.entries(name, position, keys):
+            conn.execute("SELECT pg_notify(%s, %s)", (announce.CHANNEL, payload))
 
     def _create(self, conn: Any, table: str) -> None:
         conn.execute(
@@ -156,6 +166,9 @@ class PostgresDocStore(DocStore):
                 ]
                 for change in changes:
                     self._write_rows(conn, table_name(change.name), change.upserts, change.deletes)
+                    if change.name in self.announced:  # told on commit only
+                        keys = [row[0] for row in change.upserts] + list(change.deletes)
+                        self._announce(conn, change.name, change.position, keys)
             if any(move.rowcount != 1 for move in moves):
                 raise Rollback()
             return True
@@ -188,6 +201,7 @@ class PostgresDocStore(DocStore):
                     "ON CONFLICT (name) DO UPDATE SET position = excluded.position",
                     (name, final),
                 )
+                self._announce(conn, name, final, None)  # every copy of the model goes
         return final
 
     def dump(self, name: str) -> list[Row]:

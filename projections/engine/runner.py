@@ -100,6 +100,8 @@ class ProjectionRunner:
         self._beat_at = float("-inf")
         for projector in self.projectors:
             store.ensure(projector.name)
+            if projector.announced:
+                store.announce(projector.name)
 
     # -- lifecycle ------------------------------------------------------------------------
 

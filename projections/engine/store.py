@@ -55,6 +55,11 @@ class DocStore(ABC):
     def ensure(self, name: str) -> None:
         """Creates the read model's table and tracking row when missing."""
 
+    def announce(self, name: str) -> None:
+        """Every commit of ``name`` tells listening readers what it changed (PostgreSQL
+        only: ``projections.engine.announce``); elsewhere there is no one to tell."""
+        return None
+
     @abstractmethod
     def position(self, name: str) -> int: ...
 

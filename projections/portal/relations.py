@@ -13,6 +13,7 @@ from domain.portal.relations import project_tuples
 from domain.projects import events as pe
 from domain.shared.ids import is_valid_id
 from domain.shared.metadata import pick
+from projections.engine.copies import NotInMemory, ReadCopies
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.store import DocStore
@@ -47,6 +48,7 @@ class RelationsProjector(Projector):
 
     name = NAME
     topics = frozenset({"Project.Created", "Project.ParticipantRemoved"})
+    announced = True  # the API decides access from copies of these documents
 
     def apply(self, env: Envelope, docs: Docs) -> None:
         e = env.event
@@ -73,14 +75,19 @@ class RelationsProjector(Projector):
         docs.put(relations_key(tenant, slug), doc, p=relations_partition(tenant), s=slug)
 
 
-def store_graph(store: DocStore) -> TupleGraph:
-    """The built-in ``PermissionGraph`` over the relations read model."""
+def store_graph(store: DocStore, copies: ReadCopies | None = None) -> TupleGraph:
+    """The built-in ``PermissionGraph`` over the relations read model (what it reads is
+    kept in ``copies``, for ``memory_graph``)."""
 
     def tuples_of(tenant: str, obj: str) -> list[RelationTuple]:
         kind, _, slug = obj.partition(":")
         if kind != "project" or not is_valid_id(slug):
             return []
-        raw = store.get(NAME, relations_key(tenant, slug))
+        key = relations_key(tenant, slug)
+        mark = copies.mark() if copies is not None else None
+        raw = store.get(NAME, key)
+        if copies is not None and raw is not None:
+            copies.keep(mark, {(NAME, key): raw})
         return _decode(raw).tuples if raw is not None else []
 
     def objects_of(tenant: str, type_: str) -> Iterator[tuple[str, list[RelationTuple]]]:
@@ -95,5 +102,24 @@ def store_graph(store: DocStore) -> TupleGraph:
             if len(page) < 1000:
                 return
             after = page[-1].s
+
+    return TupleGraph(tuples_of, objects_of)
+
+
+def memory_graph(copies: ReadCopies, at_least: int) -> TupleGraph:
+    """The same graph over the copies alone, current at ``at_least`` or later: no I/O; a
+    project whose tuples are not in memory raises ``NotInMemory`` (ask ``store_graph``)."""
+
+    def tuples_of(tenant: str, obj: str) -> list[RelationTuple]:
+        kind, _, slug = obj.partition(":")
+        if kind != "project" or not is_valid_id(slug):
+            return []
+        copy = copies.get(NAME, relations_key(tenant, slug), at_least)
+        if copy is None:
+            raise NotInMemory(obj)
+        return _decode(copy.body).tuples
+
+    def objects_of(tenant: str, type_: str) -> Iterator[tuple[str, list[RelationTuple]]]:
+        raise NotInMemory(type_)
 
     return TupleGraph(tuples_of, objects_of)

@@ -290,6 +290,7 @@ class FeedProjector(DerivedProjector):
     """Keeps every run's feed as stored JSON (see the module's docstring)."""
 
     name = FEED
+    announced = True  # the API keeps copies of stored feeds (projections.engine.copies)
     sources = SOURCES
 
     def __init__(self) -> None:
