@@ -47,6 +47,8 @@ class Projector(ABC):
     topics: ClassVar[frozenset[str]] = frozenset()
 
     def wants(self, env: Envelope) -> bool:
+        """Whether ``apply`` reads events of ``env``'s kind: answered from ``env.kind`` alone
+        (a rebuild asks once per kind and routes every event of that kind the same way)."""
         return not self.topics or env.kind in self.topics
 
     @abstractmethod

@@ -8,6 +8,7 @@ are live events of the studio run they publish for (``projections.studio.gate_st
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, NamedTuple
 
 from domain.shared.metadata import snake
@@ -50,6 +51,12 @@ LIVE_KINDS: dict[str, tuple[str, str]] = {
     "AgentSession.RequestQueued": ("control", ""),
     **{kind: (gate_steps.EVENT_KIND, "") for kind in gate_steps.KINDS},
 }
+
+
+@cache
+def event_name(name: str) -> str:
+    """``ToolCalled`` -> ``tool_called`` (the few event names, converted once each)."""
+    return snake(name)
 
 
 def live_run_id(env: Envelope) -> str:
@@ -95,7 +102,7 @@ def _summary(env: Envelope) -> str:
             return f"self-heal on {signal}: stale workspace identity cleared, fresh launch queued"
         case ev.RequestQueued(wake_target=wake, message=message):
             return (f"request queued, waking {wake}" if wake else "request queued") + (f": {message}" if message else "")
-    return snake(env.name).replace("_", " ")
+    return event_name(env.name).replace("_", " ")
 
 
 class _Fields(NamedTuple):
@@ -147,7 +154,7 @@ def live_event(env: Envelope) -> dict[str, Any] | None:
         "agent_id": agent_id,
         "session_id": session_id,
         "event_kind": event_kind,
-        "event_name": snake(env.name),
+        "event_name": event_name(env.name),
         "route": fields.route,
         "tool_name": fields.tool_name,
         "summary": _summary(env),

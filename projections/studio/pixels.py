@@ -26,7 +26,7 @@ import structlog
 
 from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS
-from domain.studio.session_state import STATUS_EVENTS, SessionState, after
+from domain.studio.session_state import SessionState, after, moves_status
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
@@ -239,7 +239,7 @@ def step(agent: dict[str, Any], private: dict[str, Any], env: Envelope) -> None:
     """What one session event changes in the agent's own fields."""
     e = env.event
     private["last_activity"] = activity_after(private["last_activity"], env.name)
-    if isinstance(e, STATUS_EVENTS):
+    if moves_status(e):
         if isinstance(e, ev.Blocked) and agent["live_status"] != "blocked":
             private["interrupted_from"] = agent["live_status"]
         state = after(SessionState(agent["live_status"], agent["current_step"], private["blocker"]), e)

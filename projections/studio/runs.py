@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain.studio import events as ev
-from domain.studio.session_state import OPENED, STATUS_EVENTS, SessionState, after
+from domain.studio.session_state import BLOCKED, OPENED, SessionState, after, moves_status
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 
@@ -50,7 +50,7 @@ def derived_status(run: dict[str, Any]) -> str:
     status = run["execution_status"]
     if status in ENDED:
         return status
-    if any(s["live_status"] == "blocked" for s in run["sessions"].values()):
+    if run["blocker_count"]:
         return "blocked"
     return status
 
@@ -208,6 +208,9 @@ class RunsProjector(Projector):
         e = env.event
         if isinstance(e, ev.SessionOpened):
             process = e.process
+            reopened = run["sessions"].get(e.agent_id)
+            if reopened is not None and reopened["live_status"] == BLOCKED:
+                run["blocker_count"] -= 1
             run["sessions"][e.agent_id] = {
                 "agent_id": e.agent_id,
                 "role_key": e.role_key,
@@ -233,9 +236,12 @@ class RunsProjector(Projector):
         if session is None:
             return
         session["last_event_at"] = max(session["last_event_at"], env.at)
-        if isinstance(e, STATUS_EVENTS):
+        if moves_status(e):
+            blocked_before = session["live_status"] == BLOCKED
             state = after(SessionState(session["live_status"], session["current_step"], session["blocker_code"]), e)
             session["live_status"], session["current_step"], session["blocker_code"] = state
+            # ``blocker_count`` (the sessions blocked now) moves with the one session that moved
+            run["blocker_count"] += (state.live_status == BLOCKED) - blocked_before
         match e:
             case ev.ProcessStarted(llm_session_id=llm_session_id):
                 session["llm_session_id"] = llm_session_id
@@ -260,7 +266,6 @@ class RunsProjector(Projector):
     @staticmethod
     def _save(docs: Docs, key: str, run: dict[str, Any]) -> None:
         run["status"] = derived_status(run)
-        run["blocker_count"] = sum(1 for s in run["sessions"].values() if s["live_status"] == "blocked")
         tenant, run_id = run["tenant_id"], run["run_id"]
         docs.put(
             key,

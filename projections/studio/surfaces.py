@@ -114,7 +114,7 @@ def track(state: dict[str, Any], env: Envelope) -> None:
 
 
 def any_blocked(state: dict[str, Any]) -> bool:
-    return any(s == "blocked" for s in state["statuses"].values())
+    return "blocked" in state["statuses"].values()
 
 
 # -- one fold per surface ------------------------------------------------------------------------
