@@ -51,7 +51,7 @@ class Envelope(msgspec.Struct, frozen=True, gc=False):
 
     def __post_init__(self) -> None:
         if not self.aggregate_type:  # made by hand (``envelope`` passes them all)
-            for field, value in zip(DERIVED, derived(self.originator_id, self.kind)):
+            for field, value in zip(DERIVED, derived(self.originator_id, self.kind), strict=True):
                 force_setattr(self, field, value)
 
     @property
