@@ -8,8 +8,10 @@ through it, so they agree with the aggregate by construction
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
+from domain.shared.dispatch import ByType
 from domain.studio import events as ev
 
 READY = "ready"
@@ -33,45 +35,42 @@ class SessionState(NamedTuple):
 
 OPENED = SessionState()
 
-# Events that move a session's status, step or blocker; the others leave it as it is.
-STATUS_EVENTS: tuple[type[ev.StudioEvent], ...] = (
-    ev.SessionOpened, ev.ProcessStarted, ev.ToolCalled, ev.Blocked, ev.Unblocked, ev.HandedOff,
-    ev.PullRequestOpened, ev.Paused, ev.Resumed, ev.ProcessRestarted, ev.WorkspaceRestarted,
-    ev.SessionCompleted, ev.Stopped,
+# One step per event class that moves a session (an event of any other class leaves it as it
+# is), looked up by the event's type in one go: a session's status is folded by several
+# read models on every one of its events.
+_STEPS: ByType[Callable[[SessionState, Any], SessionState]] = ByType(
+    {
+        ev.SessionOpened: lambda state, e: OPENED,
+        ev.ProcessStarted: lambda state, e: SessionState(WAITING_FIRST_TOOL, "waiting_first_tool", state[2]),
+        ev.ToolCalled: lambda state, e: SessionState(
+            WORKING if e.first else state[0], f"tool:{e.tool_name}", state[2]
+        ),
+        ev.Blocked: lambda state, e: SessionState(BLOCKED, f"blocked:{e.code}", e.code),
+        ev.Unblocked: lambda state, e: SessionState(e.resume_status, e.resume_status, ""),
+        ev.HandedOff: lambda state, e: SessionState(state[0], f"handoff:{e.target_agent_id}", state[2]),
+        ev.PullRequestOpened: lambda state, e: SessionState(state[0], "pull_request_opened", state[2]),
+        ev.Paused: lambda state, e: SessionState(PAUSED, "paused", state[2]),
+        ev.Resumed: lambda state, e: SessionState(e.live_status, e.current_step, state[2]),
+        ev.ProcessRestarted: lambda state, e: SessionState(READY, e.current_step, ""),
+        ev.WorkspaceRestarted: lambda state, e: SessionState(READY, "workspace_restarting", ""),
+        ev.SessionCompleted: lambda state, e: SessionState(COMPLETED, "session_completed", state[2]),
+        ev.Stopped: lambda state, e: SessionState(STOPPED, "stopped", ""),
+    }
 )
+
+# Events that move a session's status, step or blocker; the others leave it as it is.
+STATUS_EVENTS: tuple[type[ev.StudioEvent], ...] = tuple(_STEPS.table)
 
 
 def after(state: SessionState, event: object) -> SessionState:
     """The session's state after ``event`` (an event of ``domain.studio.events``)."""
-    live, step, blocker = state
-    match event:
-        case ev.SessionOpened():
-            return OPENED
-        case ev.ProcessStarted():
-            return SessionState(WAITING_FIRST_TOOL, "waiting_first_tool", blocker)
-        case ev.ToolCalled(tool_name=tool, first=first):
-            return SessionState(WORKING if first else live, f"tool:{tool}", blocker)
-        case ev.Blocked(code=code):
-            return SessionState(BLOCKED, f"blocked:{code}", code)
-        case ev.Unblocked(resume_status=resume):
-            return SessionState(resume, resume, "")
-        case ev.HandedOff(target_agent_id=target):
-            return SessionState(live, f"handoff:{target}", blocker)
-        case ev.PullRequestOpened():
-            return SessionState(live, "pull_request_opened", blocker)
-        case ev.Paused():
-            return SessionState(PAUSED, "paused", blocker)
-        case ev.Resumed(live_status=resume, current_step=resumed_step):
-            return SessionState(resume, resumed_step, blocker)
-        case ev.ProcessRestarted(current_step=restart_step):
-            return SessionState(READY, restart_step, "")
-        case ev.WorkspaceRestarted():
-            return SessionState(READY, "workspace_restarting", "")
-        case ev.SessionCompleted():
-            return SessionState(COMPLETED, "session_completed", blocker)
-        case ev.Stopped():
-            return SessionState(STOPPED, "stopped", "")
-    return state
+    step = _STEPS.get(event)
+    return state if step is None else step(state, event)
+
+
+def moves_status(event: object) -> bool:
+    """Whether ``event`` may move a session's status, step or blocker (``STATUS_EVENTS``)."""
+    return _STEPS.get(event) is not None
 
 
 def live_status_after(live_status: str, event: object) -> str:

@@ -49,6 +49,8 @@ class Projector(ABC):
     announced: ClassVar[bool] = False
 
     def wants(self, env: Envelope) -> bool:
+        """Whether ``apply`` reads events of ``env``'s kind: answered from ``env.kind`` alone
+        (a rebuild asks once per kind and routes every event of that kind the same way)."""
         return not self.topics or env.kind in self.topics
 
     @abstractmethod

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 import structlog
+from msgspec.structs import force_setattr
 
 from projections.engine.contracts import DECODERS, STORED, UPCASTERS, upcast
 from projections.engine.stored_json import load_json
@@ -39,14 +40,19 @@ class Envelope(msgspec.Struct, frozen=True, gc=False):
     kind: str  # "Run.Launched", "AgentSession.ToolCalled", ...
     at: str  # the event's timestamp, ISO 8601 UTC with microseconds and "Z"
     event: Any = None  # the payload as its declared Struct; None when no contract fits
+    # Read from ``originator_id`` and ``kind`` when the envelope is made (never passed by
+    # hand): every projector asks for them on every event.
+    tenant: str = ""
+    run_id: str = ""
+    session_id: str = ""
+    agent_id: str = ""
+    aggregate_type: str = ""
+    name: str = ""
 
-    @property
-    def aggregate_type(self) -> str:
-        return self.kind.partition(".")[0]
-
-    @property
-    def name(self) -> str:
-        return self.kind.partition(".")[2]
+    def __post_init__(self) -> None:
+        if not self.aggregate_type:  # made by hand (``envelope`` passes them all)
+            for field, value in zip(DERIVED, derived(self.originator_id, self.kind), strict=True):
+                force_setattr(self, field, value)
 
     @property
     def scope(self) -> tuple[str, ...]:
@@ -54,29 +60,43 @@ class Envelope(msgspec.Struct, frozen=True, gc=False):
         return tuple(self.originator_id.split(":"))
 
     @property
-    def tenant(self) -> str:
-        parts = self.originator_id.split(":")
-        return parts[1] if len(parts) > 1 else ""
-
-    @property
-    def run_id(self) -> str:
-        parts = self.originator_id.split(":")
-        return parts[2] if parts[0] in ("run", "ses") and len(parts) > 2 else ""
-
-    @property
-    def session_id(self) -> str:
-        parts = self.originator_id.split(":")
-        return parts[3] if parts[0] == "ses" and len(parts) > 4 else ""
-
-    @property
-    def agent_id(self) -> str:
-        parts = self.originator_id.split(":")
-        return parts[4] if parts[0] == "ses" and len(parts) > 4 else ""
-
-    @property
     def event_id(self) -> str:
         """The event's id on the live channel: its position in the log."""
         return str(self.position)
+
+
+DERIVED = ("tenant", "run_id", "session_id", "agent_id", "aggregate_type", "name")
+
+
+def _scope_fields(originator_id: str) -> tuple[str, str, str, str]:
+    """(tenant, run_id, session_id, agent_id) of an aggregate id (see ``domain.shared.ids``)."""
+    parts = originator_id.split(":")
+    tenant = parts[1] if len(parts) > 1 else ""
+    run_id = parts[2] if parts[0] in ("run", "ses") and len(parts) > 2 else ""
+    if parts[0] == "ses" and len(parts) > 4:
+        return tenant, run_id, parts[3], parts[4]
+    return tenant, run_id, "", ""
+
+
+# An aggregate's events come in runs of many: its id is split once, then remembered (the
+# memory is dropped whole when it fills, so it stays bounded on a long log).
+_scopes: dict[str, tuple[str, str, str, str]] = {}
+_SCOPES_KEPT = 50_000
+_kinds: dict[str, tuple[str, str]] = {}
+
+
+def derived(originator_id: str, kind: str) -> tuple[str, ...]:
+    """The envelope's ``DERIVED`` fields, in that order."""
+    scope = _scopes.get(originator_id)
+    if scope is None:
+        if len(_scopes) >= _SCOPES_KEPT:
+            _scopes.clear()
+        scope = _scopes[originator_id] = _scope_fields(originator_id)
+    names = _kinds.get(kind)
+    if names is None:
+        aggregate_type, _, name = kind.partition(".")
+        names = _kinds[kind] = (aggregate_type, name)
+    return scope + names
 
 
 def event_time(raw: Any) -> str:
@@ -116,10 +136,19 @@ def envelope(notification: Any) -> Envelope:
                 kind,
                 event_time(event.timestamp),
                 event,
+                *derived(notification.originator_id, kind),
             )
     stamped = load_json(notification.state, _decode_stamp)
     stamp = stamped.get("timestamp", "") if isinstance(stamped, dict) else stamped.timestamp
-    return Envelope(notification.id, notification.originator_id, notification.originator_version, kind, event_time(stamp))
+    return Envelope(
+        notification.id,
+        notification.originator_id,
+        notification.originator_version,
+        kind,
+        event_time(stamp),
+        None,
+        *derived(notification.originator_id, kind),
+    )
 
 
 def _tolerant(kind: str, notification: Any) -> Any:

@@ -69,6 +69,23 @@ def read_pages(source: NotificationSource, start: int, stop: int, page_size: int
     return next_page
 
 
+def fold_envelopes(projectors: Sequence[Projector], docs: dict[str, MemoryDocs]) -> Callable[[list[Envelope]], None]:
+    """A fold of pages of events into ``docs``: each event goes to the projectors that want its
+    kind, asked once per kind (``Projector.wants`` answers from the kind alone)."""
+    routes: dict[str, list[tuple[Callable[[Envelope, MemoryDocs], None], MemoryDocs]]] = {}
+    everyone = [(p, p.apply, docs[p.name]) for p in projectors]
+
+    def fold(page: list[Envelope]) -> None:
+        for env in page:
+            route = routes.get(env.kind)
+            if route is None:
+                route = routes[env.kind] = [(apply, target) for p, apply, target in everyone if p.wants(env)]
+            for apply, target in route:
+                apply(env, target)
+
+    return fold
+
+
 def fold_pages(
     source: NotificationSource,
     projectors: Sequence[Projector],
@@ -82,16 +99,13 @@ def fold_pages(
     position, events = start - 1, 0
     if stop < start:
         return position, 0
-    wanted = [(p.wants, p.apply, docs[p.name]) for p in projectors]
+    fold = fold_envelopes(projectors, docs)
     next_page = read_pages(source, start, stop, page_size)
     while True:
         page = next_page()
         if not page:
             break
-        for env in page:
-            for wants, apply, target in wanted:
-                if wants(env):
-                    apply(env, target)
+        fold(page)
         position = page[-1].position
         events += len(page)
         if on_page is not None:

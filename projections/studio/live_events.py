@@ -8,8 +8,11 @@ are live events of the studio run they publish for (``projections.studio.gate_st
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache
 from typing import Any, NamedTuple
 
+from domain.shared.dispatch import ByType
 from domain.shared.metadata import snake
 from domain.studio import events as ev
 from domain.studio.policies.pixel import pixel_state
@@ -52,6 +55,12 @@ LIVE_KINDS: dict[str, tuple[str, str]] = {
 }
 
 
+@cache
+def event_name(name: str) -> str:
+    """``ToolCalled`` -> ``tool_called`` (the few event names, converted once each)."""
+    return snake(name)
+
+
 def live_run_id(env: Envelope) -> str:
     """The run whose live event ``env`` is: its own, or the one a gate step publishes for."""
     if env.aggregate_type == "GateThread":
@@ -59,43 +68,41 @@ def live_run_id(env: Envelope) -> str:
     return env.run_id
 
 
+# The summary of each event class (one dict lookup per event: ``domain.shared.dispatch``);
+# the others are summed up by their name.
+SUMMARIES: ByType[Callable[[Any], str]] = ByType(
+    {
+        ev.ToolCalled: lambda e: f"{e.tool_name}{' (first tool)' if e.first else ''}: {e.summary}".strip(),
+        ev.ControllerActionObserved: lambda e: f"controller action {e.action}"
+        + (f" [{e.evidence_label}]" if e.evidence_label else ""),
+        ev.Blocked: lambda e: f"{e.code}: {e.message}",
+        ev.Unblocked: lambda e: f"{e.code} cleared: {e.resolution}",
+        ev.HandedOff: lambda e: e.reason,
+        ev.HandoffRecorded: lambda e: e.reason,
+        ev.PullRequestOpened: lambda e: f"pull request {e.pr_url}",
+        ev.AssistantMessage: lambda e: e.text[:500],
+        ev.MessageDelivered: lambda e: e.message[:500],
+        ev.SessionCompleted: lambda e: str((e.result or {}).get("result", "session completed"))[:500],
+        ev.ControlRecorded: lambda e: f"{e.verb} by {e.actor}".strip(),
+        ev.ControlApplied: lambda e: f"{e.verb} by {e.actor}".strip(),
+        ev.RunLaunched: lambda e: f"run launched from {e.template_id} for {e.project_slug}",
+        ev.ExecutionRequested: lambda e: "follow-up kick" if e.follow_up else "execution scheduled",
+        ev.Stopped: lambda e: e.reason,
+        ev.StartFailed: lambda e: f"start failed in {e.workspace_name}: {e.error}",
+        ev.SelfHealed: lambda e: f"self-heal on {e.signal}: stale workspace identity cleared, fresh launch queued",
+        ev.RequestQueued: lambda e: (f"request queued, waking {e.wake_target}" if e.wake_target else "request queued")
+        + (f": {e.message}" if e.message else ""),
+    }
+)
+
+
 def _summary(env: Envelope) -> str:
     if env.aggregate_type == "GateThread":
         return gate_steps.summary(env.event)
-    match env.event:
-        case ev.ToolCalled(tool_name=tool, first=first, summary=summary):
-            return f"{tool}{' (first tool)' if first else ''}: {summary}".strip()
-        case ev.ControllerActionObserved(action=action, evidence_label=label):
-            return f"controller action {action}" + (f" [{label}]" if label else "")
-        case ev.Blocked(code=code, message=message):
-            return f"{code}: {message}"
-        case ev.Unblocked(code=code, resolution=resolution):
-            return f"{code} cleared: {resolution}"
-        case ev.HandedOff(reason=reason) | ev.HandoffRecorded(reason=reason):
-            return reason
-        case ev.PullRequestOpened(pr_url=pr_url):
-            return f"pull request {pr_url}"
-        case ev.AssistantMessage(text=text):
-            return text[:500]
-        case ev.MessageDelivered(message=message):
-            return message[:500]
-        case ev.SessionCompleted(result=result):
-            return str((result or {}).get("result", "session completed"))[:500]
-        case ev.ControlRecorded(verb=verb, actor=actor) | ev.ControlApplied(verb=verb, actor=actor):
-            return f"{verb} by {actor}".strip()
-        case ev.RunLaunched(template_id=template_id, project_slug=project_slug):
-            return f"run launched from {template_id} for {project_slug}"
-        case ev.ExecutionRequested(follow_up=follow_up):
-            return "follow-up kick" if follow_up else "execution scheduled"
-        case ev.Stopped(reason=reason):
-            return reason
-        case ev.StartFailed(workspace_name=workspace, error=error):
-            return f"start failed in {workspace}: {error}"
-        case ev.SelfHealed(signal=signal):
-            return f"self-heal on {signal}: stale workspace identity cleared, fresh launch queued"
-        case ev.RequestQueued(wake_target=wake, message=message):
-            return (f"request queued, waking {wake}" if wake else "request queued") + (f": {message}" if message else "")
-    return snake(env.name).replace("_", " ")
+    summary = SUMMARIES.get(env.event)
+    if summary is not None:
+        return summary(env.event)
+    return event_name(env.name).replace("_", " ")
 
 
 class _Fields(NamedTuple):
@@ -108,21 +115,22 @@ class _Fields(NamedTuple):
     task_card_id: str = ""
 
 
+NO_FIELDS = _Fields()
+FIELDS: ByType[Callable[[Any], _Fields]] = ByType(
+    {
+        ev.ToolCalled: lambda e: _Fields(route=e.route, tool_name=e.tool_name),
+        ev.ControllerActionObserved: lambda e: _Fields(tool_name=e.action),
+        ev.HandedOff: lambda e: _Fields(target_agent_id=e.target_agent_id, thread_id=e.thread_id),
+        ev.HandoffRecorded: lambda e: _Fields(target_agent_id=e.to_agent_id, thread_id=e.thread_id),
+        ev.MessageDelivered: lambda e: _Fields(thread_id=e.thread_id),
+        ev.TaskCardChanged: lambda e: _Fields(tool_name=e.action, task_card_id=e.task_card_id),
+    }
+)
+
+
 def _fields(event: object) -> _Fields:
-    match event:
-        case ev.ToolCalled(route=route, tool_name=tool):
-            return _Fields(route=route, tool_name=tool)
-        case ev.ControllerActionObserved(action=action):
-            return _Fields(tool_name=action)
-        case ev.HandedOff(target_agent_id=target, thread_id=thread_id):
-            return _Fields(target_agent_id=target, thread_id=thread_id)
-        case ev.HandoffRecorded(to_agent_id=target, thread_id=thread_id):
-            return _Fields(target_agent_id=target, thread_id=thread_id)
-        case ev.MessageDelivered(thread_id=thread_id):
-            return _Fields(thread_id=thread_id)
-        case ev.TaskCardChanged(task_card_id=card, action=action):
-            return _Fields(tool_name=action, task_card_id=card)
-    return _Fields()
+    fields = FIELDS.get(event)
+    return NO_FIELDS if fields is None else fields(event)
 
 
 def live_event(env: Envelope) -> dict[str, Any] | None:
@@ -147,7 +155,7 @@ def live_event(env: Envelope) -> dict[str, Any] | None:
         "agent_id": agent_id,
         "session_id": session_id,
         "event_kind": event_kind,
-        "event_name": snake(env.name),
+        "event_name": event_name(env.name),
         "route": fields.route,
         "tool_name": fields.tool_name,
         "summary": _summary(env),

@@ -20,11 +20,13 @@ GateThread events naming it); levels ``info``, ``warn``, ``error``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 
 from domain.gate.events import GateEvent
+from domain.shared.dispatch import ByType
 from domain.studio import events as ev
 from domain.studio.policies.walls import wall_for
 from projections.engine.docs import Docs, Projector
@@ -62,88 +64,139 @@ def excerpt(env: Envelope) -> dict[str, Any] | None:
         return _run_excerpt(env)
     if isinstance(env.event, GateEvent):
         return _gate_excerpt(env, env.event)
-    who = env.agent_id
-    match env.event:
-        case ev.SessionOpened(joined_via=joined):
-            joined = joined or {}
-            via = joined.get("kind", "") or "launch"
-            frm = f" from {joined['from_agent_id']}" if joined.get("from_agent_id") else ""
-            return _entry(env, "studio/session", "info", f"{who} joined the run ({via}{frm}).", "ready")
-        case ev.ProcessStarted(attempt=attempt, workspace_name=workspace):
-            return _entry(
-                env, "sandbox/runner", "info", f"{who} process started (attempt {attempt}) in workspace {workspace}.",
-                "waiting_first_tool",
-            )
-        case ev.ProcessRestarted(reason=reason, cleared_blocker=cleared):
-            return _entry(env, "sandbox/runner", "warn", f"{who} process restarted: {reason}.", "ready",
-                          warning=f"cleared blocker {cleared}" if cleared else "")
-        case ev.WorkspaceRestarted(reason=reason, recreated=recreated, cleared_blocker=cleared):
-            note = " (recreated)" if recreated else ""
-            return _entry(env, "sandbox/slot", "warn", f"{who} workspace restarted{note}: {reason}.", "ready",
-                          warning=f"cleared blocker {cleared}" if cleared else "")
-        case ev.ControllerActionObserved(action=action, evidence_label=label):
-            source = "sandbox/slot" if action in SLOT_ACTIONS else "studio/activity"
-            warning = "A controller action is not the required first tool." if label else ""
-            return _entry(env, source, "warn" if label else "info", f"{who} controller action {action}.",
-                          f"controller:{action}", warning=warning)
-        case ev.ToolCalled(tool_name=tool, first=True):
-            return _entry(env, "sandbox/tempo", "info", f"{who} made its first tool call ({tool}); agent running.",
-                          f"tool:{tool}")
-        case ev.ToolCalled(tool_name=tool, summary=summary):
-            return _entry(env, "studio/activity", "info", f"{who} {tool}: {summary}".strip(), f"tool:{tool}")
-        case ev.AssistantMessage(text=text):
-            return _entry(env, "studio/assistant-message", "info", text[:500], "message")
-        case ev.Blocked(code=code, message=message):
-            wall = wall_for(code, message)
-            level = "error" if code.startswith("sandbox_") else "warn"
-            return _entry(env, "sandbox/wall", level, f"{who} blocked by {code}: {message}",
-                          f"blocked:{code}", warning=wall.message)
-        case ev.Unblocked(code=code, resolution=resolution, resume_status=resume):
-            return _entry(env, "sandbox/wall", "info", f"{who} {code} cleared: {resolution}.", resume)
-        case ev.HandedOff(target_agent_id=target, reason=reason):
-            return _entry(env, "studio/activity", "info", f"{who} handed off to {target}: {reason}", f"handoff:{target}")
-        case ev.PullRequestOpened(pr_url=pr_url):
-            return _entry(env, "studio/delivery", "info", f"{who} opened pull request {pr_url}.", "pull_request_opened")
-        case ev.SessionCompleted(result=result):
-            result = result or {}
-            error = bool(result.get("is_error"))
-            text = str(result.get("result", "session completed"))[:500]
-            return _entry(env, "sandbox/runner-stdout", "error" if error else "info", text, "session_completed",
-                          warning="The runner reported an error result." if error else "")
-        case ev.Stopped(actor=actor, reason=reason):
-            return _entry(env, "studio/session", "warn", f"{who} stopped by {actor}: {reason}.", "stopped")
-        case ev.Paused(actor=actor):
-            return _entry(env, "studio/session", "warn", f"{who} paused by {actor}.", "paused")
-        case ev.Resumed(actor=actor, live_status=live_status):
-            return _entry(env, "studio/session", "info", f"{who} resumed by {actor}.", live_status)
-        case ev.RequestQueued(actor=actor):
-            return _entry(env, "studio/activity", "info", f"{who} request queued by {actor}.", "request_queued")
-        case ev.ControlApplied(verb=verb, actor=actor):
-            return _entry(env, "studio/activity", "info", f"{verb} on {who} by {actor}.", f"control:{verb}")
-        case ev.MessageDelivered(channel=channel, message=message):
-            return _entry(env, "studio/activity", "info", f"{channel} message to {who}: {message[:300]}",
-                          f"message:{channel}")
-        case ev.ProcessSwitched(process=process):
-            process = process or {}
-            return _entry(
-                env, "sandbox/ownership", "warn",
-                f"{who} switches to {process.get('provider', '')}/{process.get('model', '')}; worktree kept.",
-                "process_switch_pending",
-                warning="A takeover handoff is required before the replacement process starts.",
-            )
-        case ev.StartFailed(workspace_name=workspace, error=error):
-            return _entry(env, "sandbox/slot", "error", f"{who} start failed in {workspace}: {error}",
-                          "start_failed", warning="The provider workspace is treated as a missing binding.")
-        case ev.SelfHealed(signal=signal):
-            return _entry(env, "sandbox/runner", "warn", f"{who} self-heal on {signal}: stale workspace identity cleared.",
-                          "self_heal_requeued")
-        case ev.RunnerOutput(stream=stream, level=level, text=text):
-            return _entry(env, "sandbox/runner-stdout", level, f"{who} [{stream}] {text}"[:800],
-                          f"runner:{stream}", warning="The agent process reported trouble." if level == "error" else "")
-        case ev.TaskCardChanged(task_card_id=card, action=action, title=title):
-            return _entry(env, "studio/activity", "info", f"task card {card} {action} on {who}: {title}".strip(),
-                          f"task_card:{action}")
-    return None
+    line = SESSION_LINES.get(env.event)
+    return None if line is None else line(env, env.event, env.agent_id)
+
+
+Line = Callable[[Envelope, Any, str], "dict[str, Any] | None"]
+
+
+def _opened(env: Envelope, e: ev.SessionOpened, who: str) -> dict[str, Any]:
+    joined = e.joined_via or {}
+    via = joined.get("kind", "") or "launch"
+    frm = f" from {joined['from_agent_id']}" if joined.get("from_agent_id") else ""
+    return _entry(env, "studio/session", "info", f"{who} joined the run ({via}{frm}).", "ready")
+
+
+def _restarted(env: Envelope, e: ev.ProcessRestarted, who: str) -> dict[str, Any]:
+    cleared = e.cleared_blocker
+    return _entry(env, "sandbox/runner", "warn", f"{who} process restarted: {e.reason}.", "ready",
+                  warning=f"cleared blocker {cleared}" if cleared else "")
+
+
+def _workspace_restarted(env: Envelope, e: ev.WorkspaceRestarted, who: str) -> dict[str, Any]:
+    note = " (recreated)" if e.recreated else ""
+    cleared = e.cleared_blocker
+    return _entry(env, "sandbox/slot", "warn", f"{who} workspace restarted{note}: {e.reason}.", "ready",
+                  warning=f"cleared blocker {cleared}" if cleared else "")
+
+
+def _controller(env: Envelope, e: ev.ControllerActionObserved, who: str) -> dict[str, Any]:
+    action, label = e.action, e.evidence_label
+    source = "sandbox/slot" if action in SLOT_ACTIONS else "studio/activity"
+    warning = "A controller action is not the required first tool." if label else ""
+    return _entry(env, source, "warn" if label else "info", f"{who} controller action {action}.",
+                  f"controller:{action}", warning=warning)
+
+
+def _tool(env: Envelope, e: ev.ToolCalled, who: str) -> dict[str, Any]:
+    tool = e.tool_name
+    if e.first is True:
+        return _entry(env, "sandbox/tempo", "info", f"{who} made its first tool call ({tool}); agent running.",
+                      f"tool:{tool}")
+    return _entry(env, "studio/activity", "info", f"{who} {tool}: {e.summary}".strip(), f"tool:{tool}")
+
+
+def _blocked(env: Envelope, e: ev.Blocked, who: str) -> dict[str, Any]:
+    code, message = e.code, e.message
+    wall = wall_for(code, message)
+    level = "error" if code.startswith("sandbox_") else "warn"
+    return _entry(env, "sandbox/wall", level, f"{who} blocked by {code}: {message}", f"blocked:{code}",
+                  warning=wall.message)
+
+
+def _completed(env: Envelope, e: ev.SessionCompleted, who: str) -> dict[str, Any]:
+    result = e.result or {}
+    error = bool(result.get("is_error"))
+    text = str(result.get("result", "session completed"))[:500]
+    return _entry(env, "sandbox/runner-stdout", "error" if error else "info", text, "session_completed",
+                  warning="The runner reported an error result." if error else "")
+
+
+def _switched(env: Envelope, e: ev.ProcessSwitched, who: str) -> dict[str, Any]:
+    process = e.process or {}
+    return _entry(
+        env, "sandbox/ownership", "warn",
+        f"{who} switches to {process.get('provider', '')}/{process.get('model', '')}; worktree kept.",
+        "process_switch_pending",
+        warning="A takeover handoff is required before the replacement process starts.",
+    )
+
+
+def _runner_output(env: Envelope, e: ev.RunnerOutput, who: str) -> dict[str, Any]:
+    return _entry(env, "sandbox/runner-stdout", e.level, f"{who} [{e.stream}] {e.text}"[:800], f"runner:{e.stream}",
+                  warning="The agent process reported trouble." if e.level == "error" else "")
+
+
+# A session event's line, by the event's class (one dict lookup: ``domain.shared.dispatch``).
+SESSION_LINES: ByType[Line] = ByType(
+    {
+        ev.SessionOpened: _opened,
+        ev.ProcessStarted: lambda env, e, who: _entry(
+            env, "sandbox/runner", "info",
+            f"{who} process started (attempt {e.attempt}) in workspace {e.workspace_name}.", "waiting_first_tool",
+        ),
+        ev.ProcessRestarted: _restarted,
+        ev.WorkspaceRestarted: _workspace_restarted,
+        ev.ControllerActionObserved: _controller,
+        ev.ToolCalled: _tool,
+        ev.AssistantMessage: lambda env, e, who: _entry(
+            env, "studio/assistant-message", "info", e.text[:500], "message"
+        ),
+        ev.Blocked: _blocked,
+        ev.Unblocked: lambda env, e, who: _entry(
+            env, "sandbox/wall", "info", f"{who} {e.code} cleared: {e.resolution}.", e.resume_status
+        ),
+        ev.HandedOff: lambda env, e, who: _entry(
+            env, "studio/activity", "info", f"{who} handed off to {e.target_agent_id}: {e.reason}",
+            f"handoff:{e.target_agent_id}",
+        ),
+        ev.PullRequestOpened: lambda env, e, who: _entry(
+            env, "studio/delivery", "info", f"{who} opened pull request {e.pr_url}.", "pull_request_opened"
+        ),
+        ev.SessionCompleted: _completed,
+        ev.Stopped: lambda env, e, who: _entry(
+            env, "studio/session", "warn", f"{who} stopped by {e.actor}: {e.reason}.", "stopped"
+        ),
+        ev.Paused: lambda env, e, who: _entry(env, "studio/session", "warn", f"{who} paused by {e.actor}.", "paused"),
+        ev.Resumed: lambda env, e, who: _entry(
+            env, "studio/session", "info", f"{who} resumed by {e.actor}.", e.live_status
+        ),
+        ev.RequestQueued: lambda env, e, who: _entry(
+            env, "studio/activity", "info", f"{who} request queued by {e.actor}.", "request_queued"
+        ),
+        ev.ControlApplied: lambda env, e, who: _entry(
+            env, "studio/activity", "info", f"{e.verb} on {who} by {e.actor}.", f"control:{e.verb}"
+        ),
+        ev.MessageDelivered: lambda env, e, who: _entry(
+            env, "studio/activity", "info", f"{e.channel} message to {who}: {e.message[:300]}", f"message:{e.channel}"
+        ),
+        ev.ProcessSwitched: _switched,
+        ev.StartFailed: lambda env, e, who: _entry(
+            env, "sandbox/slot", "error", f"{who} start failed in {e.workspace_name}: {e.error}", "start_failed",
+            warning="The provider workspace is treated as a missing binding.",
+        ),
+        ev.SelfHealed: lambda env, e, who: _entry(
+            env, "sandbox/runner", "warn", f"{who} self-heal on {e.signal}: stale workspace identity cleared.",
+            "self_heal_requeued",
+        ),
+        ev.RunnerOutput: _runner_output,
+        ev.TaskCardChanged: lambda env, e, who: _entry(
+            env, "studio/activity", "info", f"task card {e.task_card_id} {e.action} on {who}: {e.title}".strip(),
+            f"task_card:{e.action}",
+        ),
+    }
+)
 
 
 def _run_excerpt(env: Envelope) -> dict[str, Any] | None:

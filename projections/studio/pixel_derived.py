@@ -60,10 +60,9 @@ def refresh(doc: dict[str, Any], agent: dict[str, Any], private: dict[str, Any],
         if entry is not None and private["attention"] is not None and same_state(entry, private["attention"]):
             return
         private["attention"] = entry
+        fold = doc["fold"]
         doc["current_logs"] = [
-            doc["fold"][a["agent_id"]]["attention"]
-            for a in doc["pixel_agents"]
-            if doc["fold"][a["agent_id"]]["attention"] is not None
+            entry for a in doc["pixel_agents"] if (entry := fold[a["agent_id"]]["attention"]) is not None
         ]
 
 
@@ -92,8 +91,8 @@ def update_friction(doc: dict[str, Any], agent_id: str, old: list[Any], new: lis
 
 
 def run_cost(doc: dict[str, Any]) -> dict[str, Any]:
-    costs = [doc["fold"][a["agent_id"]]["cost"] for a in doc["pixel_agents"]]
-    positive = [c for c in costs if c > 0]
+    # Every agent of the run has its private fold; ``fsum`` is exact, so the order is not.
+    positive = [c for private in doc["fold"].values() if (c := private["cost"]) > 0]
     return {"total_cost_usd": round(math.fsum(positive), 6), "agent_count_with_cost": len(positive)}
 
 

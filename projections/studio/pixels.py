@@ -20,13 +20,15 @@ defaults (the feed logs why) instead of failing the projector or the feed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 
+from domain.shared.dispatch import ByType
 from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS
-from domain.studio.session_state import STATUS_EVENTS, SessionState, after
+from domain.studio.session_state import SessionState, after, moves_status
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
@@ -239,77 +241,131 @@ def step(agent: dict[str, Any], private: dict[str, Any], env: Envelope) -> None:
     """What one session event changes in the agent's own fields."""
     e = env.event
     private["last_activity"] = activity_after(private["last_activity"], env.name)
-    if isinstance(e, STATUS_EVENTS):
+    if moves_status(e):
         if isinstance(e, ev.Blocked) and agent["live_status"] != "blocked":
             private["interrupted_from"] = agent["live_status"]
         state = after(SessionState(agent["live_status"], agent["current_step"], private["blocker"]), e)
         agent["live_status"], agent["current_step"], private["blocker"] = state
-    match e:
-        case ev.ProcessStarted(mcp_server_ids=servers):
-            agent["current_tool_name"] = ""
-            private["controller_actions"] = 0
-            armory = agent["armory_loadout"]
-            armory["mcp_server_ids"] = [str(s) for s in servers]
-            for server in armory["mcp_server_ids"]:
-                private["tools"].setdefault(server, [])
-            arm(armory, private["tools"])
-        case ev.ControllerActionObserved(action=action):
-            private["controller_actions"] += 1
-            agent["current_tool_name"] = ""
-            if action == "agent_mailbox":
-                agent["mailbox_count"] = 0
-        case ev.ToolCalled(tool_name=tool):
-            agent["current_tool_name"] = tool
-            server = server_of(tool)
-            if server and tool not in private["tools"].get(server, ()):
-                seen = private["tools"].setdefault(server, [])
-                seen.append(tool)
-                seen.sort()
-                arm(agent["armory_loadout"], private["tools"])
-        case ev.AssistantMessage():
-            agent["current_tool_name"] = ""
-        case ev.Blocked(message=message):
-            agent["current_tool_name"] = ""
-            private["wall_detail"] = message
-        case ev.Unblocked():
-            clear_wall(agent, private)
-        case ev.HandedOff(target_agent_id=target, thread_id=thread_id):
-            agent["current_tool_name"] = ""
-            agent["dialogue_target_agent_id"] = target
-            if thread_id:
-                agent["active_thread_id"] = thread_id
-        case ev.PullRequestOpened():
-            agent["current_tool_name"] = ""
-            private["delivery_evidence"] = True
-        case ev.SessionCompleted(result=result):
-            agent["current_tool_name"] = ""
-            report_metrics(agent, private, result)
-        case ev.Stopped():
-            agent["current_tool_name"] = ""
-            clear_wall(agent, private)
-        case ev.Paused(previous_status=previous):
-            private["interrupted_from"] = previous
-            agent["current_tool_name"] = ""
-        case ev.Resumed():
-            private["interrupted_from"] = ""
-        case ev.MessageDelivered(channel=channel, thread_id=thread_id):
-            if channel == "mailbox":
-                agent["mailbox_count"] += 1
-            elif channel == "thread" and thread_id:
-                agent["active_thread_id"] = thread_id
-            agent["current_tool_name"] = ""
-        case ev.ProcessRestarted() | ev.WorkspaceRestarted():
-            agent["current_tool_name"] = ""
-            private["controller_actions"] = 0
-            clear_wall(agent, private)
-            if isinstance(e, ev.ProcessRestarted):
-                private["switch_pending"] = False
-        case ev.ProcessSwitched(process=process):
-            agent["agent_process_provider"] = str(process.get("provider", agent["agent_process_provider"]))
-            agent["agent_process_model"] = str(process.get("model", agent["agent_process_model"]))
-            agent["agent_process_effort"] = str(process.get("effort", agent["agent_process_effort"]))
-            agent["agent_process_speed"] = str(process.get("speed", agent["agent_process_speed"]))
-            private["switch_pending"] = agent["live_status"] != "ready"
+    change = CHANGES.get(e)
+    if change is not None:
+        change(agent, private, e)
+
+
+def _started(agent: dict[str, Any], private: dict[str, Any], e: ev.ProcessStarted) -> None:
+    agent["current_tool_name"] = ""
+    private["controller_actions"] = 0
+    armory = agent["armory_loadout"]
+    armory["mcp_server_ids"] = [str(s) for s in e.mcp_server_ids]
+    for server in armory["mcp_server_ids"]:
+        private["tools"].setdefault(server, [])
+    arm(armory, private["tools"])
+
+
+def _controller(agent: dict[str, Any], private: dict[str, Any], e: ev.ControllerActionObserved) -> None:
+    private["controller_actions"] += 1
+    agent["current_tool_name"] = ""
+    if e.action == "agent_mailbox":
+        agent["mailbox_count"] = 0
+
+
+def _tool(agent: dict[str, Any], private: dict[str, Any], e: ev.ToolCalled) -> None:
+    tool = e.tool_name
+    agent["current_tool_name"] = tool
+    server = server_of(tool)
+    if server and tool not in private["tools"].get(server, ()):
+        seen = private["tools"].setdefault(server, [])
+        seen.append(tool)
+        seen.sort()
+        arm(agent["armory_loadout"], private["tools"])
+
+
+def _idle(agent: dict[str, Any], private: dict[str, Any], e: Any) -> None:
+    agent["current_tool_name"] = ""
+
+
+def _blocked(agent: dict[str, Any], private: dict[str, Any], e: ev.Blocked) -> None:
+    agent["current_tool_name"] = ""
+    private["wall_detail"] = e.message
+
+
+def _handed_off(agent: dict[str, Any], private: dict[str, Any], e: ev.HandedOff) -> None:
+    agent["current_tool_name"] = ""
+    agent["dialogue_target_agent_id"] = e.target_agent_id
+    if e.thread_id:
+        agent["active_thread_id"] = e.thread_id
+
+
+def _pull_request(agent: dict[str, Any], private: dict[str, Any], e: ev.PullRequestOpened) -> None:
+    agent["current_tool_name"] = ""
+    private["delivery_evidence"] = True
+
+
+def _completed(agent: dict[str, Any], private: dict[str, Any], e: ev.SessionCompleted) -> None:
+    agent["current_tool_name"] = ""
+    report_metrics(agent, private, e.result)
+
+
+def _stopped(agent: dict[str, Any], private: dict[str, Any], e: ev.Stopped) -> None:
+    agent["current_tool_name"] = ""
+    clear_wall(agent, private)
+
+
+def _paused(agent: dict[str, Any], private: dict[str, Any], e: ev.Paused) -> None:
+    private["interrupted_from"] = e.previous_status
+    agent["current_tool_name"] = ""
+
+
+def _resumed(agent: dict[str, Any], private: dict[str, Any], e: ev.Resumed) -> None:
+    private["interrupted_from"] = ""
+
+
+def _delivered(agent: dict[str, Any], private: dict[str, Any], e: ev.MessageDelivered) -> None:
+    if e.channel == "mailbox":
+        agent["mailbox_count"] += 1
+    elif e.channel == "thread" and e.thread_id:
+        agent["active_thread_id"] = e.thread_id
+    agent["current_tool_name"] = ""
+
+
+def _restarted(agent: dict[str, Any], private: dict[str, Any], e: ev.ProcessRestarted | ev.WorkspaceRestarted) -> None:
+    agent["current_tool_name"] = ""
+    private["controller_actions"] = 0
+    clear_wall(agent, private)
+    if isinstance(e, ev.ProcessRestarted):
+        private["switch_pending"] = False
+
+
+def _switched(agent: dict[str, Any], private: dict[str, Any], e: ev.ProcessSwitched) -> None:
+    process = e.process
+    agent["agent_process_provider"] = str(process.get("provider", agent["agent_process_provider"]))
+    agent["agent_process_model"] = str(process.get("model", agent["agent_process_model"]))
+    agent["agent_process_effort"] = str(process.get("effort", agent["agent_process_effort"]))
+    agent["agent_process_speed"] = str(process.get("speed", agent["agent_process_speed"]))
+    private["switch_pending"] = agent["live_status"] != "ready"
+
+
+# What each session event class changes in the agent's own fields, besides its status (one
+# lookup per event: ``domain.shared.dispatch``).
+CHANGES: ByType[Callable[[dict[str, Any], dict[str, Any], Any], None]] = ByType(
+    {
+        ev.ProcessStarted: _started,
+        ev.ControllerActionObserved: _controller,
+        ev.ToolCalled: _tool,
+        ev.AssistantMessage: _idle,
+        ev.Blocked: _blocked,
+        ev.Unblocked: lambda agent, private, e: clear_wall(agent, private),
+        ev.HandedOff: _handed_off,
+        ev.PullRequestOpened: _pull_request,
+        ev.SessionCompleted: _completed,
+        ev.Stopped: _stopped,
+        ev.Paused: _paused,
+        ev.Resumed: _resumed,
+        ev.MessageDelivered: _delivered,
+        ev.ProcessRestarted: _restarted,
+        ev.WorkspaceRestarted: _restarted,
+        ev.ProcessSwitched: _switched,
+    }
+)
 
 
 def clear_wall(agent: dict[str, Any], private: dict[str, Any]) -> None:

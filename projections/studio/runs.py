@@ -12,10 +12,12 @@ Documents (table ``rm_runs``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from domain.shared.dispatch import ByType
 from domain.studio import events as ev
-from domain.studio.session_state import OPENED, STATUS_EVENTS, SessionState, after
+from domain.studio.session_state import BLOCKED, OPENED, SessionState, after, moves_status
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 
@@ -50,9 +52,33 @@ def derived_status(run: dict[str, Any]) -> str:
     status = run["execution_status"]
     if status in ENDED:
         return status
-    if any(s["live_status"] == "blocked" for s in run["sessions"].values()):
+    if run["blocker_count"]:
         return "blocked"
     return status
+
+
+def _switched(session: dict[str, Any], e: ev.ProcessSwitched) -> None:
+    process = e.process
+    session["agent_provider"] = process.get("provider", session["agent_provider"])
+    session["agent_model"] = process.get("model", session["agent_model"])
+    session["agent_effort"] = process.get("effort", session["agent_effort"])
+    session["agent_speed"] = process.get("speed", session["agent_speed"])
+
+
+def _tool_called(session: dict[str, Any], e: ev.ToolCalled) -> None:
+    session["tool_call_count"] += 1
+
+
+# What a session event changes in the session's record besides its status, by event class.
+SESSION_CHANGES: ByType[Callable[[dict[str, Any], Any], None]] = ByType(
+    {
+        ev.ProcessStarted: lambda session, e: session.__setitem__("llm_session_id", e.llm_session_id),
+        ev.ToolCalled: _tool_called,
+        ev.ProcessRestarted: lambda session, e: session.__setitem__("llm_session_id", e.llm_session_id),
+        ev.WorkspaceRestarted: lambda session, e: session.__setitem__("llm_session_id", ""),
+        ev.ProcessSwitched: _switched,
+    }
+)
 
 
 class RunsProjector(Projector):
@@ -137,10 +163,13 @@ class RunsProjector(Projector):
         run["updated_at"] = max(run["updated_at"], env.at)
         run["latest_activity_at"] = max(run["latest_activity_at"], env.at)
         if env.aggregate_type == "Run":
+            queued = run["execution_status"], run["requested_at"]
             self._run_event(env, docs, run)
+            # The queue entry holds nothing else: rewritten only when one of them moved.
+            self._save(docs, key, run, queue=(run["execution_status"], run["requested_at"]) != queued)
         else:
             self._session_event(env, run)
-        self._save(docs, key, run)
+            self._save(docs, key, run, queue=False)  # session events never move the queue
 
     # -- run events -------------------------------------------------------------------------
 
@@ -208,6 +237,9 @@ class RunsProjector(Projector):
         e = env.event
         if isinstance(e, ev.SessionOpened):
             process = e.process
+            reopened = run["sessions"].get(e.agent_id)
+            if reopened is not None and reopened["live_status"] == BLOCKED:
+                run["blocker_count"] -= 1
             run["sessions"][e.agent_id] = {
                 "agent_id": e.agent_id,
                 "role_key": e.role_key,
@@ -233,23 +265,15 @@ class RunsProjector(Projector):
         if session is None:
             return
         session["last_event_at"] = max(session["last_event_at"], env.at)
-        if isinstance(e, STATUS_EVENTS):
+        if moves_status(e):
+            blocked_before = session["live_status"] == BLOCKED
             state = after(SessionState(session["live_status"], session["current_step"], session["blocker_code"]), e)
             session["live_status"], session["current_step"], session["blocker_code"] = state
-        match e:
-            case ev.ProcessStarted(llm_session_id=llm_session_id):
-                session["llm_session_id"] = llm_session_id
-            case ev.ToolCalled():
-                session["tool_call_count"] += 1
-            case ev.ProcessRestarted(llm_session_id=llm_session_id):
-                session["llm_session_id"] = llm_session_id
-            case ev.WorkspaceRestarted():
-                session["llm_session_id"] = ""
-            case ev.ProcessSwitched(process=process):
-                session["agent_provider"] = process.get("provider", session["agent_provider"])
-                session["agent_model"] = process.get("model", session["agent_model"])
-                session["agent_effort"] = process.get("effort", session["agent_effort"])
-                session["agent_speed"] = process.get("speed", session["agent_speed"])
+            # ``blocker_count`` (the sessions blocked now) moves with the one session that moved
+            run["blocker_count"] += (state.live_status == BLOCKED) - blocked_before
+        change = SESSION_CHANGES.get(e)
+        if change is not None:
+            change(session, e)
 
     @staticmethod
     def _session(run: dict[str, Any], env: Envelope) -> dict[str, Any] | None:
@@ -258,9 +282,8 @@ class RunsProjector(Projector):
     # -- storing ----------------------------------------------------------------------------
 
     @staticmethod
-    def _save(docs: Docs, key: str, run: dict[str, Any]) -> None:
+    def _save(docs: Docs, key: str, run: dict[str, Any], *, queue: bool = True) -> None:
         run["status"] = derived_status(run)
-        run["blocker_count"] = sum(1 for s in run["sessions"].values() if s["live_status"] == "blocked")
         tenant, run_id = run["tenant_id"], run["run_id"]
         docs.put(
             key,
@@ -270,6 +293,8 @@ class RunsProjector(Projector):
             s=f"{run['created_at']}|{run_id}",
             st=run["status"],
         )
+        if not queue:
+            return
         queue_key = f"queue/{tenant}/{run_id}"
         status = run["execution_status"]
         if status in ("scheduled", "running"):

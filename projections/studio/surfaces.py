@@ -35,6 +35,7 @@ from typing import Any
 import structlog
 
 from domain.gate import events as gate
+from domain.shared.dispatch import ByType
 from domain.studio import events as ev
 from domain.studio.session_state import live_status_after
 from projections.engine.docs import Docs, Projector
@@ -114,24 +115,38 @@ def track(state: dict[str, Any], env: Envelope) -> None:
 
 
 def any_blocked(state: dict[str, Any]) -> bool:
-    return any(s == "blocked" for s in state["statuses"].values())
+    return "blocked" in state["statuses"].values()
 
 
 # -- one fold per surface ------------------------------------------------------------------------
 
 
+def _pull_request(state: dict[str, Any], out: dict[str, Any], pr: Any) -> None:
+    state["prs"] += 1
+    out.update(pr_url=pr.pr_url, pr_owner=pr.pr_owner, pr_repo=pr.pr_repo, pr_number=int(pr.pr_number or 0))
+
+
+def _preview(state: dict[str, Any], out: dict[str, Any], e: ev.PreviewShared) -> None:
+    out["preview_url"] = str(e.preview.get("url") or e.preview.get("domain_url") or "")
+
+
+# What moves the delivery surface besides session status, by event class (one lookup).
+DELIVERY_CHANGES: ByType[Callable[[dict[str, Any], dict[str, Any], Any], None]] = ByType(
+    {
+        ev.PullRequestOpened: _pull_request,
+        gate.PullRequestPublished: _pull_request,
+        ev.PreviewShared: _preview,
+        ev.RunCompleted: lambda state, out, e: out.__setitem__("closer_state", "completed"),
+        ev.RunCleanedUp: lambda state, out, e: out.__setitem__("closer_state", "cleaned_up"),
+    }
+)
+
+
 def fold_delivery(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
     track(state, env)
-    match env.event:
-        case ev.PullRequestOpened() | gate.PullRequestPublished() as pr:
-            state["prs"] += 1
-            out.update(pr_url=pr.pr_url, pr_owner=pr.pr_owner, pr_repo=pr.pr_repo, pr_number=int(pr.pr_number or 0))
-        case ev.PreviewShared(preview=preview):
-            out["preview_url"] = str(preview.get("url") or preview.get("domain_url") or "")
-        case ev.RunCompleted():
-            out["closer_state"] = "completed"
-        case ev.RunCleanedUp():
-            out["closer_state"] = "cleaned_up"
+    change = DELIVERY_CHANGES.get(env.event)
+    if change is not None:
+        change(state, out, env.event)
     out["status"] = "delivered" if state["prs"] else ("blocker" if any_blocked(state) else "none")
 
 
@@ -175,20 +190,21 @@ QUEUE_STATE = {"ready": "idle", "scheduled": "queued", "running": "running", "co
 
 def fold_queue(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
     track(state, env)
-    match env.event:
-        case ev.RunLaunched():
-            state["status"] = "ready"
-        case ev.ExecutionRequested(follow_up=False, requested_at=requested_at):
-            state["status"] = "scheduled"
-            out["queued_at"] = requested_at
-        case ev.ExecutionStarted():
-            state["status"] = "running"
-        case ev.TickRecorded(at=at):
-            doc["heartbeat_at"] = max(doc["heartbeat_at"], at or env.at)
-        case ev.RunCompleted():
-            state["status"] = "completed"
-        case ev.RunCleanedUp():
-            state["status"] = "cleaned_up"
+    if env.aggregate_type == "Run":  # the others move only the sessions' statuses
+        match env.event:
+            case ev.RunLaunched():
+                state["status"] = "ready"
+            case ev.ExecutionRequested(follow_up=False, requested_at=requested_at):
+                state["status"] = "scheduled"
+                out["queued_at"] = requested_at
+            case ev.ExecutionStarted():
+                state["status"] = "running"
+            case ev.TickRecorded(at=at):
+                doc["heartbeat_at"] = max(doc["heartbeat_at"], at or env.at)
+            case ev.RunCompleted():
+                state["status"] = "completed"
+            case ev.RunCleanedUp():
+                state["status"] = "cleaned_up"
     status = state["status"]
     queue_state = QUEUE_STATE.get(status, "unknown")
     if status == "running" and any_blocked(state):
