@@ -42,7 +42,7 @@ from workers.cli import seed_demo
 
 SEED = 20261122
 MAX_EXAMPLES = 8
-STATEFUL_SCENARIOS = 40
+STATEFUL_SCENARIOS = 100  # fewer leave following a launch's links to the luck of the seed
 LAUNCH = "POST /v1/admin/studio/runs"
 
 

@@ -117,11 +117,13 @@ def test_container_creation_corruption_recreates_the_workspace_once_and_revives_
     blocked = squad.session_events(run_id, "planner", "Blocked")[0]
     assert blocked.code == "sandbox_missing" and "container creation corruption" in blocked.evidence["start_error"]
     lease = squad.lease(SHARED)
-    recreated = squad.events(lease.id, "Recreated")
+    # The corrupted workspace is recreated once. (An agent that joins later may find its
+    # own first start corrupted in the new workspace, which is then recreated in turn.)
+    corrupted = blocked.evidence["provider_workspace_id"]
+    recreated = [e for e in squad.events(lease.id, "Recreated") if e.previous_provider_workspace_id == corrupted]
     assert len(recreated) == 1 and planner.session_id in recreated[0].stale_sessions
-    assert recreated[0].previous_provider_workspace_id == blocked.evidence["provider_workspace_id"]
     revived = [e for e in squad.events(lease.id, "SlotAcquired") if e.session_id == planner.session_id]
-    assert [e.reused for e in revived] == [False, True]  # the stale binding came back to life
+    assert [e.reused for e in revived][:2] == [False, True]  # the stale binding came back to life
     assert lease.slots[planner.session_id]["stale"] is False
 
 
