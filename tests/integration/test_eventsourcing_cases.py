@@ -39,6 +39,7 @@ Recorder differences, by configuration rather than refusal:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,18 @@ class _OurRecorder:
         self.addCleanup(factory.close)  # type: ignore[attr-defined]
         recorder = factory.application_recorder()
         assert type(recorder) is self.expected_recorder
+        # The library's interleaving case tells its reader threads to stop but does not
+        # join them: closing the recorder under a reader still inside SQLite crashes the
+        # interpreter. Cleanups run last-added first, so those threads end before the close.
+        running = set(threading.enumerate())
+        self.addCleanup(_join_threads_started_since, running)  # type: ignore[attr-defined]
         return recorder
+
+
+def _join_threads_started_since(running: set[threading.Thread]) -> None:
+    for thread in threading.enumerate():
+        if thread not in running and not thread.daemon and thread is not threading.current_thread():
+            thread.join(timeout=30)
 
 
 class _OnPostgres(_OurRecorder):
