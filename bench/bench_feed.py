@@ -30,6 +30,7 @@ from eventsourcing.persistence import StoredEvent
 
 from api.control_plane.reads import ControlPlaneReads
 from bench.context import BenchContext, percentile
+from bench.scale_support import project
 from domain.shared.ids import session_key
 from domain.studio.control import ControlIntent
 from projections.engine.runner import NotificationSource
@@ -51,23 +52,6 @@ MIN_EVENTS = 1_000_000
 TARGET_SUITS = 45  # planner, curator, three lanes, 45 testers, compactor: 51 agents
 APPEND_RATE = 2000
 GENERATION_BUDGET_SECONDS = 240
-
-
-def project(slug: str, suits: int) -> dict[str, Any]:
-    return {
-        "project_key": slug,
-        "proposal_id": "proposal-bench",
-        "repository_bindings": [
-            {"repository_key": "assembly", "vcs_repo_slug": f"{slug}/assembly", "repository_type": "assembly"},
-            {"repository_key": "backend", "vcs_repo_slug": f"{slug}/api"},
-            {"repository_key": "frontend", "vcs_repo_slug": f"{slug}/web"},
-            {"repository_key": "contract", "vcs_repo_slug": f"{slug}/contract"},
-        ],
-        "project_assembly": {
-            "agentSquadSuitTesterRoles": [f"suit{i}" for i in range(suits)],
-            "sourceRefRepos": [{"slug": f"{slug}/design", "branch": "main"}],
-        },
-    }
 
 
 def simulate(app: Any, run_ids: list[str], *, until_done: bool, ticks: int) -> None:
