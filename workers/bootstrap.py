@@ -423,6 +423,7 @@ def build(settings: Settings) -> Container:
         store,
         read_projectors(),
         page_size=settings.projection_page_size,
+        cache_bytes=settings.projection_cache_mib << 20,
         poll_seconds=settings.projection_poll_seconds,
         gap_timeout=settings.projection_gap_timeout_seconds,
         heartbeats=heartbeats,

@@ -52,6 +52,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     api_keys: tuple[str, ...] = ()
     projection_poll_seconds: float = 0.5
     projection_page_size: int = 2000
+    # The projector's memory of documents between passes, all read models together.
+    projection_cache_mib: int = 64
     projection_gap_timeout_seconds: float = 5.0
     # C19: reads given X-Squadops-Min-Position, and commands waiting for their own writes.
     min_position_wait_seconds: float = 2.0

@@ -126,33 +126,87 @@ class MemoryDocs:
         return upserts, deletes
 
 
+class DocMemory:
+    """What a runner remembers of its read models' documents between passes: one memory
+    for all of them, least recently used out first, bounded by bytes.
+
+    A document is weighed by its encoded size (read from the store, or written at the
+    commit), plus ``ENTRY_BYTES`` for its key and bookkeeping. The weight is a stand-in for
+    the decoded objects' memory (a few times larger), so memory stays bounded whatever the
+    documents' sizes and however long the log grows.
+    """
+
+    ENTRY_BYTES = 64
+
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        self.entries: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
+        self.names: dict[str, set[str]] = {}
+        self.bytes = 0
+
+    def of(self, name: str) -> DocCache:
+        return DocCache(self, name)
+
+    def get(self, name: str, key: str) -> tuple[Any, int]:
+        entry = self.entries.get((name, key))
+        if entry is None:
+            return _ABSENT, 0
+        self.entries.move_to_end((name, key))
+        return entry
+
+    def keep(self, name: str, docs: Mapping[str, Any], sizes: Mapping[str, int]) -> None:
+        keys = self.names.setdefault(name, set())
+        for key, doc in docs.items():
+            size = sizes.get(key, 0) + self.ENTRY_BYTES
+            old = self.entries.pop((name, key), None)
+            if old is not None:
+                self.bytes -= old[1]
+            self.entries[(name, key)] = (doc, size)
+            self.bytes += size
+            keys.add(key)
+        while self.bytes > self.max_bytes and self.entries:
+            (gone_name, gone_key), (_, size) = self.entries.popitem(last=False)
+            self.bytes -= size
+            self.names[gone_name].discard(gone_key)
+
+    def clear(self, name: str) -> None:
+        for key in self.names.pop(name, ()):
+            _, size = self.entries.pop((name, key))
+            self.bytes -= size
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
 class DocCache:
-    """A runner's memory of a read model's documents between batches (LRU, bounded).
+    """One read model's part of a runner's ``DocMemory``.
 
     It is only trusted while this runner is the one moving the projector's position:
     the runner clears it whenever a commit fails or the position moved under it, and
     documents mutated by a batch that did not commit never survive.
     """
 
-    def __init__(self, max_docs: int = 5_000) -> None:
-        self.max_docs = max_docs
-        self.docs: OrderedDict[str, Any] = OrderedDict()
+    def __init__(self, memory: DocMemory, name: str) -> None:
+        self.memory = memory
+        self.name = name
 
-    def get(self, key: str) -> Any:
-        doc = self.docs.get(key, _ABSENT)
-        if doc is not _ABSENT:
-            self.docs.move_to_end(key)
-        return doc
+    def get(self, key: str) -> tuple[Any, int]:
+        """(document, its weight), or (an absent marker, 0)."""
+        return self.memory.get(self.name, key)
 
-    def keep(self, docs: dict[str, Any]) -> None:
-        self.docs.update(docs)
-        for key in docs:
-            self.docs.move_to_end(key)
-        while len(self.docs) > self.max_docs:
-            self.docs.popitem(last=False)
+    def peek(self, key: str, default: Any = None) -> Any:
+        """The document if remembered (``default`` if not), leaving its place in line."""
+        entry = self.memory.entries.get((self.name, key))
+        return default if entry is None else entry[0]
+
+    def keep(self, docs: Mapping[str, Any], sizes: Mapping[str, int]) -> None:
+        self.memory.keep(self.name, docs, sizes)
 
     def clear(self) -> None:
-        self.docs.clear()
+        self.memory.clear(self.name)
+
+    def __len__(self) -> int:
+        return len(self.memory.names.get(self.name, ()))
 
 
 class BatchDocs:
@@ -163,17 +217,23 @@ class BatchDocs:
         self.name = name
         self.remembered = remembered
         self.cache: dict[str, Any] = {}
+        self.sizes: dict[str, int] = {}  # encoded bytes, as read or as written
         self.meta: dict[str, Meta] = {}
         self.dirty: set[str] = set()
         self.deleted: set[str] = set()
 
     def get(self, key: str) -> dict[str, Any] | None:
         doc = self.cache.get(key, _ABSENT)
-        if doc is _ABSENT and self.remembered is not None:
-            doc = self.remembered.get(key)
+        if doc is not _ABSENT:
+            return doc
+        if self.remembered is not None:
+            doc, size = self.remembered.get(key)
+            if doc is not _ABSENT:
+                self.sizes[key] = size - DocMemory.ENTRY_BYTES
         if doc is _ABSENT:
             raw = self.store.get(self.name, key)
             doc = decode(raw) if raw is not None else None
+            self.sizes[key] = len(raw) if raw is not None else 0
         self.cache[key] = doc
         return doc
 
@@ -185,6 +245,7 @@ class BatchDocs:
 
     def delete(self, key: str) -> None:
         self.cache[key] = None
+        self.sizes[key] = 0
         self.dirty.discard(key)
         self.deleted.add(key)
 
@@ -192,5 +253,7 @@ class BatchDocs:
         upserts = []
         for key in sorted(self.dirty):
             meta = self.meta[key]
-            upserts.append(Row(key, meta.p, meta.g, meta.s, meta.st, encode(self.cache[key])))
+            body = encode(self.cache[key])
+            self.sizes[key] = len(body)
+            upserts.append(Row(key, meta.p, meta.g, meta.s, meta.st, body))
         return upserts, sorted(self.deleted)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from domain.shared.retry import backoff
-from projections.engine.docs import BatchDocs, DerivedProjector, DocCache, Projector
+from projections.engine.docs import BatchDocs, DerivedProjector, DocCache, DocMemory, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.follower import LogFollower, NotificationSource, contiguous
 from projections.engine.heartbeat import Heartbeats
@@ -73,7 +73,7 @@ class ProjectionRunner:
         poll_seconds: float = 0.5,
         gap_timeout: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
-        cache_docs: int = 5_000,  # per read model: the documents of the runs still moving
+        cache_bytes: int = 64 << 20,  # all read models: the documents of the runs still moving
         heartbeats: Heartbeats | None = None,
         heartbeat_seconds: float = 1.0,
     ) -> None:
@@ -91,7 +91,7 @@ class ProjectionRunner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._run_lock = threading.Lock()
-        self.cache_docs = cache_docs
+        self.memory = DocMemory(cache_bytes)
         self._caches: dict[str, DocCache] = {}
         self._cached_at: dict[str, int] = {}
         self.heartbeats = heartbeats
@@ -156,7 +156,8 @@ class ProjectionRunner:
             except Exception as exc:  # the database went away: back off, resume by itself
                 failures += 1
                 with self._run_lock:  # folds may have changed remembered documents, uncommitted
-                    self._caches.clear()
+                    for cache in self._caches.values():
+                        cache.clear()
                     self._cached_at.clear()
                 delay = backoff(failures)
                 log.warning("projection_pass_failed", error=repr(exc), failures=failures, retry_in=delay)
@@ -226,7 +227,9 @@ class ProjectionRunner:
         committed position. A fold or commit that fails in any way, or a position moved by
         another runner, leaves it untrusted, and the next pass starts from the store.
         """
-        cache = self._caches.setdefault(name, DocCache(self.cache_docs))
+        cache = self._caches.get(name)
+        if cache is None:
+            cache = self._caches[name] = self.memory.of(name)
         if self._cached_at.pop(name, None) != position:
             cache.clear()
         return cache
@@ -242,7 +245,7 @@ class ProjectionRunner:
         """The batch is in the store: its documents are what the store holds at ``last``."""
         status = self.stats.statuses[batch.name]
         if batch.derived is None:
-            self._caches[batch.name].keep(batch.docs.cache)
+            self._caches[batch.name].keep(batch.docs.cache, batch.docs.sizes)
             self._cached_at[batch.name] = last
         status.position = last if batch.derived is None else batch.derived.position
         status.events_applied += batch.applied

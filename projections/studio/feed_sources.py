@@ -118,7 +118,7 @@ class StoreView(View):
             return _MISSING
         doc = batch.cache.get(key, _MISSING)
         if doc is _MISSING and batch.remembered is not None:
-            doc = batch.remembered.docs.get(key, _MISSING)
+            doc = batch.remembered.peek(key, _MISSING)
         return doc
 
     def projects(self, runs: Iterable[Run]) -> dict[Run, str]:

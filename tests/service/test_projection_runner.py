@@ -33,9 +33,11 @@ def runner_for(container: Container, **kw: object) -> ProjectionRunner:
     return ProjectionRunner(NotificationSource(container.event_store.recorder), container.store, read_projectors(), **kw)
 
 
-def test_live_projection_equals_a_fold_from_zero(container: Container) -> None:
+@pytest.mark.parametrize("cache_bytes", [64 << 20, 40_000, 0], ids=["remembered", "mostly-evicted", "no-memory"])
+def test_live_projection_equals_a_fold_from_zero(container: Container, cache_bytes: int) -> None:
     simulate(container)
-    runner = runner_for(container, page_size=97)  # odd pages: batch edges must not matter
+    # odd pages: batch edges must not matter; nor what the runner remembers between passes
+    runner = runner_for(container, page_size=97, cache_bytes=cache_bytes)
     while runner.run_once():
         pass
     top = container.event_store.max_position()
