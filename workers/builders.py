@@ -133,6 +133,7 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
         "ORIGINATOR_ID_TYPE": "text",
         "AGGREGATE_CACHE_MAXSIZE": "5000",
         "TRANSCODER_TOPIC": "workers.eventstore.transcoder:MsgspecTranscoder",
+        "MAPPER_TOPIC": "workers.eventstore.mapping:LeanMapper",
     }
     if settings.is_postgres:
         from psycopg.conninfo import conninfo_to_dict

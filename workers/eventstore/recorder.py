@@ -30,6 +30,7 @@ from projections.engine.unavailable import (
     connection_bounds,
     connection_lost,
 )
+from workers.eventstore.mapping import LeanStores
 
 _Library = PostgresApplicationRecorder
 
@@ -153,7 +154,7 @@ class EventPool(PoolGuard, ConnectionPool):  # type: ignore[misc]
     """The library's pool (it may fetch a password per connection), guarded."""
 
 
-class BoundedPostgresFactory(PostgresFactory):
+class BoundedPostgresFactory(LeanStores, PostgresFactory):
     """The library's PostgreSQL factory, with this recorder and every wait bounded (C19).
 
     The library takes the wait for a pooled connection in whole seconds and sets no

@@ -29,6 +29,7 @@ from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteF
 from eventsourcing.utils import Environment, EnvType
 
 from projections.engine.store import SqliteDocStore
+from workers.eventstore.mapping import LeanStores
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +54,7 @@ class DurablePool(SQLiteConnectionPool):
         return conn
 
 
-class CheckpointedSQLiteFactory(SQLiteFactory):
+class CheckpointedSQLiteFactory(LeanStores, SQLiteFactory):
     """The library's SQLite factory over ``DurablePool`` (``PERSISTENCE_MODULE``)."""
 
     def __init__(self, env: Environment | EnvType | None) -> None:

@@ -154,9 +154,15 @@ class MsgspecTranscoder(Transcoder):
         timestamp = obj.get("timestamp")
         if type(timestamp) is not datetime:
             return self._encode(_checked_dict(obj))
-        state = dict(obj)  # the caller's mapping is never changed
-        state["timestamp"] = None
-        state = _checked_dict(state)
+        return self.encode_owned(dict(obj))  # the caller's mapping is never changed
+
+    def encode_owned(self, obj: dict[str, Any]) -> bytes:
+        """``encode`` of a dict the caller hands over (it may be changed): one copy less."""
+        timestamp = obj.get("timestamp")
+        if type(timestamp) is not datetime:
+            return self._encode(_checked_dict(obj))
+        obj["timestamp"] = None
+        state = _checked_dict(obj)
         state["timestamp"] = {"_type_": "datetime_iso", "_data_": timestamp.isoformat()}
         return self._encode(state)
 

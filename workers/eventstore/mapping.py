@@ -1,0 +1,94 @@
+"""The library's mapper and event store, doing the same with less work an event.
+
+A ticker pass saves hundreds of events in one save, and per event the library's
+``Mapper`` copies the event's fields, the transcoder copies them again, and each
+``StoredEvent``, ``Notification`` and ``Recording`` goes through a frozen dataclass
+``__init__`` (one ``object.__setattr__`` a field): together several µs an event.
+
+``LeanMapper`` makes the one copy and lets the transcoder finish it in place (when the
+transcoder is this service's and there is neither compressor nor cipher; otherwise the
+library's path). ``LeanEventStore`` fills the same frozen objects directly. Same rows,
+same bytes, same recordings (``tests/unit/test_lean_mapping.py`` checks them against the
+library's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from eventsourcing.persistence import EventStore, Mapper, Notification, Recording, StoredEvent
+from eventsourcing.utils import get_topic
+
+from workers.eventstore.transcoder import MsgspecTranscoder
+
+_new = object.__new__
+
+
+def stored_event(originator_id: Any, originator_version: int, topic: str, state: bytes) -> StoredEvent:
+    """A ``StoredEvent`` equal to the one its ``__init__`` makes."""
+    stored = _new(StoredEvent)
+    stored.__dict__.update(
+        originator_id=originator_id, originator_version=originator_version, topic=topic, state=state
+    )
+    return stored
+
+
+class LeanMapper(Mapper[Any]):
+    """The library's mapper, with one copy of an event's fields on the way to bytes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        transcoder = self.transcoder
+        self._encode_owned = (
+            transcoder.encode_owned
+            if type(transcoder) is MsgspecTranscoder and self.compressor is None and self.cipher is None
+            else None
+        )
+        self._classes: dict[type, tuple[str, int]] = {}
+
+    def to_stored_event(self, domain_event: Any) -> StoredEvent:
+        encode = self._encode_owned
+        if encode is None:
+            return super().to_stored_event(domain_event)
+        cls = type(domain_event)
+        known = self._classes.get(cls)
+        if known is None:
+            known = self._classes[cls] = (get_topic(cls), getattr(cls, "class_version", 1))
+        topic, class_version = known
+        state = dict(vars(domain_event))
+        originator_id = state.pop("originator_id")
+        originator_version = state.pop("originator_version")
+        if class_version > 1:
+            state["class_version"] = class_version
+        return stored_event(originator_id, originator_version, topic, encode(state))
+
+
+class LeanEventStore(EventStore[Any]):
+    """The library's event store, filling its frozen recordings directly."""
+
+    def put(self, domain_events: Sequence[Any], **kwargs: Any) -> list[Recording[Any]]:
+        stored_events = list(map(self.mapper.to_stored_event, domain_events))
+        notification_ids = self.recorder.insert_events(stored_events, **kwargs)
+        if not notification_ids:
+            return []
+        assert len(notification_ids) == len(stored_events)
+        recordings = []
+        append = recordings.append
+        for domain_event, stored, notification_id in zip(domain_events, stored_events, notification_ids, strict=True):
+            notification = _new(Notification)
+            notification.__dict__.update(stored.__dict__, id=notification_id)
+            recording = _new(Recording)
+            recording.__dict__.update(domain_event=domain_event, notification=notification)
+            append(recording)
+        return recordings
+
+
+class LeanStores:
+    """Mixed into a persistence factory: its event stores are ``LeanEventStore``s."""
+
+    def event_store(self, mapper: Mapper[Any] | None = None, recorder: Any = None) -> EventStore[Any]:
+        return LeanEventStore(
+            mapper=mapper or self.mapper(),  # type: ignore[attr-defined]
+            recorder=recorder or self.application_recorder(),  # type: ignore[attr-defined]
+        )
