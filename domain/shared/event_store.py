@@ -20,6 +20,7 @@ from domain.shared.errors import Conflict
 from domain.shared.retry import conflict_pause
 
 T = TypeVar("T")
+_LIBRARY_COLLECT = BaseAggregate.collect_events
 
 # Each lost race means another writer's save of the same aggregate succeeded, so a valid
 # command is refused only when more than this many saves land on its aggregate while it
@@ -49,10 +50,17 @@ class EventStore(Application[str]):
         aggregates, so the same collection by concrete class is worth its few lines.
         """
         processing_event: ProcessingEvent[str] = ProcessingEvent()
+        events, aggregates = processing_event.events, processing_event.aggregates
         for obj in objs:
             if isinstance(obj, BaseAggregate):
-                processing_event.events.extend(obj.collect_events())
-                processing_event.aggregates[obj.id] = obj
+                if type(obj).collect_events is _LIBRARY_COLLECT:
+                    # the library's collect_events, without popping the pending events one by one
+                    pending = obj._pending_events
+                    events.extend(pending)
+                    pending.clear()
+                else:
+                    events.extend(obj.collect_events())
+                aggregates[obj.id] = obj
             elif obj is not None:
                 processing_event.collect_events(obj)
         processing_event.saved_kwargs.update(kwargs)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -184,9 +184,10 @@ class SimulatorPlane:
             return [self._sandbox_loss(run, s)]
         if s.mailbox_count and rng.random() < 0.5:
             return [ports.ControllerAction(agent_id=agent, action="agent_mailbox", summary="read the mailbox")]
-        handoffs = self._handoffs(run, s, by_agent, kind)
-        if handoffs and s.tool_call_count >= 2:
-            return [handoffs[0]]
+        if s.tool_call_count >= 2:
+            handoff = next(self._owed_handoffs(run, s, by_agent, kind), None)
+            if handoff is not None:
+                return [handoff]
         if kind == "coordination" and self._waits_for_squad(run, s, by_agent):
             if rng.random() < self.activity / 3:
                 return [self._tool(s, kind, rng, "watching the squad")]
@@ -245,37 +246,36 @@ class SimulatorPlane:
 
     # -- squad shape -------------------------------------------------------------------
 
-    def _handoffs(self, run: Any, s: Any, by_agent: dict[str, Any], kind: str) -> list[ports.Handoff]:
-        """The handoffs this agent still owes, in a fixed order."""
+    def _owed_handoffs(self, run: Any, s: Any, by_agent: dict[str, Any], kind: str) -> Iterator[ports.Handoff]:
+        """The handoffs this agent still owes, in a fixed order (made as they are asked for:
+        a tick hands off the first only)."""
         if kind != "coordination":
-            return []
+            return
         facts = run.project_facts
-        owed: list[ports.Handoff] = []
+        owed = False
         if "lanes" in s.workload_groups:
             for lane in facts.get("delivery_lanes", []):
                 if lane not in s.handoffs_sent and lane not in by_agent:
-                    owed.append(
-                        ports.Handoff(
-                            agent_id=s.agent_id,
-                            target_agent_id=lane,
-                            spec_agent_id=lane,
-                            kind="delivery_lane",
-                            reason=f"Deliver the {lane} slice of: {run.work_scope}",
-                        )
+                    owed = True
+                    yield ports.Handoff(
+                        agent_id=s.agent_id,
+                        target_agent_id=lane,
+                        spec_agent_id=lane,
+                        kind="delivery_lane",
+                        reason=f"Deliver the {lane} slice of: {run.work_scope}",
                     )
         if "suits" in s.workload_groups:
             for suit in facts.get("suits", []):
                 target = f"tester-{suit['suit_id']}"
                 if target not in s.handoffs_sent and target not in by_agent:
-                    owed.append(
-                        ports.Handoff(
-                            agent_id=s.agent_id,
-                            target_agent_id=target,
-                            spec_agent_id="tester",
-                            kind="suit_proof",
-                            reason=f"Prove the slice as actor suit {suit['suit_id']}",
-                            suit=suit,
-                        )
+                    owed = True
+                    yield ports.Handoff(
+                        agent_id=s.agent_id,
+                        target_agent_id=target,
+                        spec_agent_id="tester",
+                        kind="suit_proof",
+                        reason=f"Prove the slice as actor suit {suit['suit_id']}",
+                        suit=suit,
                     )
         if not owed and "compaction_trigger" in s.workload_groups and "compactor" not in by_agent:
             others = [
@@ -283,16 +283,13 @@ class SimulatorPlane:
             ]
             planner_done = all(o.ended for a, o in by_agent.items() if _kind(o) == "coordination" and a != s.agent_id)
             if planner_done and all(o.ended for o in others):
-                owed.append(
-                    ports.Handoff(
-                        agent_id=s.agent_id,
-                        target_agent_id="compactor",
-                        spec_agent_id="compactor",
-                        kind="compaction",
-                        reason="Compact the run into the chronicle and handoff state",
-                    )
+                yield ports.Handoff(
+                    agent_id=s.agent_id,
+                    target_agent_id="compactor",
+                    spec_agent_id="compactor",
+                    kind="compaction",
+                    reason="Compact the run into the chronicle and handoff state",
                 )
-        return owed
 
     def _waits_for_squad(self, run: Any, s: Any, by_agent: dict[str, Any]) -> bool:
         """The curator keeps the evidence pack open until lanes and proofs are done."""

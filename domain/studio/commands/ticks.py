@@ -37,7 +37,7 @@ from domain.studio.templates import TemplateCatalog
 PROBE_SECONDS = 30
 
 
-@dataclass
+@dataclass(slots=True)
 class TickOutcome:
     """What one pass of the ticker did, for logs and metrics."""
 
@@ -171,10 +171,14 @@ class TickCommands:
         ended = {(a.tenant, a.run_id) for a in runs if a.ended}
         if ended:
             self.holdings.note_ended(a.id for a in runs if a.ended)
+            # (the run id first: a plain string lookup rules out nearly every held copy)
+            run_ids = {run_id for _, run_id in ended}
             self.holdings.drop(
-                a
-                for a in list(self.holdings.aggregates.values())
-                if (a.tenant, getattr(a, "run_id", None)) in ended
+                [
+                    a
+                    for a in self.holdings.aggregates.values()
+                    if getattr(a, "run_id", None) in run_ids and (a.tenant, a.run_id) in ended
+                ]
             )
 
     def _tick_alone(
