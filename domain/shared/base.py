@@ -79,40 +79,40 @@ def lean_event_method(decorator: CommandMethodDecorator) -> Any:
         or hasattr(event_cls, "__post_init__")
     ):
         return None
-    positional = tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
-    defaults = tuple((p.name, p.default) for p in params if p.default is not p.empty)
-    count = len(names)
-    new = object.__new__
-    now = datetime.now
-
-    def trigger(self: Any, *args: Any, **kwargs: Any) -> None:
-        if args:
-            if len(args) > len(positional):
-                raise TypeError(f"{func.__name__}() takes {len(positional) + 1} positional arguments")
-            for name, value in zip(positional, args, strict=False):
-                if name in kwargs:
-                    raise TypeError(f"{func.__name__}() got multiple values for argument '{name}'")
-                kwargs[name] = value
-        for name, default in defaults:
-            if name not in kwargs:
-                kwargs[name] = default
-        version = self._version + 1
-        timestamp = now(tz=UTC)
-        state = {"originator_id": self._id, "originator_version": version, "timestamp": timestamp}
-        try:
-            for name in names:
-                state[name] = kwargs[name]
-        except KeyError as e:
-            raise TypeError(f"{func.__name__}() missing required argument {e}") from None
-        if len(kwargs) != count:
-            unexpected = sorted(set(kwargs) - set(names))
-            raise TypeError(f"{func.__name__}() got an unexpected keyword argument {unexpected[0]!r}")
-        new_event = new(event_cls)
-        new_event.__dict__.update(state)
-        func(self, **kwargs)
-        self._version = version
-        self._modified_on = timestamp
-        self._pending_events.append(new_event)
+    if any(p.name.startswith("_lean_") for p in params):
+        return None  # (the generated method's own names start so)
+    # The method is written out for its own parameters (as ``dataclasses`` writes an
+    # ``__init__``): Python binds the call, fills the defaults and refuses a bad call
+    # before anything changes, and the event's fields are filled in their order.
+    signature, keyword_only, namespace = ["_lean_self"], False, {}
+    for p in params:
+        if p.kind is p.KEYWORD_ONLY and not keyword_only:
+            signature.append("*")
+            keyword_only = True
+        if p.default is p.empty:
+            signature.append(p.name)
+        else:
+            namespace[f"_lean_default_{p.name}"] = p.default
+            signature.append(f"{p.name}=_lean_default_{p.name}")
+    fill = "".join(f", {name!r}: {name}" for name in names)
+    call = ", ".join(f"{p.name}={p.name}" for p in params)
+    source = (
+        f"def {func.__name__}({', '.join(signature)}):\n"
+        "    _lean_version = _lean_self._version + 1\n"
+        "    _lean_timestamp = _lean_now(tz=_lean_utc)\n"
+        "    _lean_event = _lean_new(_lean_event_cls)\n"
+        "    _lean_event.__dict__.update({'originator_id': _lean_self._id, 'originator_version': _lean_version, "
+        f"'timestamp': _lean_timestamp{fill}}})\n"
+        f"    _lean_func(_lean_self{', ' if call else ''}{call})\n"
+        "    _lean_self._version = _lean_version\n"
+        "    _lean_self._modified_on = _lean_timestamp\n"
+        "    _lean_self._pending_events.append(_lean_event)\n"
+    )
+    namespace.update(
+        _lean_now=datetime.now, _lean_utc=UTC, _lean_new=object.__new__, _lean_event_cls=event_cls, _lean_func=func
+    )
+    exec(source, namespace)  # noqa: S102  (source made above from the method's own signature)
+    trigger = namespace[func.__name__]
 
     functools.update_wrapper(trigger, func)
     trigger.event_decorator = decorator  # type: ignore[attr-defined]  # the library's path, for tests

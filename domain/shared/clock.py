@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 
@@ -9,9 +10,19 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+# The formatted part of the current second, kept while the second lasts: (second, text).
+_second: tuple[int, str] = (-1, "")
+
+
 def utc_now_iso() -> str:
-    # ``iso`` of now, in half the time (every tick of every run asks): same characters.
-    return datetime.now(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+    """``iso`` of now, in a quarter of the time (every tick of every run asks): the same
+    characters, as ``datetime.now`` takes them (the system clock, microseconds floored)."""
+    global _second
+    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
+    second = _second
+    if second[0] != seconds:
+        second = _second = (seconds, datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S."))
+    return f"{second[1]}{nanos // 1000:06d}Z"
 
 
 def parse(value: str) -> datetime:

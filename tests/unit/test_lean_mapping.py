@@ -10,8 +10,16 @@ from typing import Any
 
 import pytest
 from eventsourcing.domain import Aggregate as LibraryAggregate
+from eventsourcing.persistence import (
+    DatetimeAsISO,
+    IntegrityError,
+    JSONTranscoder,
+    Mapper,
+    Notification,
+    Recording,
+    StoredEvent,
+)
 from eventsourcing.persistence import EventStore as LibraryEventStore
-from eventsourcing.persistence import DatetimeAsISO, IntegrityError, JSONTranscoder, Mapper, Notification, Recording, StoredEvent
 from eventsourcing.popo import POPOApplicationRecorder
 from eventsourcing.utils import get_topic
 from hypothesis import given, settings

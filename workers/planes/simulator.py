@@ -114,9 +114,13 @@ def _agent_id(session: Any) -> str:
 
 
 def _kind(session: Any) -> str:
-    for kind in ("delivery", "proof", "compaction", "coordination"):
-        if kind in session.workload_groups:
-            return kind
+    groups = session.workload_groups
+    if "delivery" in groups:
+        return "delivery"
+    if "proof" in groups:
+        return "proof"
+    if "compaction" in groups:
+        return "compaction"
     return "coordination"
 
 
@@ -184,7 +188,7 @@ class SimulatorPlane:
             return [self._sandbox_loss(run, s)]
         if s.mailbox_count and rng.random() < 0.5:
             return [ports.ControllerAction(agent_id=agent, action="agent_mailbox", summary="read the mailbox")]
-        if s.tool_call_count >= 2:
+        if kind == "coordination" and s.tool_call_count >= 2:
             handoff = next(self._owed_handoffs(run, s, by_agent, kind), None)
             if handoff is not None:
                 return [handoff]
