@@ -124,6 +124,29 @@ def _kind(session: Any) -> str:
     return "coordination"
 
 
+class Draws:
+    """``Random(key)``'s draws, seeding it at the first one: seeding costs more than a
+    session's whole plan, and a session that decides without a draw needs none."""
+
+    __slots__ = ("_key", "_rng")
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+        self._rng: random.Random | None = None
+
+    def _generator(self) -> random.Random:
+        rng = self._rng
+        if rng is None:
+            rng = self._rng = random.Random(self._key)
+        return rng
+
+    def random(self) -> float:
+        return self._generator().random()
+
+    def choice(self, seq: Sequence[Any]) -> Any:
+        return self._generator().choice(seq)
+
+
 class SimulatorPlane:
     """Deterministic simulator of a sandbox execution plane."""
 
@@ -141,14 +164,14 @@ class SimulatorPlane:
         for session in sorted(sessions, key=_agent_id):
             if session.live_status not in _PLAYING:
                 continue  # ended, blocked or paused: no step, no draw (so no generator to seed)
-            rng = random.Random(f"{run.seed}:{tick}:{session.agent_id}")
+            rng = Draws(f"{run.seed}:{tick}:{session.agent_id}")
             steps.extend(self._session_steps(run, session, by_agent, tick, rng))
         return steps
 
     # -- one session -------------------------------------------------------------------
 
     def _session_steps(
-        self, run: Any, s: Any, by_agent: dict[str, Any], tick: int, rng: random.Random
+        self, run: Any, s: Any, by_agent: dict[str, Any], tick: int, rng: Draws
     ) -> list[ports.Step]:
         agent = s.agent_id
         if s.live_status == "ready":
@@ -210,7 +233,7 @@ class SimulatorPlane:
                 return [self._pull_request(run, s)]
         return [ports.Finish(agent_id=agent, result=self._result(run, s, budget, tick))]
 
-    def _first_tool(self, run: Any, s: Any, tick: int, rng: random.Random) -> list[ports.Step]:
+    def _first_tool(self, run: Any, s: Any, tick: int, rng: Draws) -> list[ports.Step]:
         stalls = self.faults.stalls_first_tool(run.seed, s.agent_id, s.process_attempt)
         generation = getattr(s, "workspace_generation", 0)
         if not stalls and self.faults.corrupt_checkout(run.seed, s.agent_id, s.process_attempt, generation):
@@ -305,7 +328,7 @@ class SimulatorPlane:
 
     # -- what agents produce ------------------------------------------------------------
 
-    def _tool(self, s: Any, kind: str, rng: random.Random, summary: str = "") -> ports.CallTool:
+    def _tool(self, s: Any, kind: str, rng: Draws, summary: str = "") -> ports.CallTool:
         tool = rng.choice(TOOLS[kind])
         phase = PHASES[kind]
         target = s.suit.get("suit_id") if s.suit else s.agent_id
@@ -316,7 +339,7 @@ class SimulatorPlane:
             summary=summary or f"{tool} during {phase}",
         )
 
-    def _message(self, s: Any, kind: str, rng: random.Random) -> str:
+    def _message(self, s: Any, kind: str, rng: Draws) -> str:
         notes = {
             "coordination": ("Lane issues drafted.", "Source references mapped.", "Waiting on lane reports."),
             "delivery": ("Tests pass locally.", "Refactored the handler.", "Pushed the branch."),
