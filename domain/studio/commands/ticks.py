@@ -236,17 +236,19 @@ class TickCommands:
                 self.holdings.note_ended([run.id])
                 self.holdings.drop([run])
             return ([run] if run.pending_events else []), outcome
+        get = self.holdings.get
         sessions = {
-            agent_id: self.holdings.get(session_key(tenant, run_id, session_id, agent_id))
+            agent_id: get(session_key(tenant, run_id, session_id, agent_id))
             for agent_id, session_id in run.sessions.items()
         }
         quiet_ticks = quiet.count if quiet is not None else 0
         tick = run.tick + quiet_ticks + 1
         template = self.templates.get(run.template_id)
         steps: list[ports.Step] = []
+        members = list(sessions.values())
         for policy in policies:
-            steps.extend(policy.plan(run, list(sessions.values()), tick))
-        steps.extend(plane.plan_tick(run, list(sessions.values()), tick))
+            steps.extend(policy.plan(run, list(members), tick))
+        steps.extend(plane.plan_tick(run, members, tick))
         tallies: dict[str, int] = {}  # applied steps by kind, and "rejected"
         touched: dict[str, Any] = {}
         complete: ports.CompleteRun | None = None
