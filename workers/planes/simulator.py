@@ -206,8 +206,7 @@ class SimulatorPlane:
         kind = _kind(s)
         low, high = BUDGETS[kind]
         budget = low + int(_unit(run.seed, agent, "budget") * (high - low + 1))
-        loses_sandbox = self.faults.loses_sandbox(run.seed, agent, s.process_attempt)
-        if loses_sandbox and s.tool_call_count == max(2, budget // 2):
+        if s.tool_call_count == max(2, budget // 2) and self.faults.loses_sandbox(run.seed, agent, s.process_attempt):
             return [self._sandbox_loss(run, s)]
         if s.mailbox_count and rng.random() < 0.5:
             return [ports.ControllerAction(agent_id=agent, action="agent_mailbox", summary="read the mailbox")]
