@@ -303,19 +303,20 @@ class SimulatorPlane:
                         reason=f"Prove the slice as actor suit {suit['suit_id']}",
                         suit=suit,
                     )
-        if not owed and "compaction_trigger" in s.workload_groups and "compactor" not in by_agent:
-            others = [
-                o for a, o in by_agent.items() if a != s.agent_id and _kind(o) != "coordination"
-            ]
-            planner_done = all(o.ended for a, o in by_agent.items() if _kind(o) == "coordination" and a != s.agent_id)
-            if planner_done and all(o.ended for o in others):
-                yield ports.Handoff(
-                    agent_id=s.agent_id,
-                    target_agent_id="compactor",
-                    spec_agent_id="compactor",
-                    kind="compaction",
-                    reason="Compact the run into the chronicle and handoff state",
-                )
+        # Compaction once the planners and every lane and tester (everyone else) are done.
+        if (
+            not owed
+            and "compaction_trigger" in s.workload_groups
+            and "compactor" not in by_agent
+            and all(o.ended for a, o in by_agent.items() if a != s.agent_id)
+        ):
+            yield ports.Handoff(
+                agent_id=s.agent_id,
+                target_agent_id="compactor",
+                spec_agent_id="compactor",
+                kind="compaction",
+                reason="Compact the run into the chronicle and handoff state",
+            )
 
     def _waits_for_squad(self, run: Any, s: Any, by_agent: dict[str, Any]) -> bool:
         """The curator keeps the evidence pack open until lanes and proofs are done."""

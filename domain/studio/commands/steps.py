@@ -54,7 +54,17 @@ class StepEffects:
         session = sessions.get(step.agent_id)
         if session is None:
             raise DomainError(f"No session for agent {step.agent_id}.", code="unknown_agent")
+        # (the commonest steps first: each class pattern is an isinstance through msgspec's
+        # metaclass, and the step classes are disjoint, so the order decides nothing else)
         match step:
+            case ports.CallTool():
+                session.call_tool(
+                    tool_name=step.tool_name, route=step.route, summary=step.summary, at=at, tick=tick
+                )
+            case ports.Say():
+                session.say(step.text, at)
+            case ports.ControllerAction():
+                session.observe_controller_action(step.action, step.summary, at)
             case ports.StartProcess():
                 skills, servers = loadout(
                     session.role_key, session.spec_skill_ids, session.spec_mcp_server_ids
@@ -138,14 +148,6 @@ class StepEffects:
                     )
                     recreate_once(run, lease, f"self_heal:{step.signal}", at)
                     touched[lease.id] = lease
-            case ports.ControllerAction():
-                session.observe_controller_action(step.action, step.summary, at)
-            case ports.CallTool():
-                session.call_tool(
-                    tool_name=step.tool_name, route=step.route, summary=step.summary, at=at, tick=tick
-                )
-            case ports.Say():
-                session.say(step.text, at)
             case ports.Block():
                 session.block(
                     code=step.code, message=step.message, evidence=dict(step.evidence), at=at, tick=tick
