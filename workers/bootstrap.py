@@ -419,9 +419,7 @@ def build(settings: Settings) -> Container:
     )
     heartbeats = heartbeats_for(store)
     runner = ProjectionRunner(
-        NotificationSource(event_store.recorder),
-        store,
-        read_projectors(),
+        NotificationSource(event_store.recorder), store, read_projectors(),
         page_size=settings.projection_page_size,
         cache_bytes=settings.projection_cache_mib << 20,
         poll_seconds=settings.projection_poll_seconds,
