@@ -127,3 +127,19 @@ def test_a_process_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path
     eventually(lambda: stubborn.finished)
     assert stubborn.exit_code == -9
     assert (tmp_path / "stubborn.jsonl").read_text() == "ready\n"
+
+
+def test_a_finished_process_has_had_every_stderr_line_read(tmp_path: Path) -> None:
+    # Its last words go to stderr just before it exits: the plane takes them once, when the
+    # process counts as finished, so "finished" must mean they were read.
+    code = (
+        "import os, sys; sys.stdin.read(); print('{}', flush=True); sys.stdout.close(); "
+        "sys.stderr.write(''.join(f'warning {n}\\n' for n in range(5000))); sys.stderr.flush(); os._exit(3)"
+    )
+    for attempt in range(5):
+        process = AgentProcess(Launch(argv=[sys.executable, "-c", code], env={}, cwd=tmp_path, stdin="brief",
+                                      transcript=tmp_path / f"last-words-{attempt}.jsonl"))
+        assert process.wait(30)
+        assert process.finished and process.exit_code == 3
+        errors = process.take_errors()
+        assert len(errors) == 5000 and errors[-1] == "warning 4999"

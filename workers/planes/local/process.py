@@ -23,6 +23,7 @@ from pathlib import Path
 from workers.planes.local.launch import Launch
 
 STDERR_TAIL = 40
+STDERR_DRAIN_SECONDS = 2.0  # how long an exited process's stderr is still read before it counts as finished
 
 
 class AgentProcess:
@@ -39,6 +40,7 @@ class AgentProcess:
         self._new_errors: list[str] = []
         self._lock = threading.Lock()
         self._eof = threading.Event()
+        self._stderr_eof = threading.Event()
         self.popen = subprocess.Popen(
             launch.argv,
             cwd=launch.cwd,
@@ -76,17 +78,23 @@ class AgentProcess:
                 with self._lock:
                     self._lines.append(raw.decode("utf-8", errors="replace"))
         self.exit_code = self.popen.wait()
+        # Its last stderr lines may still be in the pipe: "finished" promises they were read
+        # (a child left holding stderr open bounds the wait).
+        self._stderr_eof.wait(STDERR_DRAIN_SECONDS)
         self._eof.set()
 
     def _read_stderr(self) -> None:
         stderr = self.popen.stderr
         assert stderr is not None
-        for raw in stderr:
-            text = raw.decode("utf-8", errors="replace").rstrip()
-            if text:
-                with self._lock:
-                    self._errors.append(text)
-                    self._new_errors.append(text)
+        try:
+            for raw in stderr:
+                text = raw.decode("utf-8", errors="replace").rstrip()
+                if text:
+                    with self._lock:
+                        self._errors.append(text)
+                        self._new_errors.append(text)
+        finally:
+            self._stderr_eof.set()
 
     def take_lines(self) -> list[str]:
         """Stdout lines read since the last call."""
