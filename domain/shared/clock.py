@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 
 def iso(moment: datetime) -> str:
@@ -30,5 +31,15 @@ def parse(value: str) -> datetime:
 
 
 def shift(value: str, seconds: float) -> str:
-    """``value`` moved by ``seconds`` (negative to go back)."""
+    """``value`` moved by ``seconds`` (negative to go back).
+
+    Whole seconds move only the stored form's first 19 characters: those are worked out
+    once per second and amount (leases ask on every slot taken or given back)."""
+    if type(seconds) is int and len(value) == 27 and value[19] == "." and value[26] == "Z":
+        return _shifted_second(value[:19], seconds) + value[19:]
     return iso(parse(value) + timedelta(seconds=seconds))
+
+
+@lru_cache(maxsize=4096)
+def _shifted_second(second: str, seconds: int) -> str:
+    return iso(parse(second).replace(tzinfo=UTC) + timedelta(seconds=seconds))[:19]

@@ -7,7 +7,7 @@ from collections import Counter
 from domain.shared.event_store import EventStore
 from tests.helpers import drive_runs
 from workers.bootstrap import Services, wire_services
-from workers.planes.simulator import SimulatorPlane
+from workers.planes.simulator import Draws, SimulatorPlane
 
 MEMORY = {
     "PERSISTENCE_MODULE": "eventsourcing.sqlite",
@@ -73,3 +73,20 @@ def test_final_results_look_like_an_agent_cli_result() -> None:
     for result in results:
         assert result["type"] == "result" and result["subtype"] == "success"
         assert result["total_cost_usd"] > 0 and result["num_turns"] > 0 and result["duration_ms"] >= 0
+
+
+def test_draws_are_the_same_for_the_same_key_and_spread_evenly() -> None:
+    first = Draws("7:12:planner")
+    again = Draws("7:12:planner")
+    drawn = [first.random() for _ in range(20)]  # past one block of eight
+    assert drawn == [again.random() for _ in range(20)]
+    assert drawn != [Draws("7:13:planner").random() for _ in range(20)]
+    assert len(set(drawn)) == 20
+    # Over many keys: in [0, 1), each tenth about as often, and every choice made.
+    values = [Draws(f"{seed}:1:curator").random() for seed in range(20_000)]
+    assert all(0.0 <= v < 1.0 for v in values)
+    tenths = Counter(int(v * 10) for v in values)
+    assert sorted(tenths) == list(range(10))
+    assert all(1_800 <= n <= 2_200 for n in tenths.values())  # 2,000 expected, sd about 42
+    picks = Counter(Draws(f"{seed}:2:lane").choice("abc") for seed in range(3_000))
+    assert sorted(picks) == ["a", "b", "c"] and min(picks.values()) > 900

@@ -7,7 +7,8 @@ A ticker pass saves hundreds of events in one save, and per event the library's
 
 ``LeanMapper`` makes the one copy and lets the transcoder finish it in place (when the
 transcoder is this service's and there is neither compressor nor cipher; otherwise the
-library's path). ``LeanEventStore`` fills the same frozen objects directly. Same rows,
+library's path). ``LeanEventStore`` fills the same frozen objects directly, and hands a
+large save to a recorder that inserts while it maps (``insert_mapped``) when it has one. Same rows,
 same bytes, same recordings (``tests/unit/test_lean_mapping.py`` checks them against the
 library's).
 """
@@ -23,6 +24,9 @@ from eventsourcing.utils import get_topic
 from workers.eventstore.transcoder import MsgspecTranscoder
 
 _new = object.__new__
+# A save of more events than this is streamed where the recorder can (a ticker pass is);
+# a command's few events go in one statement.
+STREAM_FROM = 64
 
 
 def stored_event(originator_id: Any, originator_version: int, topic: str, state: bytes) -> StoredEvent:
@@ -68,8 +72,13 @@ class LeanEventStore(EventStore[Any]):
     """The library's event store, filling its frozen recordings directly."""
 
     def put(self, domain_events: Sequence[Any], **kwargs: Any) -> list[Recording[Any]]:
-        stored_events = list(map(self.mapper.to_stored_event, domain_events))
-        notification_ids = self.recorder.insert_events(stored_events, **kwargs)
+        streamed = getattr(self.recorder, "insert_mapped", None)
+        if streamed is not None and len(domain_events) > STREAM_FROM:
+            # mapped while the database inserts what was mapped before (workers/eventstore/recorder.py)
+            stored_events, notification_ids = streamed(domain_events, self.mapper.to_stored_event, **kwargs)
+        else:
+            stored_events = list(map(self.mapper.to_stored_event, domain_events))
+            notification_ids = self.recorder.insert_events(stored_events, **kwargs)
         if not notification_ids:
             return []
         assert len(notification_ids) == len(stored_events)

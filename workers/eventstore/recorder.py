@@ -6,6 +6,11 @@ dumps in Python text form: about 40 µs an event. This recorder sends four typed
 same table lock, NOTIFY and RETURNING of notification ids, the same rows, at a fraction
 of the cost. Selected with ``APPLICATION_RECORDER_TOPIC`` (see workers/bootstrap.py).
 
+A large save (a ticker pass: hundreds of events) goes through ``insert_mapped``: in
+pipeline mode the lock, the NOTIFY and each chunk of rows are sent as soon as they are
+ready, so the database inserts one chunk while Python maps the next, instead of waiting
+for all of them to be mapped and then for the database.
+
 C19 bounds every wait: ``BoundedPostgresFactory`` validates pooled connections, bounds
 the wait for one (and all of a request's waits together) and each statement. The library
 retries a failed statement ten times, 0.2 s apart; here a read is tried once more only
@@ -16,7 +21,7 @@ command apply twice).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
@@ -33,6 +38,9 @@ from projections.engine.unavailable import (
 from workers.eventstore.mapping import LeanStores
 
 _Library = PostgresApplicationRecorder
+# Events a statement of a streamed insert carries: small enough that the database starts
+# early, large enough that a statement's own cost stays a small share.
+STREAM_CHUNK = 48
 
 
 class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
@@ -47,7 +55,11 @@ class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
             schema=Identifier(self.datastore.schema),
             table=Identifier(self.events_table_name),
             id_type=SQL(id_type),
-        )
+        ).as_bytes()
+        # The library composes these again for every insert; rendered once, psycopg's
+        # cache of converted queries answers for them.
+        self.lock_table_statements = [q.as_bytes() for q in self.lock_table_statements]
+        self.notify_statement = SQL("NOTIFY {0}").format(Identifier(self.channel_name)).as_bytes()
         self.recorded_statement = SQL(
             "SELECT originator_id, originator_version, notification_id, state FROM {schema}.{table} "
             "WHERE (originator_id, originator_version) IN "
@@ -108,6 +120,68 @@ class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
                 raise
             return None
 
+    def insert_mapped(
+        self, items: Sequence[Any], to_stored: Callable[[Any], StoredEvent], **kwargs: Any
+    ) -> tuple[list[StoredEvent], Sequence[int]]:
+        """``items`` mapped by ``to_stored`` and inserted in one transaction, chunk by chunk
+        as they are mapped: the stored events and their notification ids.
+
+        The same rows, lock, NOTIFY, ids and outcomes as ``insert_events`` of the mapped
+        list: a conflict or a payload that cannot be stored records nothing; a connection
+        that dies before COMMIT is replaced once; one that dies during COMMIT is asked.
+        """
+        stored: list[StoredEvent] = []
+        if not items:
+            return stored, []
+        try:
+            return stored, self._stream(items, to_stored, stored)
+        except _Lost as lost:
+            if lost.committing:  # COMMIT was sent: it may have been recorded
+                found = self._recorded_after(lost.error, stored)
+                if found is not None:
+                    return stored, found
+            elif not connection_lost(lost.error):
+                raise lost.error from None
+        stored.extend(map(to_stored, items[len(stored) :]))
+        ids = self._insert(stored, once_more=False, **kwargs)
+        assert ids is not None  # (with once_more=False it raises rather than answer None)
+        return stored, ids
+
+    def _stream(self, items: Sequence[Any], to_stored: Callable[[Any], StoredEvent], stored: list[StoredEvent]) -> list[int]:
+        """One pipelined transaction; ``stored`` grows as items are mapped. Connection
+        errors come out wrapped, saying whether COMMIT had been sent."""
+        failed: BaseException | None = None
+        committing = False
+        ids: list[int] = []
+        try:
+            with self.datastore.get_connection() as conn:
+                with conn.pipeline() as pipeline:
+                    try:
+                        with conn.transaction():
+                            with conn.cursor() as curs:
+                                self._lock_table(curs)
+                                self._notify_channel(curs)
+                            cursors = []
+                            for start in range(0, len(items), STREAM_CHUNK):
+                                chunk = list(map(to_stored, items[start : start + STREAM_CHUNK]))
+                                stored.extend(chunk)
+                                curs = conn.cursor()
+                                cursors.append(curs)
+                                curs.execute(self.typed_insert_statement, _columns(chunk), binary=True)
+                            # Sync before COMMIT: a conflict is raised as such, here.
+                            pipeline.sync()
+                            for curs in cursors:
+                                ids.extend(row["notification_id"] for row in curs.fetchall())
+                                curs.close()
+                            committing = True
+                    except Exception as exc:
+                        failed = exc  # raised after the pipeline is left (no warning from psycopg)
+                if failed is not None:
+                    raise failed
+        except (OperationalError, InterfaceError) as exc:
+            raise _Lost(exc, committing) from exc
+        return ids
+
     def _recorded_after(self, lost: Exception, stored_events: Sequence[StoredEvent]) -> list[int] | None:
         try:
             return self._read(TypedArrayApplicationRecorder.recorded, stored_events)
@@ -135,19 +209,32 @@ class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
             ids.append(row["notification_id"])
         return ids
 
+    def _notify_channel(self, curs: Any) -> None:
+        curs.execute(self.notify_statement)
+
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         self._lock_table(curs)
         self._notify_channel(curs)
-        curs.execute(
-            self.typed_insert_statement,
-            (
-                [e.originator_id for e in stored_events],
-                [e.originator_version for e in stored_events],
-                [e.topic for e in stored_events],
-                [e.state for e in stored_events],
-            ),
-            binary=True,
-        )
+        curs.execute(self.typed_insert_statement, _columns(stored_events), binary=True)
+
+
+def _columns(stored_events: Sequence[StoredEvent]) -> tuple[list[Any], ...]:
+    """The four typed arrays of an insert."""
+    return (
+        [e.originator_id for e in stored_events],
+        [e.originator_version for e in stored_events],
+        [e.topic for e in stored_events],
+        [e.state for e in stored_events],
+    )
+
+
+class _Lost(Exception):
+    """A streamed insert's connection error, before COMMIT was sent (nothing recorded) or
+    after (``committing``: it may have been)."""
+
+    def __init__(self, error: Exception, committing: bool) -> None:
+        super().__init__(str(error))
+        self.error, self.committing = error, committing
 
 
 class EventPool(PoolGuard, ConnectionPool):  # type: ignore[misc]

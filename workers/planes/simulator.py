@@ -9,15 +9,15 @@ that cannot be observed, sometimes flagged ``pending_reprovision`` by the worksp
 corrupt checkout (``workspace_checkout_corrupt``, the fresh-workspace case) and a start call that
 returns container-creation corruption (a missing provider binding).
 
-Every decision draws from ``Random(f"{seed}:{tick}:{agent}")``: the same run state at the
-same tick gives the same steps, on every machine.
+Every decision draws from ``Draws(f"{seed}:{tick}:{agent}")`` (BLAKE2b of that key): the
+same run state at the same tick gives the same steps, on every machine.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import random
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -125,26 +125,35 @@ def _kind(session: Any) -> str:
 
 
 class Draws:
-    """``Random(key)``'s draws, seeding it at the first one: seeding costs more than a
-    session's whole plan, and a session that decides without a draw needs none."""
+    """Uniform draws in [0, 1) for one key: each 64-bit word of ``blake2b(f"{key}#{block}")``
+    gives one (its top 53 bits, as ``random.random`` takes them), eight a block.
 
-    __slots__ = ("_key", "_rng")
+    Seeding a Mersenne Twister per session and tick cost more than the session's whole
+    plan; one hash answers a tick's few draws, and a session that decides without a draw
+    hashes nothing.
+    """
+
+    __slots__ = ("_key", "_block", "_units")
 
     def __init__(self, key: str) -> None:
         self._key = key
-        self._rng: random.Random | None = None
-
-    def _generator(self) -> random.Random:
-        rng = self._rng
-        if rng is None:
-            rng = self._rng = random.Random(self._key)
-        return rng
+        self._block = 0
+        self._units: list[float] = []
 
     def random(self) -> float:
-        return self._generator().random()
+        units = self._units
+        if not units:
+            digest = hashlib.blake2b(f"{self._key}#{self._block}".encode()).digest()
+            self._block += 1
+            units.extend([(word >> 11) * _UNIT for word in reversed(_WORDS.unpack(digest))])
+        return units.pop()
 
     def choice(self, seq: Sequence[Any]) -> Any:
-        return self._generator().choice(seq)
+        return seq[int(self.random() * len(seq))]
+
+
+_WORDS = struct.Struct("<8Q")
+_UNIT = 2.0**-53
 
 
 class SimulatorPlane:
