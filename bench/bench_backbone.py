@@ -13,6 +13,7 @@ thread does, off the request path, so a launch never pays a checkpoint of megaby
 
 from __future__ import annotations
 
+import gc
 import statistics
 import tempfile
 import threading
@@ -30,6 +31,7 @@ from bench.context import BenchContext, percentile
 from tests.helpers import DEMO_LIKE
 from tests.infra import free_port
 from workers.bootstrap import build
+from workers.heap import collect_young_less_often
 from workers.planes.simulator import SimulatorPlane
 from workers.settings import Settings
 
@@ -93,8 +95,11 @@ def append_rate(url: str, rounds: int = ROUNDS) -> list[tuple[float, float, floa
     the insert). Right after each pass, a raw ``executemany`` inserts that pass's very
     rows into a table of the same shape (side by side, pass by pass: the shared
     machine's load changes from one second to the next). Each round ticks runs of its
-    own, in projects of its own, from their start.
+    own, in projects of its own, from their start. The cyclic collector is set as in the
+    ticker's process (``squadops worker ticker`` and ``serve``: workers/heap.py).
     """
+    thresholds = gc.get_threshold()
+    collect_young_less_often()
     container = build(Settings(database_url=url, log_level="warning"))
     app = container
     raw_conn = psycopg.connect(url, autocommit=True)
@@ -144,6 +149,7 @@ def append_rate(url: str, rounds: int = ROUNDS) -> list[tuple[float, float, floa
     finally:
         container.close()
         raw_conn.close()
+        gc.set_threshold(*thresholds)
     return results
 
 

@@ -58,7 +58,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     from api.app import create_app
     from api.server import serve
     from workers.bootstrap import SERVE_WORKERS, build
-    from workers.heap import freeze_startup_heap
+    from workers.heap import collect_young_less_often, freeze_startup_heap
 
     if args.host:
         settings = settings.replace(host=args.host)
@@ -70,6 +70,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     workers = SERVE_WORKERS if args.workers == "all" else tuple(w for w in args.workers.split(",") if w and w != "none")
     app = create_app(container, workers=workers)
     freeze_startup_heap()  # full collections walk only what serving makes (workers/heap.py)
+    collect_young_less_often()
     print(f"squadops listening on http://{settings.host}:{settings.port} ({container.store.dialect})", file=sys.stderr)
     # SIGTERM: live streams are told to reconnect, requests in flight finish, workers commit.
     serve(app, host=settings.host, port=settings.port, drain=app.state["hub"].drain)
@@ -79,7 +80,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     from workers.bootstrap import OPTIONAL_WORKERS, WORKERS, build
-    from workers.heap import freeze_startup_heap
+    from workers.heap import collect_young_less_often, freeze_startup_heap
 
     known = WORKERS + OPTIONAL_WORKERS
     if args.name not in known:
@@ -107,6 +108,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
             container.close()
     container.start((args.name,))
     freeze_startup_heap()  # full collections walk only what the worker makes (workers/heap.py)
+    collect_young_less_often()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

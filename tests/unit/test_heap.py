@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from workers.heap import freeze_startup_heap
+from workers.heap import YOUNG_THRESHOLD, collect_young_less_often, freeze_startup_heap
 
 
 class _Node:
@@ -30,3 +30,18 @@ def test_what_startup_built_is_frozen_and_garbage_is_collected_first() -> None:
     finally:
         gc.unfreeze()
     assert id(built_at_startup) in {id(o) for o in gc.get_objects()}
+
+
+def test_the_youngest_generation_is_collected_less_often_and_the_older_ones_as_before() -> None:
+    before = gc.get_threshold()
+    try:
+        assert collect_young_less_often() == (YOUNG_THRESHOLD, before[1], before[2]) == gc.get_threshold()
+        assert YOUNG_THRESHOLD > before[0]
+        # A pass's worth of objects alive at once (7 young collections at Python's 700).
+        gc.collect(0)
+        collections = gc.get_stats()[0]["collections"]
+        held = [[n] for n in range(YOUNG_THRESHOLD // 2)]
+        assert gc.get_stats()[0]["collections"] == collections
+        del held
+    finally:
+        gc.set_threshold(*before)

@@ -153,6 +153,7 @@ class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
         failed: BaseException | None = None
         committing = False
         ids: list[int] = []
+        stored.extend(map(to_stored, items[:STREAM_CHUNK]))  # before the table lock is taken
         try:
             with self.datastore.get_connection() as conn:
                 with conn.pipeline() as pipeline:
@@ -163,8 +164,9 @@ class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
                                 self._notify_channel(curs)
                             cursors = []
                             for start in range(0, len(items), STREAM_CHUNK):
-                                chunk = list(map(to_stored, items[start : start + STREAM_CHUNK]))
-                                stored.extend(chunk)
+                                if start == len(stored):
+                                    stored.extend(map(to_stored, items[start : start + STREAM_CHUNK]))
+                                chunk = stored[start : start + STREAM_CHUNK]
                                 curs = conn.cursor()
                                 cursors.append(curs)
                                 curs.execute(self.typed_insert_statement, _columns(chunk), binary=True)
