@@ -77,8 +77,8 @@ def simulate(app: Any, run_ids: list[str], *, until_done: bool, ticks: int) -> N
         assert all(app.studio.runs.get_run(TENANT, r).status != "running" for r in run_ids), "templates did not finish"
 
 
-def generate(container: Container) -> tuple[str, int, float]:
-    """Fills the store; answers (the 50-agent run's id, events, seconds)."""
+def generate(container: Container) -> tuple[str, int, float, int]:
+    """Fills the store; answers (the 50-agent run's id, events, seconds, runs)."""
     app, started = container, time.perf_counter()
     app.projects.create_project(tenant=TENANT, request=project("fleet", 48), created_by=ACTOR)
     app.projects.create_project(tenant=TENANT, request=project("bench", TARGET_SUITS), created_by=ACTOR)
@@ -94,6 +94,10 @@ def generate(container: Container) -> tuple[str, int, float]:
             by_run[env.run_id].append(env.position)
     notes = {n.id: n for n in app.event_store.recorder.select_notifications(start=1, limit=10**7)}
     copies = RUNS - 1 - TEMPLATES
+    # Runs' lengths follow their seeds: past RUNS, copies go on until MIN_EVENTS are stored.
+    per_round = sum(len(by_run[r]) for r in templates)
+    missing = MIN_EVENTS - app.event_store.max_position() - copies // TEMPLATES * per_round
+    copies += max(0, -(-missing // per_round) * TEMPLATES)
     batch: list[StoredEvent] = []
     for index in range(copies):
         source = templates[index % TEMPLATES]
@@ -127,7 +131,7 @@ def generate(container: Container) -> tuple[str, int, float]:
         app.studio.ticks.tick_runs(plane, tick=[(TENANT, target)])
         if tick % 15 == 14:  # the operator keeps the squad moving (the control-line rule)
             app.studio.control.control_run(tenant=TENANT, run_id=target, intent=ControlIntent(verb="replay_blockers"), actor=ACTOR)
-    return target, app.event_store.max_position(), time.perf_counter() - started
+    return target, app.event_store.max_position(), time.perf_counter() - started, TEMPLATES + 1 + index + 1
 
 
 def raw_read_rate(container: Container, page: int = 10_000) -> float:
@@ -326,8 +330,8 @@ def run(ctx: BenchContext) -> Iterator[str]:
         settings = Settings(database_url=url, log_level="warning", projection_poll_seconds=0.05)
         container = build(settings)
         try:
-            target, events, seconds = generate(container)
-            yield f"store: {RUNS} runs, {events:,} events (generated in {seconds:.0f} s)"
+            target, events, seconds, runs = generate(container)
+            yield f"store: {runs:,} runs, {events:,} events (generated in {seconds:.0f} s)"
             if events < MIN_EVENTS:
                 yield f"note: generation stopped at its time box below {MIN_EVENTS:,} events"
             raw = raw_read_rate(container)
