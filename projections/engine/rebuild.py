@@ -22,6 +22,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 
 from projections.engine.docs import DerivedProjector, Docs, Projector
@@ -175,7 +176,8 @@ def rebuild(
             position = position if projectors else at
     finally:
         for shadow in shadows:  # those not swapped in: a failed rebuild leaves no shadow
-            shadow.drop()
+            with suppress(Exception):  # (one left behind anyway goes at the next open_shadow)
+                shadow.drop()
         memory.members.clear()
         if collecting:
             gc.enable()
