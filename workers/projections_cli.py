@@ -74,7 +74,8 @@ def run(settings: Settings, args: argparse.Namespace, out: TextIO | None = None,
             report = rebuild_parallel(settings, chosen, workers=settings.rebuild_workers, progress=progress)
         print(
             f"rebuilt {', '.join(report.names)}: {report.events:,} events in {report.seconds:.2f} s "
-            f"({report.rate:,.0f} events/s), at position {report.position}",
+            f"({report.rate:,.0f} events/s), at position {report.position}"
+            + (f"; {report.spilled:,} documents spilled, {report.reloaded:,} read back" if report.spilled else ""),
             file=out,
         )
         return 0

@@ -3,7 +3,8 @@
 Each process reads the log itself and rebuilds its own read models (each swapped in on its
 own, blue/green, see ``projections.engine.rebuild``), so the folds use every core instead of
 taking turns under one interpreter lock. Groups are balanced by how much each projector
-costs per event. A derived read model (the stored feed) reads no event: it is composed
+costs per event. Each process keeps its documents within ``SQUADOPS_REBUILD_MEMORY_MIB``
+(the cold ones wait in the shadow tables). A derived read model (the stored feed) reads no event: it is composed
 from its sources as stored, so it is rebuilt once the groups have swapped theirs in.
 """
 
@@ -82,6 +83,11 @@ def open_parts(settings: Settings, *, create_tables: bool = True) -> tuple[Any, 
     return event_store, store
 
 
+def memory_bytes(settings: Settings) -> int | None:
+    """The budget of one rebuild process's documents (None: unbounded)."""
+    return settings.rebuild_memory_mib << 20 if settings.rebuild_memory_mib > 0 else None
+
+
 def rebuild_group(settings: Settings, names: Sequence[str], index: int, progress: Any = None) -> RebuildReport:
     """Rebuilds the named read models in this process (a pool worker, or the caller)."""
     from workers.bootstrap import read_projectors
@@ -95,7 +101,12 @@ def rebuild_group(settings: Settings, names: Sequence[str], index: int, progress
                 progress.put((index, figures))
 
         return rebuild(
-            store, NotificationSource(event_store.recorder), projectors, page_size=settings.rebuild_page_size, progress=report
+            store,
+            NotificationSource(event_store.recorder),
+            projectors,
+            page_size=settings.rebuild_page_size,
+            progress=report,
+            memory_bytes=memory_bytes(settings),
         )
     finally:
         store.close()
@@ -134,6 +145,8 @@ def rebuild_parallel(
         max(r.events for r in reports),
         time.perf_counter() - started,
         min(r.position for r in reports),
+        sum(r.spilled for r in reports),
+        sum(r.reloaded for r in reports),
     )
 
 

@@ -2,8 +2,9 @@
 
 A projector is a pure fold: ``apply(envelope, docs)`` reads and writes JSON documents by
 key and nothing else (no clock, no I/O). The same fold runs live (documents cached per
-batch over the store), in a rebuild (documents in memory, swapped in at the end) and for
-time travel (documents in memory, never stored), so all three agree byte for byte.
+batch over the store), in a rebuild (documents in memory, the cold ones in the shadow table
+swapped in at the end: ``projections.engine.spill``) and for time travel (documents in
+memory, never stored), so all three agree byte for byte.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ class Projector(ABC):
         """Folds one event into the documents it changes."""
 
     def memory_docs(self) -> MemoryDocs:
-        """The documents a rebuild folds into."""
+        """Documents in memory to fold the whole log into: the definition live projection
+        and rebuilds are compared with."""
         return MemoryDocs()
 
 
@@ -88,7 +90,7 @@ class DerivedProjector(Projector):
 
 
 class MemoryDocs:
-    """Documents in memory: rebuilds and time travel."""
+    """Documents in memory: time travel, and the definition of a read model in tests."""
 
     def __init__(self) -> None:
         self.docs: dict[str, tuple[Meta, dict[str, Any]]] = {}

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from projections.engine import announce
-from projections.engine.store import TRACKING, Change, DocStore, Row, T, table_name
+from projections.engine.store import TRACKING, Change, DocStore, Row, Shadow, T, table_name
 from projections.engine.unavailable import GuardedPool, connection_bounds, connection_lost
 
 PG_COLUMNS = (
@@ -28,6 +28,8 @@ class PostgresDocStore(DocStore):
     ) -> None:
         self.url = url
         self.announced: set[str] = set()
+        self._shadowing: Any = None  # see _shadow_connection
+        self._shadows = 0
         # C19: connections are checked before use; waits, connects and statements bounded.
         kwargs = {"autocommit": True, **connection_bounds(statement_seconds)}
         self.pool = GuardedPool(
@@ -174,35 +176,24 @@ class PostgresDocStore(DocStore):
             return True
         return False
 
-    def swap_in(self, name: str, rows: Iterable[Row], position: int, catch_up: Any) -> int:
-        table, shadow = table_name(name), table_name(name) + "__shadow"
-        import psycopg  # a connection of its own: a whole read model is not bound like a request
+    def open_shadow(self, name: str) -> Shadow:
+        return PostgresShadow(self, name)
 
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(f"DROP TABLE IF EXISTS {shadow}")
-            conn.execute(
-                f"CREATE UNLOGGED TABLE {shadow} ({self.columns})"
-            )
-            with conn.cursor() as cur, cur.copy(f"COPY {shadow} (k, p, g, s, st, v) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-            conn.execute(f"ALTER TABLE {shadow} SET LOGGED")
-            with conn.transaction():
-                # Holds the live runner off this read model until the swap commits.
-                conn.execute(f"SELECT position FROM {TRACKING} WHERE name = %s FOR UPDATE", (name,))
-                upserts, deletes, final = catch_up(position)
-                self._write_rows(conn, shadow, upserts, deletes)
-                conn.execute(f"DROP TABLE IF EXISTS {table}")
-                conn.execute(f"ALTER TABLE {shadow} RENAME TO {table}")
-                conn.execute(f"ALTER INDEX IF EXISTS {shadow}_pkey RENAME TO {table}_pkey")
-                conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
-                conn.execute(
-                    f"INSERT INTO {TRACKING} (name, position) VALUES (%s, %s) "
-                    "ON CONFLICT (name) DO UPDATE SET position = excluded.position",
-                    (name, final),
-                )
-                self._announce(conn, name, final, None)  # every copy of the model goes
-        return final
+    def _shadow_connection(self) -> Any:
+        """The connection every open shadow of this store is filled, read and swapped on
+        (a rebuild's work is sequential): one connection, not one per read model."""
+        import psycopg
+
+        if self._shadowing is None or self._shadowing.closed:
+            self._shadowing = psycopg.connect(self.url, autocommit=True)
+        self._shadows += 1
+        return self._shadowing
+
+    def _shadow_done(self) -> None:
+        self._shadows -= 1
+        if self._shadows <= 0 and self._shadowing is not None:
+            self._shadowing.close()
+            self._shadowing = None
 
     def dump(self, name: str) -> list[Row]:
         sql = f"SELECT k, p, g, s, st, v FROM {table_name(name)} ORDER BY k"
@@ -210,4 +201,75 @@ class PostgresDocStore(DocStore):
         return [Row(k, p, g, s, st, bytes(v)) for k, p, g, s, st, v in rows]
 
     def close(self) -> None:
+        if self._shadowing is not None:
+            self._shadowing.close()
         self.pool.close()
+
+
+class PostgresShadow(Shadow):
+    """A shadow table on a connection outside the pools: a whole read model is not bounded
+    like a request. It is unlogged while it is filled (no WAL for rows that may be written
+    again), and logged just before the swap."""
+
+    def __init__(self, store: PostgresDocStore, name: str) -> None:
+        super().__init__(name)
+        self.store = store
+        self.conn = store._shadow_connection()
+        try:
+            self.conn.execute(f"DROP TABLE IF EXISTS {self.shadow}")
+            self.conn.execute(f"CREATE UNLOGGED TABLE {self.shadow} ({store.columns})")
+        except BaseException:
+            self.done = True
+            store._shadow_done()
+            raise
+
+    def write(self, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
+        """Deletes, then copies the rows in (faster than upserts: a row already there must be
+        among ``deletes``, see ``Shadow.write``)."""
+        if not upserts and not deletes:
+            return
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            if deletes:
+                cur.execute(f"DELETE FROM {self.shadow} WHERE k = ANY(%s)", (list(deletes),))
+            if upserts:
+                with cur.copy(f"COPY {self.shadow} (k, p, g, s, st, v) FROM STDIN") as copy:
+                    for row in upserts:
+                        copy.write_row(row)
+
+    def get(self, key: str) -> Row | None:
+        sql = f"SELECT k, p, g, s, st, v FROM {self.shadow} WHERE k = %s"
+        row = self.conn.execute(sql, (key,), prepare=True).fetchone()
+        return Row(row[0], row[1], row[2], row[3], row[4], bytes(row[5])) if row else None
+
+    def swap(self, position: int, catch_up: Any) -> int:
+        conn, table, shadow, name = self.conn, self.table, self.shadow, self.name
+        conn.execute(f"ALTER TABLE {shadow} SET LOGGED")
+        with conn.transaction():
+            # Holds the live runner off this read model until the swap commits.
+            conn.execute(f"SELECT position FROM {TRACKING} WHERE name = %s FOR UPDATE", (name,))
+            upserts, deletes, final = catch_up(position)
+            self.store._write_rows(conn, shadow, upserts, deletes)
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+            conn.execute(f"ALTER TABLE {shadow} RENAME TO {table}")
+            conn.execute(f"ALTER INDEX IF EXISTS {shadow}_pkey RENAME TO {table}_pkey")
+            conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
+            conn.execute(
+                f"INSERT INTO {TRACKING} (name, position) VALUES (%s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET position = excluded.position",
+                (name, final),
+            )
+            self.store._announce(conn, name, final, None)  # every copy of the model goes
+        self.done = True
+        self.store._shadow_done()
+        return final
+
+    def drop(self) -> None:
+        """Drops the shadow on a fresh connection (its own may be what failed)."""
+        if self.done:
+            return
+        self.done = True
+        self.store._shadow_done()
+        import psycopg
+
+        with psycopg.connect(self.store.url, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {self.shadow}")

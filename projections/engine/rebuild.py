@@ -1,10 +1,13 @@
 """Rebuilds read models from the event log, blue/green.
 
-The projectors fold every event from position 0 into documents in memory (the same pure
-fold as live projection), then each read model is written to a shadow table and swapped
-in atomically (``DocStore.swap_in``): readers see the old model until the new one is
-complete, never a half-built one. Events appended meanwhile are folded in before the swap,
-the last ones with the live runner held off, so nothing is missed or applied twice.
+Each read model's shadow table is opened first (``DocStore.open_shadow``); the projectors
+fold every event from position 0 into documents in memory (the same pure fold as live
+projection), the coldest of them written to the shadow whenever they outgrow the budget
+(``projections.engine.spill``); then what is left is written and each shadow is swapped in
+atomically (``Shadow.swap``): readers see the old model until the new one is complete,
+never a half-built one. Events appended meanwhile are folded in before the swap, the last
+ones with the live runner held off, so nothing is missed or applied twice. A rebuild that
+fails drops the shadows it has not swapped in: those read models stay as they were.
 A derived read model (``DerivedProjector``) is not folded: once the others are swapped in,
 it is composed from its sources as stored (``swap_composed``), blue/green as well.
 
@@ -18,13 +21,15 @@ import gc
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 
-from projections.engine.docs import DerivedProjector, MemoryDocs, Projector
+from projections.engine.docs import DerivedProjector, Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.runner import NotificationSource
-from projections.engine.store import DocStore, Row
+from projections.engine.spill import SpillDocs, SpillMemory
+from projections.engine.store import DocStore, Row, Shadow
 
 Progress = Callable[[int, int, int, float], None]  # (position, target, events, seconds)
 
@@ -35,6 +40,8 @@ class RebuildReport:
     events: int
     seconds: float
     position: int
+    spilled: int = 0  # documents written to the shadows before the swap (over the budget)
+    reloaded: int = 0  # spilled documents read back by the fold
 
     @property
     def rate(self) -> float:
@@ -69,10 +76,10 @@ def read_pages(source: NotificationSource, start: int, stop: int, page_size: int
     return next_page
 
 
-def fold_envelopes(projectors: Sequence[Projector], docs: dict[str, MemoryDocs]) -> Callable[[list[Envelope]], None]:
+def fold_envelopes(projectors: Sequence[Projector], docs: Mapping[str, Docs]) -> Callable[[list[Envelope]], None]:
     """A fold of pages of events into ``docs``: each event goes to the projectors that want its
     kind, asked once per kind (``Projector.wants`` answers from the kind alone)."""
-    routes: dict[str, list[tuple[Callable[[Envelope, MemoryDocs], None], MemoryDocs]]] = {}
+    routes: dict[str, list[tuple[Callable[[Envelope, Docs], None], Docs]]] = {}
     everyone = [(p, p.apply, docs[p.name]) for p in projectors]
 
     def fold(page: list[Envelope]) -> None:
@@ -89,13 +96,14 @@ def fold_envelopes(projectors: Sequence[Projector], docs: dict[str, MemoryDocs])
 def fold_pages(
     source: NotificationSource,
     projectors: Sequence[Projector],
-    docs: dict[str, MemoryDocs],
+    docs: Mapping[str, Docs],
     start: int,
     stop: int,
     page_size: int,
     on_page: Callable[[int, int], None] | None = None,
 ) -> tuple[int, int]:
-    """Folds events ``start..stop`` into ``docs``; answers (last position, events read)."""
+    """Folds events ``start..stop`` into ``docs``; answers (last position, events read).
+    ``on_page(position, events)`` is called after each page."""
     position, events = start - 1, 0
     if stop < start:
         return position, 0
@@ -120,25 +128,33 @@ def rebuild(
     *,
     page_size: int = 10_000,
     progress: Progress | None = None,
+    memory_bytes: int | None = None,
 ) -> RebuildReport:
-    """Replays the whole log into ``projectors``' read models and swaps them in."""
+    """Replays the whole log into ``projectors``' read models and swaps them in; their
+    documents stay within ``memory_bytes`` (None: all in memory until the swap)."""
     started = time.perf_counter()
     target = source.max_position()
     derived = [p for p in projectors if isinstance(p, DerivedProjector)]
     projectors = [p for p in projectors if not isinstance(p, DerivedProjector)]
-    docs = {p.name: p.memory_docs() for p in projectors}
     for projector in (*projectors, *derived):
         store.ensure(projector.name)
-
-    def on_page(position: int, events: int) -> None:
-        if progress is not None:
-            progress(position, target, events, time.perf_counter() - started)
-
-    # The fold allocates millions of small containers that all stay alive until the swap:
-    # the cyclic collector would walk that growing heap again and again for nothing.
+    memory = SpillMemory(memory_bytes)
+    shadows: list[Shadow] = []
+    # The fold allocates millions of small containers, most alive for long (all of them
+    # when there is no budget): the cyclic collector would walk that heap again and again
+    # for nothing (documents are trees: dropping one frees it without the collector).
     collecting = gc.isenabled()
     gc.disable()
     try:
+        for projector in projectors:
+            shadows.append(store.open_shadow(projector.name))
+        docs = {shadow.name: memory.docs(shadow) for shadow in shadows}
+
+        def on_page(position: int, events: int) -> None:
+            memory.settle()
+            if progress is not None:
+                progress(position, target, events, time.perf_counter() - started)
+
         position, events = target, 0
         if projectors:
             position, events = fold_pages(source, projectors, docs, 1, target, page_size, on_page)
@@ -147,30 +163,37 @@ def rebuild(
             head = source.max_position()
             if head - position <= page_size:
                 break
-            position, more = fold_pages(source, projectors, docs, position + 1, head, page_size)
+            position, more = fold_pages(source, projectors, docs, position + 1, head, page_size, on_page)
             events += more
+        spilled, reloaded = memory.figures()
         caught = 0
-        for projector in projectors:
-            caught = max(caught, swap(store, source, projector, docs.pop(projector.name), position, page_size))
+        for projector, shadow in zip(projectors, shadows, strict=True):
+            caught = max(caught, swap(source, projector, shadow, docs.pop(projector.name), position, page_size))
+            memory.release(shadow.name)
         events += caught
         for composed in derived:  # from the sources just swapped in (or as stored), not folded again
             at = composed.swap_composed(store, source, page_size)
             position = position if projectors else at
     finally:
-        docs.clear()
+        for shadow in shadows:  # those not swapped in: a failed rebuild leaves no shadow
+            with suppress(Exception):  # (one left behind anyway goes at the next open_shadow)
+                shadow.drop()
+        memory.members.clear()
         if collecting:
             gc.enable()
     seconds = time.perf_counter() - started
     if progress is not None:
         progress(target, target, events, seconds)
-    return RebuildReport(tuple(p.name for p in (*projectors, *derived)), events, seconds, position)
+    names = tuple(p.name for p in (*projectors, *derived))
+    return RebuildReport(names, events, seconds, position, spilled, reloaded)
 
 
 def swap(
-    store: DocStore, source: NotificationSource, projector: Projector, docs: MemoryDocs, position: int, page_size: int
+    source: NotificationSource, projector: Projector, shadow: Shadow, docs: SpillDocs, position: int, page_size: int
 ) -> int:
-    """Writes ``docs`` to the shadow table and swaps it in; answers events caught up."""
-    docs.take_changes()
+    """Writes what is left of ``docs`` to the shadow table and swaps it in; answers events
+    caught up."""
+    docs.flush()
     caught = [0]
 
     def catch_up(since: int) -> tuple[list[Row], list[str], int]:
@@ -181,6 +204,5 @@ def swap(
         upserts, deletes = docs.take_changes()
         return upserts, deletes, max(last, since)
 
-    store.swap_in(projector.name, docs.rows(), position, catch_up)
+    shadow.swap(position, catch_up)
     return caught[0]
-

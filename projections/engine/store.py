@@ -46,6 +46,46 @@ def table_name(name: str) -> str:
     return f"rm_{name}"
 
 
+SHADOW_BATCH = 5000  # rows per write while a shadow table is filled
+
+
+class Shadow(ABC):
+    """A read model's shadow table while a rebuild fills it (``DocStore.open_shadow``).
+
+    Rows are written and read back by key as the fold goes (``write``, ``get``); ``swap``
+    then replaces the read model atomically, with the live runner held off while
+    ``catch_up(position)`` answers the last rows (see ``DocStore.swap_in``). ``drop``
+    discards the shadow unless it was swapped in: the read model stays as it was.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.table = table_name(name)
+        self.shadow = self.table + "__shadow"
+        self.done = False
+
+    @abstractmethod
+    def write(self, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
+        """Keys deleted, then rows written, in one transaction. A row whose key may already be
+        in the shadow must have its key among ``deletes`` (PostgreSQL copies rows in)."""
+
+    @abstractmethod
+    def get(self, key: str) -> Row | None:
+        """The row of ``key`` as written so far, or None."""
+
+    @abstractmethod
+    def swap(self, position: int, catch_up: Any) -> int:
+        """Writes ``catch_up(position)``'s rows and swaps the shadow in; answers the final position.
+
+        ``catch_up(position)`` is called with the live runner held off; it answers the
+        rows changed since ``position`` and the final position, so nothing is missed.
+        """
+
+    @abstractmethod
+    def drop(self) -> None:
+        """Drops the shadow table if it was not swapped in (a no-op once it was)."""
+
+
 class DocStore(ABC):
     """The read-model side of the database (same database as the event store)."""
 
@@ -133,18 +173,25 @@ class DocStore(ABC):
         return sql, params
 
     @abstractmethod
-    def swap_in(
-        self,
-        name: str,
-        rows: Iterable[Row],
-        position: int,
-        catch_up: Any,
-    ) -> int:
-        """Blue/green: fills a shadow table, then atomically replaces the read model.
+    def open_shadow(self, name: str) -> Shadow:
+        """A fresh, empty shadow table of ``name`` (an older one is dropped), for a rebuild to
+        fill; the read model itself is untouched until ``Shadow.swap``."""
 
-        ``catch_up(position)`` is called with the live runner held off; it answers the
-        rows changed since ``position`` and the final position, so nothing is missed.
-        """
+    def swap_in(self, name: str, rows: Iterable[Row], position: int, catch_up: Any) -> int:
+        """Blue/green: fills a shadow table with ``rows``, then atomically replaces the read
+        model (``Shadow.swap``); on any failure the shadow is dropped, the model untouched."""
+        shadow = self.open_shadow(name)
+        try:
+            batch: list[Row] = []
+            for row in rows:
+                batch.append(row)
+                if len(batch) >= SHADOW_BATCH:
+                    shadow.write(batch, ())
+                    batch = []
+            shadow.write(batch, ())
+            return shadow.swap(position, catch_up)
+        finally:
+            shadow.drop()
 
     @abstractmethod
     def dump(self, name: str) -> list[Row]:
@@ -295,35 +342,15 @@ class SqliteDocStore(DocStore):
             conn.execute("COMMIT")
             return True
 
-    def swap_in(self, name: str, rows: Iterable[Row], position: int, catch_up: Any) -> int:
-        table, shadow = table_name(name), table_name(name) + "__shadow"
+    def open_shadow(self, name: str) -> Shadow:
+        shadow = SqliteShadow(self, name)
         with self._writing() as conn:
-            conn.execute(f"DROP TABLE IF EXISTS {shadow}")
+            conn.execute(f"DROP TABLE IF EXISTS {shadow.shadow}")
             conn.execute(
-                f"CREATE TABLE {shadow} (k TEXT PRIMARY KEY, p TEXT NOT NULL, g TEXT NOT NULL, "
+                f"CREATE TABLE {shadow.shadow} (k TEXT PRIMARY KEY, p TEXT NOT NULL, g TEXT NOT NULL, "
                 "s TEXT NOT NULL, st TEXT NOT NULL, v BLOB NOT NULL)"
             )
-        batch: list[Row] = []
-        for row in rows:
-            batch.append(row)
-            if len(batch) >= 5000:
-                with self._writing() as conn:
-                    self._write_rows(conn, shadow, batch, ())
-                batch = []
-        with self._writing() as conn:
-            self._write_rows(conn, shadow, batch, ())
-            upserts, deletes, final = catch_up(position)
-            self._write_rows(conn, shadow, upserts, deletes)
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
-            conn.execute(f"ALTER TABLE {shadow} RENAME TO {table}")
-            conn.execute(f"DROP INDEX IF EXISTS {table}_ps")
-            conn.execute(f"CREATE INDEX {table}_ps ON {table} (p, s)")
-            conn.execute(
-                f"INSERT INTO {TRACKING} (name, position) VALUES (?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET position = excluded.position",
-                (name, final),
-            )
-        return final
+        return shadow
 
     def dump(self, name: str) -> list[Row]:
         rows = self._conn().execute(f"SELECT k, p, g, s, st, v FROM {table_name(name)} ORDER BY k")
@@ -336,6 +363,46 @@ class SqliteDocStore(DocStore):
                     conn.close()
             self._all.clear()
         self._local = threading.local()
+
+
+class SqliteShadow(Shadow):
+    """A shadow table in the SQLite file, written and read on the store's connection."""
+
+    def __init__(self, store: SqliteDocStore, name: str) -> None:
+        super().__init__(name)
+        self.store = store
+
+    def write(self, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
+        if upserts or deletes:
+            with self.store._writing() as conn:
+                self.store._write_rows(conn, self.shadow, upserts, deletes)
+
+    def get(self, key: str) -> Row | None:
+        row = self.store._conn().execute(f"SELECT k, p, g, s, st, v FROM {self.shadow} WHERE k = ?", (key,)).fetchone()
+        return Row(row[0], row[1], row[2], row[3], row[4], bytes(row[5])) if row else None
+
+    def swap(self, position: int, catch_up: Any) -> int:
+        table, shadow = self.table, self.shadow
+        with self.store._writing() as conn:  # the write lock holds the live runner off
+            upserts, deletes, final = catch_up(position)
+            self.store._write_rows(conn, shadow, upserts, deletes)
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+            conn.execute(f"ALTER TABLE {shadow} RENAME TO {table}")
+            conn.execute(f"DROP INDEX IF EXISTS {table}_ps")
+            conn.execute(f"CREATE INDEX {table}_ps ON {table} (p, s)")
+            conn.execute(
+                f"INSERT INTO {TRACKING} (name, position) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET position = excluded.position",
+                (self.name, final),
+            )
+        self.done = True
+        return final
+
+    def drop(self) -> None:
+        if not self.done:
+            self.done = True
+            with self.store._writing() as conn:
+                conn.execute(f"DROP TABLE IF EXISTS {self.shadow}")
 
 
 # -- PostgreSQL -------------------------------------------------------------------------------

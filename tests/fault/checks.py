@@ -30,7 +30,7 @@ from tests.fault.live import Subscription
 from tests.fault.load import Command, Recorder
 from tests.live_helpers import stream_contents
 from workers.bootstrap import read_projectors
-from workers.rebuild import open_parts
+from workers.rebuild import memory_bytes, open_parts
 from workers.settings import Settings
 
 
@@ -120,7 +120,7 @@ def check_read_models(settings: Settings) -> Check:
         projectors = read_projectors()
         positions = store.positions()
         live = {p.name: store.dump(p.name) for p in projectors}
-        report = rebuild(store, source, projectors, page_size=10_000)
+        report = rebuild(store, source, projectors, page_size=10_000, memory_bytes=memory_bytes(settings))
         rebuilt = {p.name: store.dump(p.name) for p in projectors}
     finally:
         store.close()

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,9 +44,10 @@ def parts(url: str) -> tuple[Services, DocStore]:
     operations=st.lists(OPERATIONS, min_size=5, max_size=40),
     page_size=st.integers(min_value=1, max_value=40),
     passes=st.lists(st.integers(min_value=0, max_value=2), min_size=40, max_size=40),
+    budget=st.sampled_from([None, 0, 2048]),  # no bound; every document spilled at each page; some
 )
 def test_rebuild_equals_live_projection_byte_for_byte(
-    request: dict[str, Any], operations: list[tuple[Any, ...]], page_size: int, passes: list[int]
+    request: dict[str, Any], operations: list[tuple[Any, ...]], page_size: int, passes: list[int], budget: int | None
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         app, store = parts(f"sqlite:///{Path(tmp) / 'squadops.db'}")
@@ -63,7 +65,9 @@ def test_rebuild_equals_live_projection_byte_for_byte(
                 pass
             assert set(runner.positions().values()) == {app.event_store.max_position()}
             live = dumps(store)
-            report = rebuild(store, NotificationSource(app.event_store.recorder), read_projectors(), page_size=7)
+            report = rebuild(
+                store, NotificationSource(app.event_store.recorder), read_projectors(), page_size=7, memory_bytes=budget
+            )
             assert report.position == app.event_store.max_position()
             assert dumps(store) == live
         finally:
@@ -127,7 +131,8 @@ def test_rebuild_of_simulated_runs_on_postgres_swaps_in_without_half_built_reads
         container.close()
 
 
-def test_events_appended_during_a_rebuild_are_in_the_swapped_model(tmp_path: Path) -> None:
+@pytest.mark.parametrize("budget", [None, 1024])
+def test_events_appended_during_a_rebuild_are_in_the_swapped_model(tmp_path: Path, budget: int | None) -> None:
     app, store = parts(f"sqlite:///{tmp_path / 'squadops.db'}")
     try:
         runner = ProjectionRunner(NotificationSource(app.event_store.recorder), store, read_projectors())
@@ -142,7 +147,10 @@ def test_events_appended_during_a_rebuild_are_in_the_swapped_model(tmp_path: Pat
                 apply_all(scenario, [("advance", 1, 9, 4, "backend", (0.25, 5, 1, "success"))])
                 appended.append(app.event_store.max_position())
 
-        report = rebuild(store, NotificationSource(app.event_store.recorder), read_projectors(), page_size=3, progress=append_once)
+        report = rebuild(
+            store, NotificationSource(app.event_store.recorder), read_projectors(), page_size=3, progress=append_once,
+            memory_bytes=budget,
+        )
         assert appended and report.position <= appended[0]
         assert set(store.positions()[p.name] for p in read_projectors()) == {appended[0]}
         rebuilt = dumps(store)

@@ -1,11 +1,13 @@
-"""Rebuild groups: every read model in exactly one process, the costly ones spread out."""
+"""Rebuild groups: every read model in exactly one process, the costly ones spread out; each
+process's memory budget."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workers.rebuild import groups
+from workers.rebuild import groups, memory_bytes
+from workers.settings import load_settings
 
 NAMES = ["runs", "projects", "workspace_mirror", "pixels", "surfaces", "log_dock", "fleet", "later_model"]
 
@@ -23,3 +25,9 @@ def test_the_heavy_read_models_are_split_across_two_processes() -> None:
     assert {"runs", "pixels"} <= set(first) | set(second)
     assert not {"runs", "pixels", "log_dock"} <= set(first)
     assert not {"runs", "pixels", "log_dock"} <= set(second)
+
+
+def test_the_memory_budget_of_a_rebuild_process_is_read_from_its_setting() -> None:
+    assert memory_bytes(load_settings({})) == 256 << 20
+    assert memory_bytes(load_settings({"SQUADOPS_REBUILD_MEMORY_MIB": "64"})) == 64 << 20
+    assert memory_bytes(load_settings({"SQUADOPS_REBUILD_MEMORY_MIB": "0"})) is None  # no bound
