@@ -63,7 +63,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     rebuild_page_size: int = 10_000
     rebuild_workers: int = 2
     # A rebuild process's documents in memory, all its read models together; 0: no bound.
-    rebuild_memory_mib: int = 256
+    rebuild_memory_mib: int = 64
     live_stream_name: str = "PORTAL_LIVE_EVENTS"
     live_stream_max_age_seconds: float = 7 * 24 * 3600.0
     live_stream_max_bytes: int = 1024 * 1024 * 1024

@@ -28,6 +28,6 @@ def test_the_heavy_read_models_are_split_across_two_processes() -> None:
 
 
 def test_the_memory_budget_of_a_rebuild_process_is_read_from_its_setting() -> None:
-    assert memory_bytes(load_settings({})) == 256 << 20
+    assert memory_bytes(load_settings({})) == 64 << 20
     assert memory_bytes(load_settings({"SQUADOPS_REBUILD_MEMORY_MIB": "64"})) == 64 << 20
     assert memory_bytes(load_settings({"SQUADOPS_REBUILD_MEMORY_MIB": "0"})) is None  # no bound
