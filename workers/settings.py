@@ -96,6 +96,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     local_max_processes: int = 4
     local_first_tool_seconds: float = 120.0
     local_stop_grace_seconds: float = 5.0
+    # Extra command prefixes agents may run without asking (the project's build and test
+    # commands), comma-separated: ``make check,tox -e py311``.
+    local_allowed_commands: str = ""
+    # The address agents (and links) reach this service at; "" = the address it listens on.
+    public_url: str = ""
     model_proxy_base_url: str = ""
     model_proxy_token: str = ""
     mcp_token_key: str = ""

@@ -32,7 +32,7 @@ import structlog
 from domain.shared import agent_tokens, ports
 from domain.studio.agent_stream import Started, StreamReader, excerpt
 from domain.studio.agent_tools import StepTranslator
-from domain.studio.brief import brief
+from domain.studio.brief import branch_name, brief
 from domain.studio.policies.blockers import (
     AGENT_CLI_MISSING,
     AGENT_PROCESS_EXITED,
@@ -41,7 +41,7 @@ from domain.studio.policies.blockers import (
 from domain.studio.policies.credentials import CredentialCheck
 from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED
 from domain.studio.session import PAUSED, READY, STOPPED, WAITING_FIRST_TOOL, WORKING
-from workers.planes.local.launch import LocalConfig, MissingCommand, prepare
+from workers.planes.local.launch import LocalConfig, MissingCommand, agent_identity, prepare
 from workers.planes.local.process import AgentProcess, ProcessPool
 from workers.planes.local.worktrees import WorktreeError, Worktrees
 
@@ -50,6 +50,7 @@ log = structlog.get_logger("squadops.local_plane")
 LOGS_PER_TICK = 20
 SWEEP_SECONDS = 0.5  # how often runs this plane did not tick are looked up (did they end?)
 STALE_SIGNAL = "detached runner process not alive"
+GIT_FALLBACK_AUTHOR = "squadops@squadops.local"
 
 
 @dataclass
@@ -63,6 +64,10 @@ class Handle:
     process: AgentProcess
     workspace_name: str
     expected_attempt: int
+    session_id: str = ""
+    worktree: Path | None = None
+    author: str = ""
+    step: str = ""
     reader: StreamReader = field(default_factory=StreamReader)
     translator: StepTranslator | None = None
     llm_session_id: str = ""
@@ -89,7 +94,7 @@ class LocalPlane:
         self.handles: dict[str, Handle] = {}
         self.marks: dict[str, tuple[int, int]] = {}  # key -> (workspace_restarts, generation) of its worktree
         self.workspaces: dict[str, Path] = {}  # workspace name -> worktree
-        self.retiring: dict[str, AgentProcess] = {}  # ended by the plane, not exited yet
+        self.retiring: dict[str, Handle] = {}  # ended by the plane, not exited yet (its work kept once it has)
         self._planned: dict[tuple[str, str], tuple[int, list[ports.Step]]] = {}  # run -> its last tick's steps
         self.known_runs: set[tuple[str, str]] = set()
         self._ticked: set[tuple[str, str]] = set()
@@ -116,7 +121,7 @@ class LocalPlane:
                     for step in self._drain(run, s, self.handles[s.id], reoffer=False)
                 ]
             else:
-                steps = []
+                steps = self._settle_retiring(run)
                 for session in sorted(sessions, key=lambda s: s.agent_id):
                     try:
                         steps.extend(self._session(run, session, tick))
@@ -147,26 +152,63 @@ class LocalPlane:
                         self.known_runs.discard((tenant, run_id))
 
     def end_run(self, tenant: str, run_id: str) -> None:
-        """Stops every process of the run and removes its worktrees."""
+        """Stops every process of the run, commits what each agent left uncommitted onto its
+        branch, and removes the worktrees that are then wholly in refs (the others stay)."""
         with self._lock:
-            for key in [k for k, h in self.handles.items() if (h.tenant, h.run_id) == (tenant, run_id)]:
-                self._forget(key)
             for key in [k for k in list(self.pool.waiting) if k.startswith(f"ses:{tenant}:{run_id}:")]:
                 self.pool.cancel(key)
-            removed = self.worktrees.remove_run(tenant, run_id)
+            ending = [h for h in self.handles.values() if (h.tenant, h.run_id) == (tenant, run_id)]
+            ending += [h for h in self.retiring.values() if (h.tenant, h.run_id) == (tenant, run_id)]
+            for handle in ending:
+                self.handles.pop(handle.key, None)
+                self.retiring.pop(handle.key, None)
+                handle.process.stop(self.config.stop_grace_seconds)
+            # Each got SIGTERM, and SIGKILL after the grace: their worktrees are still again soon.
+            deadline = time.monotonic() + self.config.stop_grace_seconds + 2
+            for handle in ending:
+                handle.process.wait(max(deadline - time.monotonic(), 0.0))
+            authors = {h.agent_id: h.author for h in ending}
+            folder = self.worktrees.run_dir(tenant, run_id)
+            for path in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.exists() else []:
+                author = authors.get(path.name) or self._recorded_author(tenant, run_id, path.name)
+                message = (f"squadops: work {path.name} left uncommitted (run ended)\n\n"
+                           f"Run: {run_id}\nAgent: {path.name}\n")
+                try:
+                    commit = self.worktrees.preserve(path, author, message)
+                except WorktreeError as exc:
+                    log.warning("local_work_not_committed", run_id=run_id, agent_id=path.name, error=str(exc))
+                    continue
+                if commit:
+                    log.info("local_work_committed", run_id=run_id, agent_id=path.name, commit=commit)
+            removed, kept = self.worktrees.remove_run(tenant, run_id)
             self.workspaces = {n: p for n, p in self.workspaces.items() if p not in removed}
             self.known_runs.discard((tenant, run_id))
             self._planned.pop((tenant, run_id), None)
+            if kept:
+                log.warning("local_worktrees_kept", run_id=run_id, kept=[str(p) for p in kept])
             log.info("local_run_cleaned", run_id=run_id, worktrees=len(removed))
 
+    def _recorded_author(self, tenant: str, run_id: str, agent_id: str) -> str:
+        """The commit author a launch recorded beside the agent's configuration."""
+        marker = self.config.data_dir.resolve() / "agents" / tenant / run_id / agent_id / "author"
+        try:
+            return marker.read_text().strip() or GIT_FALLBACK_AUTHOR
+        except OSError:
+            return GIT_FALLBACK_AUTHOR
+
     def close(self) -> None:
-        """Stops every process (worktrees stay for the runs that go on after a restart)."""
+        """Stops every process and commits what each left uncommitted (worktrees stay for the
+        runs that go on after a restart)."""
         with self._lock:
-            for key in list(self.handles):
-                self._forget(key)
+            ending = list(self.handles.values()) + list(self.retiring.values())
+            self.handles.clear()
+            self.retiring.clear()
+            for handle in ending:
+                handle.process.stop(self.config.stop_grace_seconds)
         deadline = time.monotonic() + self.config.stop_grace_seconds + 1
-        for process in list(self.pool.live.values()):
-            process.wait(max(deadline - time.monotonic(), 0.0))
+        for handle in ending:
+            if handle.process.wait(max(deadline - time.monotonic(), 0.0)):
+                self._keep_work(handle, "service stopped")
 
     def probe_workspace(self, lease: Any) -> str:
         """A worktree of this machine is ``connected`` while it is a git worktree."""
@@ -192,6 +234,7 @@ class LocalPlane:
         if s.ended:
             return self._ended(s)
         if handle is not None:
+            handle.step = s.current_step
             handle.confirmed = handle.confirmed or s.process_attempt >= handle.expected_attempt
             if s.live_status == PAUSED and not handle.process.paused:
                 handle.process.pause()
@@ -202,8 +245,9 @@ class LocalPlane:
                 handle.started_seen_at += time.monotonic() - handle.paused_at
             dead = handle.process.finished and handle.exit_tick >= 0
             if s.live_status == READY and (handle.confirmed or dead or self._workspace_changed(s)):
-                self._forget(s.id)  # restarted by a verb or a policy: a new process, same worktree
-                handle = None
+                # Restarted by a verb or a policy: a new process, same worktree (its work kept first).
+                restarted = self._forget(s.id, f"restart: {s.last_restart_reason or 'verb'}")
+                return restarted + self._launch(run, s)
         if handle is None:
             if s.live_status == READY:
                 return self._launch(run, s)
@@ -229,16 +273,18 @@ class LocalPlane:
             self.pool.cancel(s.id)
             return []
         process = handle.process
+        handle.step = s.current_step
+        why = f"session {s.live_status}"
         if process.finished:
-            self._forget(s.id)
+            kept = self._forget(s.id, why)
             if handle.exit_tick >= 0 or process.stopping:
-                return []
+                return kept
             code = process.exit_code
             text = f"process {process.pid} exited with code {code} after the session ended"
-            return [self._log(s.agent_id, "error" if code else "info", text, "exit")]
+            return [self._log(s.agent_id, "error" if code else "info", text, "exit")] + kept
         handle.ended_at = handle.ended_at or time.monotonic()
         if final or s.live_status == STOPPED or time.monotonic() - handle.ended_at > self.config.stop_grace_seconds:
-            self._forget(s.id)
+            return self._forget(s.id, why)
         return []
 
     def _workspace_changed(self, s: Any) -> bool:
@@ -247,11 +293,13 @@ class LocalPlane:
 
     def _launch(self, run: Any, s: Any) -> list[ports.Step]:
         key = s.id
+        kept: list[ports.Step] = []
         retiring = self.retiring.get(key)
         if retiring is not None:
-            if not retiring.finished:
+            if not retiring.process.finished:
                 return []  # never two processes of one agent in one worktree
             del self.retiring[key]
+            kept = self._keep_work(retiring, "before the next process in this worktree")
         if not self.pool.admit(key):
             if key in self._queued_logged:
                 return []
@@ -261,14 +309,17 @@ class LocalPlane:
                               f"at most {self.pool.max_processes} agent processes run at once)", "stdout")]
         self._queued_logged.discard(key)
         workspace_name = f"wt-{run.run_id}-{s.agent_id}" + (f"-g{s.workspace_generation}" if s.workspace_generation else "")
+        author = agent_identity(self.config, s.role_key)
         try:
             if self._workspace_changed(s):
-                worktree = self.worktrees.recreate(run, s.agent_id)
+                worktree = self.worktrees.recreate(run, s.agent_id, author, (
+                    f"squadops: work {s.agent_id} left uncommitted (before a fresh workspace)\n\n"
+                    f"Run: {run.run_id}\nSession: {s.session_id}\nStep: {s.current_step}\n"))
             else:
                 worktree = self.worktrees.ensure(run, s.agent_id)
         except (WorktreeError, OSError) as exc:
             self.pool.cancel(key)
-            return [ports.Block(
+            return kept + [ports.Block(
                 agent_id=s.agent_id, code=SOURCE_MATERIALIZATION_FAILED,
                 message=f"The session's git worktree could not be created: {excerpt(str(exc), 400)}",
                 evidence={"workspace_name": workspace_name, "error": excerpt(str(exc), 400)},
@@ -278,24 +329,26 @@ class LocalPlane:
         identity = agent_tokens.AgentIdentity(run.tenant, run.run_id, s.session_id, s.agent_id)
         argv: list[str] = []
         try:
-            launch = prepare(self.config, run, s, worktree, agent_tokens.sign(self.config.token_key, identity), brief(run, s))
+            launch = prepare(self.config, run, s, worktree, agent_tokens.sign(self.config.token_key, identity), brief(run, s),
+                             git_dirs=self.worktrees.git_dirs(worktree))
             argv = launch.argv
             process = AgentProcess(launch)
         except MissingCommand as exc:
             self.pool.cancel(key)
-            return [self._missing(s, str(exc))]
+            return kept + [self._missing(s, str(exc))]
         except OSError as exc:  # no such binary, not executable, ...
             self.pool.cancel(key)
             program = argv[0] if argv else "the agent CLI"
-            return [self._missing(s, f"The agent CLI {program!r} cannot be run ({exc.strerror or exc}); install it "
+            return kept + [self._missing(s, f"The agent CLI {program!r} cannot be run ({exc.strerror or exc}); install it "
                                      "or set SQUADOPS_LOCAL_AGENT_COMMAND.")]
         self.pool.started(key, process)
         self.handles[key] = Handle(
             key=key, tenant=run.tenant, run_id=run.run_id, agent_id=s.agent_id, process=process,
             workspace_name=workspace_name, expected_attempt=s.process_attempt + 1,
-            translator=StepTranslator(s.agent_id),
+            translator=StepTranslator(s.agent_id), session_id=s.session_id, worktree=worktree, author=author,
+            step=s.current_step,
         )
-        steps: list[ports.Step] = [self._log(
+        steps: list[ports.Step] = kept + [self._log(
             s.agent_id, "info",
             f"process {process.pid} started in {worktree}: {excerpt(shlex.join(argv), 300)}", "stdout",
         )]
@@ -402,14 +455,46 @@ class LocalPlane:
         return ports.Block(agent_id=s.agent_id, code=AGENT_CLI_MISSING, message=message,
                            evidence={"provider": provider, "command_override": bool(self.config.command)})
 
-    def _forget(self, key: str) -> None:
+    def _forget(self, key: str, why: str = "") -> list[ports.Step]:
+        """Ends the session's process; once it has exited, what it left uncommitted in its
+        worktree is committed onto its branch (now, or when the retiring process exits)."""
         handle = self.handles.pop(key, None)
         self.pool.cancel(key)
         self._queued_logged.discard(key)
-        if handle is not None:
-            handle.process.stop(self.config.stop_grace_seconds)
-            if not handle.process.finished:
-                self.retiring[key] = handle.process
+        if handle is None:
+            return []
+        handle.process.stop(self.config.stop_grace_seconds)
+        if not handle.process.finished:
+            self.retiring[key] = handle
+            return []
+        return self._keep_work(handle, why)
+
+    def _keep_work(self, handle: Handle, why: str) -> list[ports.Step]:
+        """Commits what the agent left uncommitted onto ``squad/<run_id>/<agent_id>`` (C23)."""
+        if handle.worktree is None or not handle.worktree.exists():
+            return []
+        message = (f"squadops: work {handle.agent_id} left uncommitted ({why or 'process ended'})\n\n"
+                   f"Run: {handle.run_id}\nSession: {handle.session_id}\nStep: {handle.step or 'unknown'}\n")
+        try:
+            commit = self.worktrees.preserve(handle.worktree, handle.author, message)
+        except WorktreeError as exc:
+            log.warning("local_work_not_committed", run_id=handle.run_id, agent_id=handle.agent_id, error=str(exc))
+            return [self._log(handle.agent_id, "error", f"the work left in the worktree could not be committed "
+                                                        f"(it stays in place): {excerpt(str(exc), 300)}", "exit")]
+        if not commit:
+            return []
+        return [self._log(handle.agent_id, "info", f"committed the work left uncommitted as {commit[:12]} on "
+                                                   f"{branch_name(handle.run_id, handle.agent_id)} ({why or 'process ended'})",
+                          "exit")]
+
+    def _settle_retiring(self, run: Any) -> list[ports.Step]:
+        """The run's retired processes that have exited get their work committed."""
+        steps: list[ports.Step] = []
+        for key, handle in list(self.retiring.items()):
+            if (handle.tenant, handle.run_id) == (run.tenant, run.run_id) and handle.process.finished:
+                del self.retiring[key]
+                steps += self._keep_work(handle, "process ended by the plane")
+        return steps
 
     @staticmethod
     def _log(agent_id: str, level: str, text: str, stream: str) -> ports.RunnerOutput:
