@@ -239,9 +239,14 @@ class Worktrees:
         )
 
     def git_dirs(self, path: Path) -> list[Path]:
-        """The git metadata a commit in the worktree writes: the repository it belongs to."""
+        """The git metadata a commit in the worktree writes: the repository it belongs to (objects,
+        refs) and the worktree's own folder in it (index, HEAD). Codex's sandbox keeps a
+        worktree's git folder read-only unless it is a writable root by itself."""
         repo = self._repository_of(path)
-        return [repo] if repo is not None else []
+        if repo is None:
+            return []
+        admin = Path((path / ".git").read_text().strip().removeprefix("gitdir:").strip())
+        return [repo, admin]
 
     def runs_on_disk(self) -> list[tuple[str, str]]:
         """``(tenant, run_id)`` of every run that has a worktree folder here."""
