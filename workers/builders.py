@@ -121,7 +121,7 @@ def service_url(settings: Settings) -> str:
 def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> Any:
     """The execution plane C21 names: the simulator (default) or the local one."""
     if settings.execution_plane != "local":
-        return SimulatorPlane()
+        return SimulatorPlane(data_dir=Path(settings.data_dir), agent_domain=settings.agent_domain)
     config = LocalConfig(
         data_dir=Path(settings.data_dir),
         base_url=service_url(settings),

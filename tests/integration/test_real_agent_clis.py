@@ -92,3 +92,13 @@ def test_real_clis_deliver_committed_work(database_url: str) -> None:
         handoffs = [(e["agent_id"], e["target_agent_id"]) for e in feed["live_events"] if e["event_name"] == "handed_off"]
         assert handoffs == [("planner", "backend")]
         assert feed["delivery"]["pr_url"]
+
+        # The gate publishes the agent's real change (and its evidence) to the project's vcs.
+        answer = svc.http.post(f"/v1/admin/gate/threads/{run_id}/run",
+                               json={"agent_key": "backend", "provider_key": "codex", "notes": "real CLIs"})
+        assert answer.status_code == 200, answer.text
+        record = answer.json()
+        assert record["status"] == "published", record
+        assert "orders.py" in record["publication"]["committed_paths"]
+        vcs = svc.container.gate.vcs.bare(record["repo"])
+        assert show(vcs, record["publication"]["head_sha"], "orders.py") == "ORDERS: list[dict] = []\n"

@@ -32,7 +32,7 @@ import structlog
 from domain.shared import agent_tokens, ports
 from domain.studio.agent_stream import Started, StreamReader, excerpt
 from domain.studio.agent_tools import StepTranslator
-from domain.studio.brief import branch_name, brief
+from domain.studio.brief import brief
 from domain.studio.policies.blockers import (
     AGENT_CLI_MISSING,
     AGENT_PROCESS_EXITED,
@@ -41,6 +41,7 @@ from domain.studio.policies.blockers import (
 from domain.studio.policies.credentials import CredentialCheck
 from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED
 from domain.studio.session import PAUSED, READY, STOPPED, WAITING_FIRST_TOOL, WORKING
+from workers.planes.local import work
 from workers.planes.local.launch import LocalConfig, MissingCommand, agent_identity, prepare
 from workers.planes.local.process import AgentProcess, ProcessPool
 from workers.planes.local.worktrees import WorktreeError, Worktrees
@@ -50,7 +51,6 @@ log = structlog.get_logger("squadops.local_plane")
 LOGS_PER_TICK = 20
 SWEEP_SECONDS = 0.5  # how often runs this plane did not tick are looked up (did they end?)
 STALE_SIGNAL = "detached runner process not alive"
-GIT_FALLBACK_AUTHOR = "squadops@squadops.local"
 
 
 @dataclass
@@ -118,7 +118,7 @@ class LocalPlane:
                 # processes wrote then is planned again, with what they wrote since.
                 steps = planned[1] + [
                     step for s in sessions if s.id in self.handles and s.live_status != PAUSED
-                    for step in self._drain(run, s, self.handles[s.id], reoffer=False)
+                    for step in self._name_heads(run, self._drain(run, s, self.handles[s.id], reoffer=False))
                 ]
             else:
                 steps = self._settle_retiring(run)
@@ -168,18 +168,7 @@ class LocalPlane:
             for handle in ending:
                 handle.process.wait(max(deadline - time.monotonic(), 0.0))
             authors = {h.agent_id: h.author for h in ending}
-            folder = self.worktrees.run_dir(tenant, run_id)
-            for path in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.exists() else []:
-                author = authors.get(path.name) or self._recorded_author(tenant, run_id, path.name)
-                message = (f"squadops: work {path.name} left uncommitted (run ended)\n\n"
-                           f"Run: {run_id}\nAgent: {path.name}\n")
-                try:
-                    commit = self.worktrees.preserve(path, author, message)
-                except WorktreeError as exc:
-                    log.warning("local_work_not_committed", run_id=run_id, agent_id=path.name, error=str(exc))
-                    continue
-                if commit:
-                    log.info("local_work_committed", run_id=run_id, agent_id=path.name, commit=commit)
+            work.keep_run(self.worktrees, self.config.data_dir, tenant, run_id, authors)
             removed, kept = self.worktrees.remove_run(tenant, run_id)
             self.workspaces = {n: p for n, p in self.workspaces.items() if p not in removed}
             self.known_runs.discard((tenant, run_id))
@@ -187,14 +176,6 @@ class LocalPlane:
             if kept:
                 log.warning("local_worktrees_kept", run_id=run_id, kept=[str(p) for p in kept])
             log.info("local_run_cleaned", run_id=run_id, worktrees=len(removed))
-
-    def _recorded_author(self, tenant: str, run_id: str, agent_id: str) -> str:
-        """The commit author a launch recorded beside the agent's configuration."""
-        marker = self.config.data_dir.resolve() / "agents" / tenant / run_id / agent_id / "author"
-        try:
-            return marker.read_text().strip() or GIT_FALLBACK_AUTHOR
-        except OSError:
-            return GIT_FALLBACK_AUTHOR
 
     def close(self) -> None:
         """Stops every process and commits what each left uncommitted (worktrees stay for the
@@ -222,6 +203,10 @@ class LocalPlane:
         if self.config.model_proxy_base_url and not self.config.model_proxy_token:
             return CredentialCheck(profile_resolved=False)
         return CredentialCheck(profile_resolved=True)
+
+    def changes(self, run: Any, agent_id: str) -> ports.BranchChanges | None:
+        """The agent's branch against its lane's default branch (``ports.WorkBranches``)."""
+        return self.worktrees.changes(run, agent_id)
 
     def process_of(self, session_key: str) -> AgentProcess | None:
         handle = self.handles.get(session_key)
@@ -258,7 +243,7 @@ class LocalPlane:
             return []  # what it wrote before it was stopped is read when it resumes
         # Whether it had exited before its lines are taken: then every line it wrote is in.
         finished = handle.process.finished
-        steps = self._drain(run, s, handle)
+        steps = self._name_heads(run, self._drain(run, s, handle))
         if s.switch_pending and s.live_status in (WORKING, WAITING_FIRST_TOOL):
             # The takeover handoff is recorded: end this process, start the new assignment.
             steps.append(ports.RestartProcess(agent_id=s.agent_id, reason="process_switch"))
@@ -470,22 +455,13 @@ class LocalPlane:
         return self._keep_work(handle, why)
 
     def _keep_work(self, handle: Handle, why: str) -> list[ports.Step]:
-        """Commits what the agent left uncommitted onto ``squad/<run_id>/<agent_id>`` (C23)."""
-        if handle.worktree is None or not handle.worktree.exists():
+        if handle.worktree is None:
             return []
-        message = (f"squadops: work {handle.agent_id} left uncommitted ({why or 'process ended'})\n\n"
-                   f"Run: {handle.run_id}\nSession: {handle.session_id}\nStep: {handle.step or 'unknown'}\n")
-        try:
-            commit = self.worktrees.preserve(handle.worktree, handle.author, message)
-        except WorktreeError as exc:
-            log.warning("local_work_not_committed", run_id=handle.run_id, agent_id=handle.agent_id, error=str(exc))
-            return [self._log(handle.agent_id, "error", f"the work left in the worktree could not be committed "
-                                                        f"(it stays in place): {excerpt(str(exc), 300)}", "exit")]
-        if not commit:
-            return []
-        return [self._log(handle.agent_id, "info", f"committed the work left uncommitted as {commit[:12]} on "
-                                                   f"{branch_name(handle.run_id, handle.agent_id)} ({why or 'process ended'})",
-                          "exit")]
+        return work.keep(self.worktrees, handle.worktree, work.Author(
+            handle.agent_id, handle.author, handle.run_id, handle.session_id, handle.step), why)
+
+    def _name_heads(self, run: Any, steps: list[ports.Step]) -> list[ports.Step]:
+        return work.name_heads(self.worktrees, run, steps)
 
     def _settle_retiring(self, run: Any) -> list[ports.Step]:
         """The run's retired processes that have exited get their work committed."""

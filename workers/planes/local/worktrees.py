@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from domain.shared import ports
 from domain.studio.agent_tools import lane_binding
 from domain.studio.brief import branch_name
 
@@ -35,17 +36,6 @@ class WorktreeError(Exception):
 
 
 @dataclass(frozen=True)
-class BranchChanges:
-    """What an agent's branch holds against its lane's default branch."""
-
-    branch: str
-    base_sha: str
-    head_sha: str
-    paths: tuple[str, ...]
-    uncommitted: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class Repository:
     key: str
     path: Path
@@ -53,8 +43,11 @@ class Repository:
     default_branch: str
 
 
-def git(*args: str, cwd: Path | None = None, stdin: str = "", identity: str = "", raw: bool = False) -> str:
-    env = {**os.environ, **GIT_IDENTITY, "GIT_TERMINAL_PROMPT": "0"}
+def git(
+    *args: str, cwd: Path | None = None, stdin: str = "", identity: str = "", raw: bool = False,
+    env: dict[str, str] | None = None,
+) -> str:
+    env = {**os.environ, **GIT_IDENTITY, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
     if identity:
         env.update(GIT_AUTHOR_NAME=identity, GIT_AUTHOR_EMAIL=identity,
                    GIT_COMMITTER_NAME=identity, GIT_COMMITTER_EMAIL=identity)
@@ -93,7 +86,9 @@ class Worktrees:
 
     # -- repositories -------------------------------------------------------------------
 
-    def ensure_repository(self, repo: Repository) -> None:
+    def ensure_repository(self, repo: Repository, when: str = "") -> None:
+        """The lane's repository: a bare clone of its origin, or a new one whose first commit is
+        empty (dated ``when`` when given, so that the same lane starts from the same commit)."""
         if (repo.path / "HEAD").exists():
             return
         repo.path.parent.mkdir(parents=True, exist_ok=True)
@@ -102,7 +97,8 @@ class Worktrees:
             return
         git("init", "--bare", f"--initial-branch={repo.default_branch}", str(repo.path))
         tree = git("hash-object", "-t", "tree", "-w", "--stdin", cwd=repo.path)
-        commit = git("commit-tree", tree, "-m", f"squadops: start of the {repo.key} lane", cwd=repo.path)
+        dates = {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when} if when else {}
+        commit = git("commit-tree", tree, "-m", f"squadops: start of the {repo.key} lane", cwd=repo.path, env=dates)
         git("update-ref", f"refs/heads/{repo.default_branch}", commit, cwd=repo.path)
 
     # -- worktrees ----------------------------------------------------------------------
@@ -214,7 +210,7 @@ class Worktrees:
             shutil.rmtree(folder, ignore_errors=True)
         return removed, kept
 
-    def changes(self, run: Any, agent_id: str) -> BranchChanges | None:
+    def changes(self, run: Any, agent_id: str) -> ports.BranchChanges | None:
         """What the agent's branch changed against its lane's default branch (None: no branch)."""
         repo = self.repository_for(run, agent_id)
         branch = branch_name(run.run_id, agent_id)
@@ -232,11 +228,46 @@ class Worktrees:
             if (path / ".git").exists():
                 with contextlib.suppress(WorktreeError):
                     uncommitted = git("status", "--porcelain", "-z", "--untracked-files=all", cwd=path, raw=True)
-        return BranchChanges(
-            branch=branch, base_sha=base, head_sha=head,
+        return ports.BranchChanges(
+            branch=branch, base_sha=base, head_sha=head, repository=str(repo.path),
             paths=tuple(p for p in paths.split("\0") if p),
             uncommitted=tuple(entry[3:] for entry in uncommitted.split("\0") if len(entry) > 3),
         )
+
+    def commit_files(
+        self, run: Any, agent_id: str, files: dict[str, str], message: str, author: str, when: str = "",
+    ) -> ports.BranchChanges | None:
+        """Commits ``files`` onto the agent's branch straight in its lane's repository (no
+        checkout: git's plumbing on a private index), once: a branch whose tree already holds
+        them is left as it is. ``when`` (ISO time) makes the commit's dates, and so its id,
+        deterministic."""
+        repo = self.repository_for(run, agent_id)
+        branch = f"refs/heads/{branch_name(run.run_id, agent_id)}"
+        with self._lock:
+            self.ensure_repository(repo, when)
+            parent = self._rev(repo.path, branch) or self._rev(repo.path, f"refs/heads/{repo.default_branch}")
+            index = repo.path / f"squadops-index-{os.getpid()}-{threading.get_ident()}"
+            env = {"GIT_INDEX_FILE": str(index)}
+            if when:
+                env.update(GIT_AUTHOR_DATE=when, GIT_COMMITTER_DATE=when)
+            try:
+                git("read-tree", parent, cwd=repo.path, env=env)
+                for path, content in sorted(files.items()):
+                    blob = git("hash-object", "-w", "--stdin", cwd=repo.path, stdin=content)
+                    git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", cwd=repo.path, env=env)
+                tree = git("write-tree", cwd=repo.path, env=env)
+            finally:
+                index.unlink(missing_ok=True)
+            if tree != git("rev-parse", f"{parent}^{{tree}}", cwd=repo.path):
+                commit = git("commit-tree", tree, "-p", parent, "-m", message, cwd=repo.path, identity=author, env=env)
+                git("update-ref", branch, commit, cwd=repo.path)
+        return self.changes(run, agent_id)
+
+    @staticmethod
+    def _rev(repository: Path, ref: str) -> str:
+        done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", ref], cwd=repository, capture_output=True,
+                              text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
 
     def git_dirs(self, path: Path) -> list[Path]:
         """The git metadata a commit in the worktree writes: the repository it belongs to (objects,
