@@ -14,6 +14,9 @@ Script actions (one model turn each):
 - ``("say", text)``: a final answer (the turn ends). Every script ends with one.
 
 Every request is recorded (path, model, authorization, agent, turn) for the tests to assert.
+With ``narrate``, each tool turn also says ``[<run_id> <agent> <turn>]`` before its call, and
+the time each answer was sent is kept (``sent``): a benchmark matches the office's live
+events to them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 import re
 import shlex
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +33,7 @@ from typing import Any
 
 Action = tuple[Any, ...]
 AGENT = re.compile(r"\(agent `([A-Za-z0-9_-]+)`")
+RUN = re.compile(r"of squad run ([A-Za-z0-9_-]+) for project")
 CLAUDE_CWD = re.compile(r"Primary working directory: (\S+?)(?:\\n|\s)")
 CODEX_CWD = re.compile(r"<cwd>([^<]+)</cwd>")
 USAGE = {"input_tokens": 120, "output_tokens": 30}
@@ -43,6 +48,7 @@ class Seen:
     agent: str
     turn: int
     tools: list[str] = field(default_factory=list)
+    narration: str = ""
 
 
 def _tool_names(tools: Any) -> Iterator[str]:
@@ -61,8 +67,10 @@ def _tool_names(tools: Any) -> Iterator[str]:
 class ScriptedModels:
     """Both APIs on one loopback port; ``scripts`` maps an agent id to its actions."""
 
-    def __init__(self, scripts: Mapping[str, Sequence[Action]]) -> None:
+    def __init__(self, scripts: Mapping[str, Sequence[Action]], narrate: bool = False) -> None:
         self.scripts = {agent: list(actions) for agent, actions in scripts.items()}
+        self.narrate = narrate
+        self.sent: dict[str, float] = {}  # narration -> when its answer was sent (perf_counter)
         self.seen: list[Seen] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -133,21 +141,37 @@ class ScriptedModels:
             "id": f"msg_{agent}_{turn}", "type": "message", "role": "assistant", "model": model, "content": [],
             "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": USAGE["input_tokens"], "output_tokens": 1}}})]
-        if block["type"] == "text":
+        index = 0
+        narration = self._narration(text, agent, turn) if block["type"] == "tool_use" else ""
+        if narration:
             events += [("content_block_start", {"type": "content_block_start", "index": 0,
                                                 "content_block": {"type": "text", "text": ""}}),
                        ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                "delta": {"type": "text_delta", "text": narration}}),
+                       ("content_block_stop", {"type": "content_block_stop", "index": 0})]
+            index = 1
+        if block["type"] == "text":
+            events += [("content_block_start", {"type": "content_block_start", "index": index,
+                                                "content_block": {"type": "text", "text": ""}}),
+                       ("content_block_delta", {"type": "content_block_delta", "index": index,
                                                 "delta": {"type": "text_delta", "text": block["text"]}})]
         else:
-            events += [("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
+            events += [("content_block_start", {"type": "content_block_start", "index": index, "content_block": {
                            "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}),
-                       ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+                       ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {
                            "type": "input_json_delta", "partial_json": json.dumps(block["input"])}})]
-        events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        events += [("content_block_stop", {"type": "content_block_stop", "index": index}),
                    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                                       "usage": {"output_tokens": USAGE["output_tokens"]}}),
                    ("message_stop", {"type": "message_stop"})]
+        seen.narration = narration
         return events, seen
+
+    def _narration(self, text: str, agent: str, turn: int) -> str:
+        if not self.narrate:
+            return ""
+        run = (RUN.search(text) or [None, ""])[1]
+        return f"[{run} {agent} {turn}] next step"
 
     def responses(self, body: dict[str, Any]) -> tuple[list[tuple[str, dict[str, Any]]], Seen]:
         text = json.dumps(body)
@@ -179,13 +203,20 @@ class ScriptedModels:
         usage = {"input_tokens": USAGE["input_tokens"], "input_tokens_details": {"cached_tokens": 0},
                  "output_tokens": USAGE["output_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
                  "total_tokens": USAGE["input_tokens"] + USAGE["output_tokens"]}
+        output = [item]
+        narration = self._narration(text, agent, turn) if item["type"] == "function_call" else ""
+        if narration:
+            output.insert(0, {"type": "message", "id": f"msg_{agent}_{turn}_n", "role": "assistant",
+                              "status": "completed",
+                              "content": [{"type": "output_text", "text": narration, "annotations": []}]})
         events: list[tuple[str, dict[str, Any]]] = [
-            ("response.created", {"type": "response.created", "response": {"id": rid, "status": "in_progress", "output": []}}),
-            ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": item}),
-            ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}),
-            ("response.completed", {"type": "response.completed", "response": {
-                "id": rid, "status": "completed", "model": body.get("model", ""), "output": [item], "usage": usage}}),
-        ]
+            ("response.created", {"type": "response.created", "response": {"id": rid, "status": "in_progress", "output": []}})]
+        for n, out in enumerate(output):
+            events += [("response.output_item.added", {"type": "response.output_item.added", "output_index": n, "item": out}),
+                       ("response.output_item.done", {"type": "response.output_item.done", "output_index": n, "item": out})]
+        events.append(("response.completed", {"type": "response.completed", "response": {
+            "id": rid, "status": "completed", "model": body.get("model", ""), "output": output, "usage": usage}}))
+        seen.narration = narration
         return events, seen
 
     # -- HTTP -----------------------------------------------------------------------------------
@@ -235,6 +266,10 @@ class ScriptedModels:
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+                self.wfile.flush()
+                if seen.narration:
+                    with models._lock:
+                        models.sent[seen.narration] = time.perf_counter()
 
             def _json(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
