@@ -248,7 +248,7 @@ def apply_one(scenario: Scenario, op: tuple[Any, ...]) -> None:
         repo = {"backend": "api", "frontend": "web", "assembly": "assembly"}[op[2]]
         session.open_pull_request(
             pr_url=f"https://vcs.example/acme/{repo}/pull/{op[3]}", pr_owner="acme", pr_repo=repo,
-            pr_number=op[3], repository_key=op[2], at=at,
+            pr_number=op[3], repository_key=op[2], at=at, head_sha=f"{op[3]:040x}", changed_paths=[f"{op[2]}.py"],
         )
     elif kind == "finish":
         session.finish(result=final_result(op[2]), at=at)
@@ -299,7 +299,8 @@ def _step(session: Any, choice: int, tool: str, repo_key: str, finish: tuple[Any
             repo = {"backend": "api", "frontend": "web", "assembly": "assembly"}[repo_key]
             session.open_pull_request(
                 pr_url=f"https://vcs.example/acme/{repo}/pull/{choice % 3}", pr_owner="acme", pr_repo=repo,
-                pr_number=choice % 3, repository_key=repo_key, at=at,
+                pr_number=choice % 3, repository_key=repo_key, at=at, head_sha=f"{choice:040x}",
+                changed_paths=[f"{repo_key}.py"],
             )
         elif choice < 88:
             session.finish(result=final_result(finish), at=at)

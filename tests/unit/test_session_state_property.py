@@ -92,7 +92,7 @@ def command(session: AgentSession, verb: str, arg: Any) -> None:
         session.hand_off(target_agent_id=arg, target_session_id=f"ses-{arg}", reason="next", thread_id="th", at=AT)
     elif verb == "pull_request":
         session.open_pull_request(pr_url="https://x/pr/1", pr_owner="o", pr_repo="r", pr_number=1, repository_key=arg,
-                                  at=AT)
+                                  at=AT, head_sha="c" * 40, changed_paths=["x.py"])
     elif verb == "pause":
         session.pause(at=AT, **common)
     elif verb == "queue":
