@@ -102,6 +102,7 @@ def project_out(tenant: str, slug: str, request: dict[str, Any], created_by: str
 
 PROVISIONING = frozenset({
     "Project.RepositoryProvisioned", "Project.DsnProvisioned", "Project.ParticipantRemoved", "Project.SurfacesRecorded",
+    "Project.ParticipantAdded",
 })
 
 
@@ -109,7 +110,9 @@ def apply_provisioning(project: dict[str, Any], e: pe.ProjectsEvent) -> None:
     """A provisioning outcome folded into ``PortalProjectOut``: the binding's repository
     (URL, commit, status) and the project's summary status; the DSN's status in the
     assembly's ``error_reporting`` and each lane binding's metadata."""
-    if not isinstance(e, (pe.SurfacesRecorded, pe.ParticipantRemoved, pe.DsnProvisioned, pe.RepositoryProvisioned)):
+    if not isinstance(
+        e, (pe.SurfacesRecorded, pe.ParticipantRemoved, pe.ParticipantAdded, pe.DsnProvisioned, pe.RepositoryProvisioned)
+    ):
         return
     project["updated_at"] = max(project["updated_at"], e.at)
     if isinstance(e, pe.SurfacesRecorded):
@@ -124,6 +127,12 @@ def apply_provisioning(project: dict[str, Any], e: pe.ProjectsEvent) -> None:
     if isinstance(e, pe.ParticipantRemoved):
         project["participants"] = [p for p in project["participants"] if p["subject_key"] != e.subject_key]
         project["member_subject_keys"] = [k for k in project["member_subject_keys"] if k != e.subject_key]
+        return
+    if isinstance(e, pe.ParticipantAdded):
+        added = {"subject_key": e.subject_key, "project_role": e.project_role, "stack_ids": list(e.stack_ids)}
+        others = [p for p in project["participants"] if p["subject_key"] != e.subject_key]
+        project["participants"] = [*others, added]
+        project["member_subject_keys"] = sorted({*project["member_subject_keys"], e.subject_key})
         return
     bindings = project["repository_bindings"]
     if isinstance(e, pe.DsnProvisioned):
