@@ -27,9 +27,14 @@ from api.errors import ApiError, RequestInvalid
 from api.openapi import answers, link
 from api.positions import command_mark, positioned
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
-from domain.projects.events import ParticipantAdded, ParticipantRemoved, settings_from_request, settings_mapping
-from domain.projects.project import repository_bindings, slugify
 from domain.portal.relations import graph_grants
+from domain.projects.events import (
+    ParticipantAdded,
+    ParticipantRemoved,
+    settings_from_request,
+    settings_mapping,
+)
+from domain.projects.project import repository_bindings, slugify
 from domain.shared.access import ROLES, may_manage_participant
 from domain.shared.errors import Conflict, Forbidden, Invalid, project_not_found
 from domain.shared.ids import (

@@ -9,8 +9,8 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError, RecordConflictError
 
 from domain.jobs.access_sync import run_access_sync
-from domain.jobs.identity import IdentityLink, LinkFacts, identity_key
 from domain.jobs.idempotency import JobKey, job_key_id
+from domain.jobs.identity import IdentityLink, LinkFacts, identity_key
 from domain.jobs.job import (
     ACCESS_SYNC,
     NODE_POWER_SLEEP,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import ADMIN
-from tests.live_helpers import LIVE, LiveServer, live_settings, served
+from tests.live_helpers import LiveServer, live_settings, served
 
 CALLERS: dict[str, dict[str, str]] = {
     "super_admin": ADMIN,
@@ -232,19 +233,20 @@ def app_routes(server: LiveServer) -> set[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as folder, served(live_settings(f"sqlite:///{folder}/db.sqlite")) as server:
-        with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as admin:
-            acme = admin.post("/v1/project-factory/projects", json={"project_key": "acme", "participants": PARTICIPANTS})
-            assert acme.status_code == 201, acme.text
-            otto = CALLERS["other_tenant"]
-            globex = admin.post("/v1/project-factory/projects", json={"project_key": "globex-shop"}, headers=otto)
-            assert globex.status_code == 201, globex.text
-            admin.headers["X-Squadops-Min-Position"] = globex.headers["X-Squadops-Position"]
-            found = World(server, admin, "", "")
-            found.run_id, found.session_id = found.fresh_run()
-            yield found
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        served(live_settings(f"sqlite:///{folder}/db.sqlite")) as server,
+        httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as admin,
+    ):
+        acme = admin.post("/v1/project-factory/projects", json={"project_key": "acme", "participants": PARTICIPANTS})
+        assert acme.status_code == 201, acme.text
+        otto = CALLERS["other_tenant"]
+        globex = admin.post("/v1/project-factory/projects", json={"project_key": "globex-shop"}, headers=otto)
+        assert globex.status_code == 201, globex.text
+        admin.headers["X-Squadops-Min-Position"] = globex.headers["X-Squadops-Position"]
+        found = World(server, admin, "", "")
+        found.run_id, found.session_id = found.fresh_run()
+        yield found
 
 
 def test_every_route_has_a_row(world: World) -> None:

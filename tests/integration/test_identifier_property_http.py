@@ -20,7 +20,6 @@ from urllib.parse import quote
 import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-from litestar.testing import TestClient
 
 from domain.shared.ids import ID
 from tests.conftest import ADMIN

@@ -13,8 +13,8 @@ from domain.gate.thread import GateThread
 from domain.jobs import events as job_events
 from domain.jobs.binding import ProviderBinding
 from domain.jobs.checkpoint import SyncCheckpoint
-from domain.jobs.identity import IdentityLink
 from domain.jobs.idempotency import JobKey
+from domain.jobs.identity import IdentityLink
 from domain.jobs.job import FAILED, QUEUED, RUNNING, SUCCEEDED, Job, JobNotClaimable
 from domain.jobs.policies import (
     binding_action,
