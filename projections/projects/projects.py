@@ -141,9 +141,12 @@ def apply_provisioning(project: dict[str, Any], e: pe.ProjectsEvent) -> None:
             if b["repository_key"] in ("frontend", "backend"):
                 b["metadata"]["error_reporting_dsn_status"] = e.status
         return
+    # Logs written before repositories had hosting URLs stored the server's own path
+    # (``file://…``): it is never shown; the binding keeps its hosting URL.
+    url = None if e.vcs_repo_url.startswith("file:") else e.vcs_repo_url
     for b in bindings:
         if b["repository_key"] == e.repository_key:
-            b["vcs_repo_url"] = e.vcs_repo_url
+            b["vcs_repo_url"] = b["vcs_repo_url"] if url is None else url
             b["metadata"]["vcs_repo_provision_status"] = e.status
             b["metadata"]["vcs_repo_node_id"] = e.vcs_repo_node_id
             if e.error:
@@ -159,7 +162,7 @@ def apply_provisioning(project: dict[str, Any], e: pe.ProjectsEvent) -> None:
     project["vcs_repo_provision_error"] = failed[0] if failed else ""
     main = next((b for b in bindings if b["repository_type"] == "assembly"), bindings[0] if bindings else None)
     if main is not None and main["repository_key"] == e.repository_key:
-        project["vcs_repo_url"] = e.vcs_repo_url
+        project["vcs_repo_url"] = main["vcs_repo_url"]
         project["vcs_repo_node_id"] = e.vcs_repo_node_id
 
 
