@@ -46,7 +46,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
         "required": ["detail", "code"],
         "properties": {
             "detail": {"type": "string", "description": "One sentence for a person."},
-            "code": {"type": "string", "pattern": "^[a-z0-9_]+$", "description": "A snake_case code for programs."},
+            "code": {"type": "string", "pattern": "^[a-z0-9_]+$(?!\\n)", "description": "A snake_case code for programs."},
         },
         "additionalProperties": False,
     },

@@ -25,6 +25,7 @@ from litestar.params import HeaderParameter
 
 from api.errors import ApiError, RequestInvalid, error_body
 from domain.shared.event_store import EventStore
+from domain.shared.ids import END
 
 log = structlog.get_logger("squadops.api.positions")
 
@@ -40,7 +41,7 @@ MinPositionHeader = Annotated[
     HeaderParameter(
         name=MIN_POSITION_HEADER,
         required=False,
-        schema_extra={"pattern": r"^[0-9]{1,19}$"},  # documented; checked by parse_min_position (C3 loc)
+        schema_extra={"pattern": rf"^[0-9]{{1,19}}{END}"},  # documented; checked by parse_min_position (C3 loc)
         description="answer from read models that include this log position (a command's X-Squadops-Position)",
     ),
 ]

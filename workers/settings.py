@@ -11,6 +11,7 @@ from pathlib import Path
 import msgspec
 
 from api.auth import check_algorithms
+from domain.shared.ids import is_valid_id, is_valid_repo_slug
 
 DEFAULT_SQLITE_PATH = Path("var") / "squadops.db"
 EXECUTION_PLANES = ("simulator", "local")
@@ -306,8 +307,13 @@ def _check_jobs(settings: Settings) -> None:
         raise SettingsError("SQUADOPS_JOB_LEASE_SECONDS and SQUADOPS_JOB_POLL_SECONDS must be positive")
     if settings.job_retry_cap_seconds < settings.job_retry_base_seconds:
         raise SettingsError("SQUADOPS_JOB_RETRY_CAP_SECONDS must not be below SQUADOPS_JOB_RETRY_BASE_SECONDS")
-    owner, sep, name = settings.gate_default_repo.partition("/")
-    if not sep or not owner or not name or "/" in name:
-        raise SettingsError(f"SQUADOPS_GATE_DEFAULT_REPO must be owner/name, got {settings.gate_default_repo!r}")
+    for entry in settings.api_keys:  # tenant:key, or a plain key of the default tenant
+        tenant, sep, key = entry.partition(":")
+        if sep and (not is_valid_id(tenant) or not key):
+            raise SettingsError("SQUADOPS_API_KEYS entries are tenant:key (tenant [A-Za-z0-9_-]) or a plain key")
+    if not is_valid_repo_slug(settings.gate_default_repo):
+        raise SettingsError(
+            f"SQUADOPS_GATE_DEFAULT_REPO must be owner/name, each [A-Za-z0-9_-], got {settings.gate_default_repo!r}"
+        )
     if not settings.gate_app_identity.strip():
         raise SettingsError("SQUADOPS_GATE_APP_IDENTITY must name the gate's application identity")

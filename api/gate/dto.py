@@ -6,9 +6,9 @@ from typing import Annotated
 
 import msgspec
 
-from domain.shared.ids import ID_PATTERN
+from domain.shared.ids import END, ID_PATTERN
 
-Key = Annotated[str, msgspec.Meta(max_length=128, pattern=r"^[A-Za-z0-9_-]*$")]
+Key = Annotated[str, msgspec.Meta(max_length=128, pattern=rf"^[A-Za-z0-9_-]{{0,128}}{END}")]
 
 
 class GateRunIn(msgspec.Struct, kw_only=True):

@@ -107,6 +107,7 @@ def enqueue(
 ) -> Response[Any]:
     """Queues the job (202), or answers the one the same key queued (200)."""
     tenant = caller.tenant_of(getattr(data, "tenant_id", None))
+    caller.authorise(state, tenant, enqueue=True)
     mark = command_mark(event_store(state))
     job, created = job_commands(state).enqueue(
         tenant=tenant,
@@ -165,11 +166,13 @@ def node_power_wake(data: JSONBody[NodePowerIn], state: State, caller: JobCaller
 
 @get("/jobs/{job_id:str}", sync_to_thread=True, summary="Follow a job")
 def get_job(job_id: IdPath, state: State, caller: JobCallerDep) -> JobOut:
+    caller.authorise(state, caller.tenant, enqueue=False)
     return job_reads(state).job(caller.tenant, job_id)
 
 
 @get("/sync/checkpoints", sync_to_thread=True, summary="Sync checkpoints of the tenant")
 def list_checkpoints(state: State, caller: JobCallerDep) -> SyncCheckpointList:
+    caller.authorise(state, caller.tenant, enqueue=False)
     return SyncCheckpointList(items=job_reads(state).checkpoints(caller.tenant))
 
 
@@ -181,6 +184,7 @@ def get_checkpoint(
     checkpoint_scope: ScopeQuery,
 ) -> SyncCheckpoint:
     scope = checked_query("scope", checkpoint_scope, is_valid_id(checkpoint_scope), f"match {ID_PATTERN}", "string_pattern_mismatch")
+    caller.authorise(state, caller.tenant, enqueue=False)
     return job_reads(state).checkpoint(caller.tenant, connector_id, scope)
 
 
@@ -216,7 +220,9 @@ def post_identity_link(
             raise RequestInvalid(["body", "subject_key"], "An API key caller names the subject_key", "missing")
         subject = own
     if not may_act_for(own_subject=own, privileged=caller.privileged, subject=subject):
-        raise Forbidden("Only super_admin or an API key may link another subject.", code="identity_link_forbidden")
+        raise Forbidden(
+            "Only super_admin or an API key bound to this tenant may link another subject.", code="identity_link_forbidden"
+        )
     if data.linked and not data.provider_user_id:
         raise RequestInvalid(["body", "provider_user_id"], "A link needs the provider_user_id", "missing")
     facts = LinkFacts(
@@ -228,6 +234,8 @@ def post_identity_link(
         provider_username=data.provider_username,
         attributes=dict(data.attributes),
     )
+    if not caller.privileged and data.linked:
+        job_reads(state).check_claims(caller.tenant, subject, facts)
     mark = command_mark(event_store(state))
     link = job_commands(state).link_identity(
         tenant=caller.tenant, provider=provider, facts=facts, linked=data.linked, source=f"api:{caller.requested_by}"

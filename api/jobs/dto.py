@@ -6,16 +6,16 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from domain.shared.ids import ID_PATTERN
+from domain.shared.ids import END, ID_PATTERN
 
 Id = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=ID_PATTERN)]
 Key = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Short = Annotated[str, msgspec.Meta(max_length=200)]
 Email = Annotated[str, msgspec.Meta(max_length=320)]
-NodeName = Annotated[str, msgspec.Meta(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9_.-]+$")]
+NodeName = Annotated[str, msgspec.Meta(min_length=1, max_length=253, pattern=rf"^[A-Za-z0-9_.-]+{END}")]
 Mac = Annotated[
     str,
-    msgspec.Meta(pattern=r"^[0-9A-Fa-f]{2}([:-]?[0-9A-Fa-f]{2}){5}$", description="MAC address, e.g. 52:54:00:12:34:56"),
+    msgspec.Meta(pattern=rf"^[0-9A-Fa-f]{{2}}([:-]?[0-9A-Fa-f]{{2}}){{5}}{END}", description="MAC address, e.g. 52:54:00:12:34:56"),
 ]
 DateTime = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
 JobStatus = Literal["queued", "running", "succeeded", "failed"]
@@ -61,7 +61,7 @@ class NodePowerIn(msgspec.Struct, kw_only=True):
     mac_address: Mac
     idempotency_key: Key | None = None
     proposal_id: Id | None = None
-    power_device_id: Annotated[str, msgspec.Meta(max_length=128, pattern=r"^[A-Za-z0-9_.-]*$")] = ""
+    power_device_id: Annotated[str, msgspec.Meta(max_length=128, pattern=rf"^[A-Za-z0-9_.-]*{END}")] = ""
     verify_after_seconds: Annotated[int, msgspec.Meta(ge=0, le=3600)] = 30
 
 

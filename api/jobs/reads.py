@@ -10,9 +10,9 @@ from api.errors import RequestInvalid
 from api.jobs.auth import JobCaller
 from api.jobs.dto import IdentityLinkState, JobOut, SyncCheckpoint
 from domain.jobs.commands import job_not_found
-from domain.jobs.identity import subject_id
+from domain.jobs.identity import LinkFacts, subject_id
 from domain.jobs.policies import may_act_for
-from domain.shared.errors import Forbidden, NotFound
+from domain.shared.errors import Conflict, Forbidden, NotFound
 from projections.engine.docs import decode
 from projections.engine.store import DocStore
 from projections.jobs.checkpoints import checkpoint_doc_key, checkpoints_partition
@@ -63,10 +63,12 @@ class JobReads:
         """The one subject the query's names point at."""
         found: dict[str, str] = {}
         for field, value in named.items():
-            doc = self._doc(lookup_doc_key(tenant, field, value))
-            sid = doc["subject_id"] if doc else ""
-            if not sid and field == "email" and self._doc(subject_doc_key(tenant, subject_id(tenant, value))):
-                sid = subject_id(tenant, value)  # a subject known by its key (its e-mail)
+            sid = ""
+            if field == "email" and self._doc(subject_doc_key(tenant, subject_id(tenant, value))):
+                sid = subject_id(tenant, value)  # the subject whose key the e-mail is, before any link stating it
+            if not sid:
+                doc = self._doc(lookup_doc_key(tenant, field, value))
+                sid = doc["subject_id"] if doc else ""
             if not sid:
                 raise subject_not_found(field)
             found[field] = sid
@@ -76,6 +78,21 @@ class JobReads:
                 ["query", field], "user_id, username and email name different subjects", "value_error", named[field]
             )
         return next(iter(found.values()))
+
+    def check_claims(self, tenant: str, subject_key: str, facts: LinkFacts) -> None:
+        """A person links claims about themself only: the e-mail is their own subject key's
+        (or none), and a user id or username another subject is known by is not theirs to take.
+        (super_admin and API keys bound to the tenant record what the source of truth says.)"""
+        own = subject_id(tenant, subject_key)
+        if facts.email and facts.email.casefold() != subject_key.casefold():
+            raise Forbidden(
+                "A link states only your own e-mail; another subject's is theirs to link.", code="identity_claim_forbidden"
+            )
+        for field in ("user_id", "username"):
+            value = getattr(facts, field)
+            holder = (self._doc(lookup_doc_key(tenant, field, value)) or {}).get("subject_id", "") if value else ""
+            if holder and holder != own:
+                raise Conflict(f"That {field} is already linked to another subject.", code="identity_claim_taken")
 
     def link_state(self, tenant: str, provider: str, caller: JobCaller, named: dict[str, str]) -> IdentityLinkState:
         """The caller's (or the named subject's) link at ``provider``; ``linked: false`` with

@@ -29,7 +29,7 @@ from domain.portal.graph import PermissionGraph
 from domain.portal.relations import subject_request
 from domain.shared.access import ROLES
 
-OBJECT = re.compile(r"^[a-z_]{1,40}:[A-Za-z0-9._/@#-]{1,200}$")
+OBJECT = re.compile(r"\A[a-z_]{1,40}:[A-Za-z0-9._/@#-]{1,200}\Z")
 
 ObjectQuery = Annotated[str | None, QueryParameter(name="object", required=False, description="<type>:<id>")]
 RelationQuery = Annotated[str | None, QueryParameter(name="relation", required=False, description="a project role")]

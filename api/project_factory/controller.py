@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Response, Router, delete, get, post
@@ -27,9 +27,25 @@ from api.errors import ApiError, RequestInvalid
 from api.openapi import answers, link
 from api.positions import command_mark, positioned
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
-from domain.projects.events import ParticipantRemoved
-from domain.shared.errors import Invalid, project_not_found
-from domain.shared.ids import ID_PATTERN
+from domain.portal.relations import graph_grants
+from domain.projects.events import (
+    ParticipantAdded,
+    ParticipantRemoved,
+    settings_from_request,
+    settings_mapping,
+)
+from domain.projects.project import repository_bindings, slugify
+from domain.shared.access import ROLES, may_manage_participant
+from domain.shared.errors import Conflict, Forbidden, Invalid, project_not_found
+from domain.shared.ids import (
+    BRANCH_PATTERN,
+    ID_PATTERN,
+    OPTIONAL_ID_PATTERN,
+    OPTIONAL_REPO_SLUG_PATTERN,
+    is_valid_branch,
+    is_valid_id,
+    is_valid_repo_slug,
+)
 from projections.projects.projects import apply_provisioning, project_out
 
 Slug = Annotated[str, PathParameter(pattern=ID_PATTERN, description="project slug")]
@@ -45,11 +61,17 @@ class Participant(msgspec.Struct, kw_only=True):
     stack_ids: Keys = []
 
 
+# Identifiers that become paths, git refs or command arguments (C12, ``domain.shared.ids``).
+RepositoryKey = Annotated[str, msgspec.Meta(max_length=128, pattern=OPTIONAL_ID_PATTERN, description="[A-Za-z0-9_-]")]
+RepoSlug = Annotated[str, msgspec.Meta(max_length=257, pattern=OPTIONAL_REPO_SLUG_PATTERN, description="owner/name")]
+Branch = Annotated[str, msgspec.Meta(max_length=200, pattern=BRANCH_PATTERN, description="[A-Za-z0-9_-] parts joined by /")]
+
+
 class RepositoryBindingIn(msgspec.Struct, kw_only=True):
-    repository_key: Short = ""
+    repository_key: RepositoryKey = ""
     display_name: Short = ""
-    vcs_repo_slug: Short = ""
-    default_branch: Short = "main"
+    vcs_repo_slug: RepoSlug = ""
+    default_branch: Branch = "main"
     private_repo: bool = True
     repository_provisioning_policy: Short = ""
     create_vcs_repo: bool = True
@@ -191,6 +213,45 @@ def request_meta(data: PortalProjectCreateIn) -> dict[str, Any]:
     return {k: v for k, v in raw.items() if v is not None}
 
 
+_BINDING_IDENTIFIERS = (
+    ("repository_key", is_valid_id, OPTIONAL_ID_PATTERN),
+    ("vcs_repo_slug", is_valid_repo_slug, OPTIONAL_REPO_SLUG_PATTERN),
+    ("default_branch", is_valid_branch, BRANCH_PATTERN),
+)
+
+
+def check_bindings(meta: dict[str, Any], caller: Any, state: State) -> None:
+    """Every repository binding, wherever the request puts it (``repository_bindings``,
+    ``projectRepositoryBindings``, ``project_assembly``), names its repository key, slug and
+    branch by identifiers (C12) before anything is recorded; and the owner of the gate's
+    default repository is the service's own: only super_admin binds a repository under it."""
+    bindings = repository_bindings(settings_mapping(settings_from_request(meta)))
+    for index, binding in enumerate(bindings):
+        for field, valid, pattern in _BINDING_IDENTIFIERS:
+            value = binding.get(field)
+            if value in (None, ""):
+                continue
+            if not isinstance(value, str) or not valid(value):
+                raise RequestInvalid(
+                    ["body", "repository_bindings", index, field], f"{field} must match {pattern}",
+                    "string_pattern_mismatch", value,
+                )
+    gate = part(state, "gate")
+    reserved = str(getattr(gate, "default_repo", "")).partition("/")[0]
+    if not reserved or caller.principal.is_super_admin:
+        return
+    project_slug = slugify(str(meta.get("project_key") or meta.get("display_name") or ""))
+    for binding in bindings:
+        key = str(binding.get("repository_key") or "")
+        slug = str(binding.get("vcs_repo_slug") or f"{project_slug}/{key or 'main'}")
+        if slug.partition("/")[0] == reserved:
+            raise Forbidden(
+                f"Repositories under {reserved!r} are the service's own (the gate's default repository); "
+                "only super_admin binds them.",
+                code="repository_reserved",
+            )
+
+
 @post(
     "/projects",
     status_code=201,
@@ -198,6 +259,7 @@ def request_meta(data: PortalProjectCreateIn) -> dict[str, Any]:
     summary="Create a project",
     opt=answers(
         401,
+        403,
         404,
         409,
         422,
@@ -218,6 +280,7 @@ def create_project(
     if data.tenant_id is not None and data.tenant_id != tenant:
         raise RequestInvalid(["body", "tenant_id"], "tenant_id differs from the request's tenant", "value_error", data.tenant_id)
     meta = request_meta(data)
+    check_bindings(meta, caller, state)
     try:
         project = projects.create_project(tenant=tenant, request=meta, created_by=caller.subject_key)
     except Invalid as exc:
@@ -277,6 +340,77 @@ def list_projects(state: State, caller: CallerDep) -> PortalProjectList:
 
 
 SubjectKey = Annotated[str, PathParameter(max_length=200, description="participant subject key")]
+Role = Literal["owner", "maintainer", "contributor", "viewer"]
+
+
+class ParticipantIn(msgspec.Struct, kw_only=True):
+    """A participant to add (or add back, or give another role)."""
+
+    subject_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"\S")]
+    project_role: Role = "contributor"
+    stack_ids: Keys = []
+
+
+def caller_role(state: State, caller: Any, project_slug: str) -> str | None:
+    """The highest project role the caller holds here, as the permission graph answers."""
+    grants = graph_grants(part(state, "permission_graph"), caller.tenant, project_slug)
+    return next((r for r in reversed(ROLES) if grants.decide is not None and grants.decide(caller.principal, r)), None)
+
+
+def manage_check(state: State, caller: Any, project_slug: str, held: str | None, wanted: str | None) -> None:
+    """403 unless the caller's role is above both the role the subject holds and the one it
+    is to hold (owners manage owners; super_admin everyone)."""
+    mine, admin = caller_role(state, caller, project_slug), caller.principal.is_super_admin
+    for target in (held, wanted):
+        if target is not None and not may_manage_participant(mine, super_admin=admin, target_role=target):
+            raise Forbidden(
+                f"Managing a participant who is (or becomes) {target} needs a role above it; you are {mine or 'no participant'}.",
+                code="participant_rank_forbidden",
+            )
+
+
+def last_owner_check(doc: dict[str, Any], key: str, wanted: str | None) -> None:
+    """409 when ``key`` is the project's only owner and would stop being one."""
+    owners = {p["subject_key"] for p in doc["participants"] if p["project_role"] == "owner"}
+    if owners == {key} and wanted != "owner":
+        raise Conflict(f"{key!r} is the last owner of the project; add another owner first.", code="last_owner")
+
+
+def held_role(doc: dict[str, Any], key: str) -> str | None:
+    return next((p["project_role"] for p in doc["participants"] if p["subject_key"] == key), None)
+
+
+@post(
+    "/projects/{project_slug:str}/participants",
+    status_code=200,
+    sync_to_thread=True,
+    guards=[access_guard],
+    summary="Add a participant, add one back, or change one's role (a role above theirs)",
+    opt=guarded(Access(CONTROL, project_in("path", "project_slug"))),
+)
+def add_participant(
+    project_slug: Slug, data: JSONBody[ParticipantIn], state: State, caller: CallerDep
+) -> Response[PortalProjectOut]:
+    reads, tenant = read_models(state), caller.tenant
+    doc = reads.project_doc(tenant, project_slug)
+    if doc is None:  # who may steer it: the access guard decided
+        raise project_not_found(project_slug)
+    key = data.subject_key.strip().lower()
+    held = held_role(doc, key)
+    manage_check(state, caller, project_slug, held, data.project_role)
+    if held is not None:
+        last_owner_check(doc, key, data.project_role)
+    mark = command_mark(event_store(state))
+    project_commands(state).add_participant(
+        tenant=tenant, project_slug=project_slug, subject_key=key, project_role=data.project_role,
+        stack_ids=list(data.stack_ids), added_by=caller.subject_key,
+    )
+    added = ParticipantAdded(
+        subject_key=key, project_role=data.project_role, stack_ids=list(data.stack_ids), added_by=caller.subject_key,
+        at=doc["updated_at"],
+    )
+    apply_provisioning(doc, added)
+    return positioned(state, mark, msgspec.convert(doc, PortalProjectOut), 200)
 
 
 @delete(
@@ -284,7 +418,7 @@ SubjectKey = Annotated[str, PathParameter(max_length=200, description="participa
     status_code=200,
     sync_to_thread=True,
     guards=[access_guard],
-    summary="Remove a participant (owner or maintainer)",
+    summary="Remove a participant (a role above theirs; never the last owner)",
     opt=guarded(Access(CONTROL, project_in("path", "project_slug"))),
 )
 def remove_participant(
@@ -295,8 +429,11 @@ def remove_participant(
     if doc is None:  # who may steer it: the access guard decided
         raise project_not_found(project_slug)
     key = subject_key.lower()
-    if all(p["subject_key"] != key for p in doc["participants"]):
+    held = held_role(doc, key)
+    if held is None:
         raise ApiError(404, f"{key!r} is not a participant of project {project_slug!r}.", "participant_not_found")
+    manage_check(state, caller, project_slug, held, None)
+    last_owner_check(doc, key, None)
     mark = command_mark(event_store(state))
     project_commands(state).remove_participant(
         tenant=tenant, project_slug=project_slug, subject_key=key, removed_by=caller.subject_key
@@ -308,7 +445,7 @@ def remove_participant(
 def project_factory_router(edge: EdgeJwt) -> Router:
     return Router(
         path="/v1/project-factory",
-        route_handlers=[create_project, get_project, list_projects, remove_participant],
+        route_handlers=[create_project, get_project, list_projects, add_participant, remove_participant],
         dependencies=caller_dependency(edge, admin=False),
         tags=["project-factory"],
     )

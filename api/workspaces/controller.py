@@ -25,7 +25,7 @@ from api.workspaces.dto import WorkspaceList, WorkspaceOut, record_of, workspace
 from domain.portal.relations import graph_grants
 from domain.projects.project import delivery_lanes
 from domain.shared.errors import NotFound, project_not_found
-from domain.shared.ids import ID_PATTERN
+from domain.shared.ids import BRANCH_PATTERN, ID_PATTERN
 from domain.workspaces import material
 from domain.workspaces.commands import WorkspaceCommands, workspace_not_found
 from domain.workspaces.metering import MeterTokens, UsageMeter
@@ -35,7 +35,7 @@ from projections.workspaces.workspaces import TABLE, employee_partition, record_
 PathId = Annotated[str, PathParameter(pattern=ID_PATTERN)]
 Slug = Annotated[str, QueryParameter(pattern=ID_PATTERN, description="exact project slug")]
 Key = Annotated[str | None, QueryParameter(pattern=ID_PATTERN, required=False)]
-Branch = Annotated[str | None, QueryParameter(pattern=r"^[A-Za-z0-9._/-]{1,200}$", required=False)]
+Branch = Annotated[str | None, QueryParameter(pattern=BRANCH_PATTERN, max_length=200, required=False)]
 Scope = Annotated[str, QueryParameter(pattern=ID_PATTERN, description="the workspace_scope of a launch")]
 YAML = "application/yaml"
 log = structlog.get_logger("squadops.workspaces")

@@ -236,7 +236,7 @@ class Publication:
 
     def publish(self) -> dict[str, Any]:
         gate, target, attempt, request = self.gate, self.target, self.attempt, self.request
-        vcs, author, repo = gate.vcs, gate.app_identity, target.repo
+        vcs, author, repo = gate.vcs.for_tenant(request.tenant), gate.app_identity, target.repo
         json_path, md_path = artifact_paths(request.thread_key, attempt)
         files = {json_path: evidence_pack(self.facts), md_path: evidence_summary(self.facts)}
         title, body = pr_text(self.facts, self.scope)

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
+from domain.shared.ids import is_valid_repo_slug
+
 ASSEMBLY = "assembly"
 IMPLEMENTATION = "implementation"
 ORCHESTRATION = "orchestration"
-REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 EVIDENCE_DIR = ".squadops/evidence"
 
 CHECK_EVIDENCE = "squadops-gate/evidence"
@@ -24,7 +24,8 @@ _pretty = msgspec.json.Encoder(order="sorted").encode
 
 
 def valid_repo(repo: str) -> bool:
-    return bool(REPO_PATTERN.match(repo)) and ".." not in repo and not repo.endswith(".git")
+    """``owner/name``, each part an identifier (C12: no ``.``, so no ``..`` and no ``.git``)."""
+    return is_valid_repo_slug(repo)
 
 
 def is_assembly(binding: Mapping[str, Any]) -> bool:

@@ -44,6 +44,10 @@ class Vcs(Protocol):
 
     kind: str
 
+    def for_tenant(self, tenant: str) -> Vcs:
+        """The tenant's own repositories: ``repo`` names a repository of that tenant only."""
+        ...
+
     def repo_url(self, repo: str) -> str: ...
 
     def commit_branch(

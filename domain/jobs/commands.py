@@ -9,6 +9,7 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError, RecordConflictError
 
 from domain.jobs.access_sync import run_access_sync
+from domain.jobs.idempotency import JobKey, job_key_id
 from domain.jobs.identity import IdentityLink, LinkFacts, identity_key
 from domain.jobs.job import (
     ACCESS_SYNC,
@@ -27,7 +28,7 @@ from domain.jobs.wizard import run_wizard_try
 from domain.shared.clock import shift
 from domain.shared.errors import Conflict, NotFound
 from domain.shared.event_store import EventStore
-from domain.shared.ids import derived_id, is_valid_id, new_id
+from domain.shared.ids import is_valid_id, new_id
 
 # The job types and the step that runs each (a step answers Done or Wait, or raises JobFailure).
 STEPS: dict[str, Step] = {
@@ -94,9 +95,9 @@ class JobCommands:
         request answers the job it queued first; with another request, 409."""
         key = str(request.get("idempotency_key") or "")
         request_print = fingerprint(job_type, request)
-        job_id = derived_id("job", tenant, key) if key else new_id("job")
+        job_id = new_id("job")  # random: a job id tells nothing and is never guessed
         if key:
-            existing = self.store.get_or_none(job_key(tenant, job_id))
+            existing = self._keyed(tenant, key)
             if existing is not None:
                 return self._same_request(existing, request_print), False
         job = Job(
@@ -112,14 +113,20 @@ class JobCommands:
             queued_at=self.clock(),
             max_attempts=self.policy.max_attempts,
         )
+        claim = [JobKey.claim(tenant=tenant, idempotency_key=key, job_id=job_id, at=job.created_at)] if key else []
         try:
-            self.store.save(job)
+            self.store.save(job, *claim)
         except _CONFLICTS:  # a concurrent request with the same key queued it first
-            existing = self.store.get_or_none(job_key(tenant, job_id))
+            existing = self._keyed(tenant, key) if key else None
             if existing is None:
                 raise
             return self._same_request(existing, request_print), False
         return job, True
+
+    def _keyed(self, tenant: str, key: str) -> Job | None:
+        """The job ``key`` queued in the tenant (saved together with its key's record)."""
+        claim = self.store.get_or_none(job_key_id(tenant, key))
+        return self.store.get_or_none(job_key(tenant, claim.job_id)) if claim is not None else None
 
     @staticmethod
     def _same_request(job: Job, request_print: str) -> Job:

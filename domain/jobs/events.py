@@ -155,7 +155,19 @@ class BindingUpdated(JobsEvent, tag="ProviderBinding.Updated"):
 
 BINDING_EVENTS: tuple[type[JobsEvent], ...] = (BindingApplied, BindingUpdated)
 
-EVENTS: tuple[type[JobsEvent], ...] = JOB_EVENTS + CHECKPOINT_EVENTS + IDENTITY_EVENTS + BINDING_EVENTS
+# -- JobKey (``jik:<tenant>:<digest of the idempotency key>``), saved with the job it queued ----
+
+
+class JobKeyClaimed(JobsEvent, tag="JobKey.Claimed"):
+    tenant: str
+    idempotency_key: str
+    job_id: str
+    at: str
+
+
+EVENTS: tuple[type[JobsEvent], ...] = (
+    JOB_EVENTS + CHECKPOINT_EVENTS + IDENTITY_EVENTS + BINDING_EVENTS + (JobKeyClaimed,)
+)
 
 
 def kind_of(event_type: type[JobsEvent]) -> str:

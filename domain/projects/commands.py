@@ -75,6 +75,22 @@ class ProjectCommands:
         self.store.save(project)
         return project
 
+    def add_participant(
+        self, *, tenant: str, project_slug: str, subject_key: str, project_role: str, stack_ids: list[str],
+        added_by: str,
+    ) -> Project:
+        """Records ``subject_key`` taking part at ``project_role`` (added back after a removal,
+        or given another role)."""
+        project = self.get_project(tenant, project_slug)
+        if project is None:
+            raise project_not_found(project_slug)
+        project.add_participant(
+            subject_key=subject_key.lower(), project_role=project_role, stack_ids=list(stack_ids), added_by=added_by,
+            at=self.clock(),
+        )
+        self.store.save(project)
+        return project
+
     def get_project(self, tenant: str, slug: str) -> Project | None:
         if not is_valid_id(slug):
             return None

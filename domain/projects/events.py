@@ -148,7 +148,17 @@ class ParticipantRemoved(ProjectsEvent, tag="Project.ParticipantRemoved"):
     at: str
 
 
+class ParticipantAdded(ProjectsEvent, tag="Project.ParticipantAdded"):
+    """A participant added (or added back, or given another role)."""
+
+    subject_key: str
+    project_role: str
+    stack_ids: list[str]
+    added_by: str
+    at: str
+
+
 EVENTS: tuple[type[ProjectsEvent], ...] = (
-    ProjectCreated, RepositoryProvisioned, DsnProvisioned, SurfacesRecorded, ParticipantRemoved,
+    ProjectCreated, RepositoryProvisioned, DsnProvisioned, SurfacesRecorded, ParticipantRemoved, ParticipantAdded,
 )
 BY_KIND: dict[str, type[ProjectsEvent]] = {str(e.__struct_config__.tag): e for e in EVENTS}

@@ -88,6 +88,12 @@ class Project(Aggregate):
     ) -> None:
         self.updated_at = max(self.updated_at, at)
 
+    @event("ParticipantAdded")
+    def add_participant(
+        self, *, subject_key: str, project_role: str, stack_ids: list[str], added_by: str, at: str
+    ) -> None:
+        self.updated_at = max(self.updated_at, at)
+
     @event("ParticipantRemoved")
     def remove_participant(self, *, subject_key: str, removed_by: str, at: str) -> None:
         self.updated_at = max(self.updated_at, at)

@@ -90,3 +90,18 @@ def require_control(subject: Subject, grants: ProjectGrants) -> None:
             "Control verbs need super_admin or the project's owner or maintainer role.",
             code="control_role_required",
         )
+
+
+def role_rank(role: str | None) -> int:
+    """``viewer`` 0 … ``owner`` 3; no role (or an unknown one) -1."""
+    return _RANK.get(role or "", -1)
+
+
+def may_manage_participant(caller_role: str | None, *, super_admin: bool, target_role: str | None) -> bool:
+    """Adding, re-roling or removing a participant who holds (or is to hold) ``target_role``
+    needs a role above it; an owner manages owners too (no project role ranks above theirs);
+    super_admin manages everyone. (That the last owner stays is the caller's second check.)"""
+    if super_admin:
+        return True
+    mine = role_rank(caller_role)
+    return mine == _RANK["owner"] or mine > role_rank(target_role)

@@ -10,12 +10,36 @@ import secrets
 # newline, so ``"run-1\n"`` would pass; the lookahead makes the pattern mean the same in
 # Python and in the JSON Schema (ECMA) dialect the OpenAPI document publishes it in.
 END = r"$(?!\n)"
-ID_PATTERN = rf"^[A-Za-z0-9_-]{{1,128}}{END}"
-_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+# The one identifier rule (C12): every identifier that becomes a path segment, a git ref
+# component or a command argument is made of these characters only, so it can hold no
+# ``/``, no ``.`` (no ``..``), no NUL, no newline. Checked at the API boundary (the
+# patterns below) and again wherever a path or a ref is built (``is_valid_id`` and the
+# rest, which match the whole string: ``\A…\Z``).
+ID = r"[A-Za-z0-9_-]{1,128}"
+ID_PATTERN = rf"^{ID}{END}"
+OPTIONAL_ID_PATTERN = rf"^(?:{ID})?{END}"
+# A repository is ``<owner>/<name>``, each an identifier.
+REPO_SLUG_PATTERN = rf"^{ID}/{ID}{END}"
+OPTIONAL_REPO_SLUG_PATTERN = rf"^(?:{ID}/{ID})?{END}"
+# A branch is identifiers joined by ``/``; no component starts with ``-`` (an option to git).
+_BRANCH_PART = r"(?!-)[A-Za-z0-9_-]{1,128}"
+BRANCH_PATTERN = rf"^{_BRANCH_PART}(?:/{_BRANCH_PART}){{0,7}}{END}"
+_ID = re.compile(rf"\A{ID}\Z")
+_REPO_SLUG = re.compile(rf"\A{ID}/{ID}\Z")
+_BRANCH = re.compile(rf"\A{_BRANCH_PART}(?:/{_BRANCH_PART}){{0,7}}\Z")
 
 
 def is_valid_id(value: str) -> bool:
-    return _ID.fullmatch(value) is not None
+    return isinstance(value, str) and _ID.match(value) is not None
+
+
+def is_valid_repo_slug(value: str) -> bool:
+    """``owner/name``, each part an identifier."""
+    return isinstance(value, str) and _REPO_SLUG.match(value) is not None
+
+
+def is_valid_branch(value: str) -> bool:
+    return isinstance(value, str) and len(value) <= 200 and _BRANCH.match(value) is not None
 
 
 def new_id(prefix: str) -> str:

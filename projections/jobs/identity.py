@@ -5,7 +5,8 @@
 - ``subject/<tenant>/<subject_id>``: what is known of a subject (key, user id, username,
   e-mail), from its latest link event at any provider.
 - ``by/<tenant>/<field>/<value>``: the subject named by a ``user_id``, ``username`` or
-  ``email`` (the last two lower-cased), for look-ups by query.
+  ``email`` (the last two lower-cased), for look-ups by query. An e-mail that is a
+  subject's own key stays that subject's, whoever else's link states it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain.jobs import events as ev
+from domain.jobs.identity import subject_id as own_subject_id
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 
@@ -96,5 +98,9 @@ class IdentityLinksProjector(Projector):
                 if (docs.get(stale) or {}).get("subject_id") == subject_id:
                     docs.delete(stale)
             subject[field] = value
-            docs.put(lookup_doc_key(tenant, field, value), {"subject_id": subject_id}, p=f"subject-names/{tenant}")
+            lookup = lookup_doc_key(tenant, field, value)
+            holder = (docs.get(lookup) or {}).get("subject_id", "")
+            if field == "email" and holder and holder != subject_id and holder == own_subject_id(tenant, value):
+                continue  # an e-mail answers the subject whose key it is, whoever else states it
+            docs.put(lookup, {"subject_id": subject_id}, p=f"subject-names/{tenant}")
         docs.put(key, subject, p=f"subjects/{tenant}", s=subject["subject_key"])

@@ -47,17 +47,20 @@ class RelationsProjector(Projector):
     the creator as owner, member teams and group paths)."""
 
     name = NAME
-    topics = frozenset({"Project.Created", "Project.ParticipantRemoved"})
+    topics = frozenset({"Project.Created", "Project.ParticipantRemoved", "Project.ParticipantAdded"})
     announced = True  # the API decides access from copies of these documents
 
     def apply(self, env: Envelope, docs: Docs) -> None:
         e = env.event
-        if isinstance(e, pe.ParticipantRemoved):  # every tuple naming the user goes
+        if isinstance(e, (pe.ParticipantRemoved, pe.ParticipantAdded)):
             slug = env.scope[2] if len(env.scope) > 2 else ""
             doc = docs.get(relations_key(env.tenant, slug))
-            if doc is not None:
+            if doc is not None:  # every tuple naming the user goes; an added one is written anew
                 user = f"user:{e.subject_key}"
-                doc["tuples"] = [t for t in doc["tuples"] if t[2] != user]
+                tuples = [RelationTuple(*t) for t in doc["tuples"] if t[2] != user]
+                if isinstance(e, pe.ParticipantAdded):
+                    tuples += project_tuples(slug, [{"subject_key": e.subject_key, "project_role": e.project_role}])
+                doc["tuples"] = msgspec.to_builtins(sorted(set(tuples)))
                 docs.put(relations_key(env.tenant, slug), doc, p=relations_partition(env.tenant), s=slug)
             return
         if not isinstance(e, pe.ProjectCreated):

@@ -102,6 +102,7 @@ def project_out(tenant: str, slug: str, request: dict[str, Any], created_by: str
 
 PROVISIONING = frozenset({
     "Project.RepositoryProvisioned", "Project.DsnProvisioned", "Project.ParticipantRemoved", "Project.SurfacesRecorded",
+    "Project.ParticipantAdded",
 })
 
 
@@ -109,7 +110,9 @@ def apply_provisioning(project: dict[str, Any], e: pe.ProjectsEvent) -> None:
     """A provisioning outcome folded into ``PortalProjectOut``: the binding's repository
     (URL, commit, status) and the project's summary status; the DSN's status in the
     assembly's ``error_reporting`` and each lane binding's metadata."""
-    if not isinstance(e, (pe.SurfacesRecorded, pe.ParticipantRemoved, pe.DsnProvisioned, pe.RepositoryProvisioned)):
+    if not isinstance(
+        e, (pe.SurfacesRecorded, pe.ParticipantRemoved, pe.ParticipantAdded, pe.DsnProvisioned, pe.RepositoryProvisioned)
+    ):
         return
     project["updated_at"] = max(project["updated_at"], e.at)
     if isinstance(e, pe.SurfacesRecorded):
@@ -125,6 +128,12 @@ def apply_provisioning(project: dict[str, Any], e: pe.ProjectsEvent) -> None:
         project["participants"] = [p for p in project["participants"] if p["subject_key"] != e.subject_key]
         project["member_subject_keys"] = [k for k in project["member_subject_keys"] if k != e.subject_key]
         return
+    if isinstance(e, pe.ParticipantAdded):
+        added = {"subject_key": e.subject_key, "project_role": e.project_role, "stack_ids": list(e.stack_ids)}
+        others = [p for p in project["participants"] if p["subject_key"] != e.subject_key]
+        project["participants"] = [*others, added]
+        project["member_subject_keys"] = sorted({*project["member_subject_keys"], e.subject_key})
+        return
     bindings = project["repository_bindings"]
     if isinstance(e, pe.DsnProvisioned):
         project["project_assembly"]["error_reporting"] = {"status": e.status, "dsn": e.dsn, "error": e.error}
@@ -132,9 +141,12 @@ def apply_provisioning(project: dict[str, Any], e: pe.ProjectsEvent) -> None:
             if b["repository_key"] in ("frontend", "backend"):
                 b["metadata"]["error_reporting_dsn_status"] = e.status
         return
+    # Logs written before repositories had hosting URLs stored the server's own path
+    # (``file://…``): it is never shown; the binding keeps its hosting URL.
+    url = None if e.vcs_repo_url.startswith("file:") else e.vcs_repo_url
     for b in bindings:
         if b["repository_key"] == e.repository_key:
-            b["vcs_repo_url"] = e.vcs_repo_url
+            b["vcs_repo_url"] = b["vcs_repo_url"] if url is None else url
             b["metadata"]["vcs_repo_provision_status"] = e.status
             b["metadata"]["vcs_repo_node_id"] = e.vcs_repo_node_id
             if e.error:
@@ -150,7 +162,7 @@ def apply_provisioning(project: dict[str, Any], e: pe.ProjectsEvent) -> None:
     project["vcs_repo_provision_error"] = failed[0] if failed else ""
     main = next((b for b in bindings if b["repository_type"] == "assembly"), bindings[0] if bindings else None)
     if main is not None and main["repository_key"] == e.repository_key:
-        project["vcs_repo_url"] = e.vcs_repo_url
+        project["vcs_repo_url"] = main["vcs_repo_url"]
         project["vcs_repo_node_id"] = e.vcs_repo_node_id
 
 

@@ -23,7 +23,7 @@ IDENTITY = "Squadops Gate <gate-app@apps.example.com>"
 @pytest.fixture
 def setup(database_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, Path]]:
     with service(database_url, tmp_path, gate_app_identity=IDENTITY) as container, http(container, ADMIN, ("projector",)) as c:
-        yield c, tmp_path / "vcs"
+        yield c, tmp_path / "vcs" / "default"  # the default tenant's own repositories
 
 
 def git(bare: Path, *args: str) -> str:
@@ -197,11 +197,11 @@ def test_concurrent_runs_of_one_thread_get_their_own_attempt_branch_and_pull_req
     assert len(set(heads.values())) == 3 and all(heads[r["branch_name"]] == r["publication"]["head_sha"] for r in records)
 
 
-def test_threads_of_two_tenants_with_one_key_publish_to_the_default_repository_side_by_side(
+def test_threads_of_two_tenants_with_one_key_publish_each_to_its_own_default_repository(
     setup: tuple[TestClient, Path],
 ) -> None:
-    # Two tenants' thread "t-1" on the shared default repository: each gets its own branch
-    # (the second was refused as a non-fast-forward push, a 5xx, before).
+    # Two tenants' thread "t-1": the gate's default repository is the service's own, per
+    # tenant, so each publishes into its own and neither reaches the other's.
     client, vcs = setup
     first = client.post(f"{GATE}/threads/t-1/run", json={})
     other = client.post(f"{GATE}/threads/t-1/run", json={}, headers={"X-Squadops-Tenant-Id": "acme"})
@@ -209,6 +209,9 @@ def test_threads_of_two_tenants_with_one_key_publish_to_the_default_repository_s
     a, b = first.json(), other.json()
     assert (a["repo"], b["repo"]) == ("squadops/gate-default", "squadops/gate-default")
     assert (a["branch_name"], b["branch_name"]) == ("squadops/gate/t-1/run-1", "squadops/gate/acme/t-1/run-1")
-    bare = vcs / "squadops" / "gate-default.git"
-    assert git(bare, "rev-parse", f"refs/heads/{b['branch_name']}") == b["publication"]["head_sha"]
+    mine, theirs = vcs / "squadops" / "gate-default.git", vcs.parent / "acme" / "squadops" / "gate-default.git"
+    assert git(theirs, "rev-parse", f"refs/heads/{b['branch_name']}") == b["publication"]["head_sha"]
+    assert git(mine, "rev-parse", f"refs/heads/{a['branch_name']}") == a["publication"]["head_sha"]
+    assert subprocess.run(["git", "--git-dir", str(mine), "rev-parse", "--verify", "--quiet", f"refs/heads/{b['branch_name']}"],
+                          capture_output=True, check=False).returncode != 0
     assert a["pr_url"] != b["pr_url"]

@@ -64,7 +64,7 @@ def test_a_client_follows_its_jobs_to_their_end_and_reads_what_they_recorded(
 ) -> None:
     write_connector(tmp_path / "connectors", "idp", IDP, [ANN, BOB], scope="staff")
     changes = {
-        "api_keys": (KEY,),
+        "api_keys": (f"acme:{KEY}", f"default:{KEY}"),  # one key bound to two tenants
         "power_device_addr": device.addr,
         "power_device_timeout_seconds": 0.5,
         "job_retry_base_seconds": 0.01,

@@ -118,7 +118,12 @@ def test_an_api_key_or_a_principal_may_enqueue(client: TestClient) -> None:
     by_key = client.post("/v1/wizard/try", json=WIZARD, headers={"x-api-key": API_KEY})
     assert by_key.status_code == 202 and by_key.json()["status"] == "queued"
     assert set(by_key.json()) == JOB_FIELDS and by_key.headers["X-Squadops-Position"]
-    by_person = client.post("/v1/jobs/sync/access", json=ACCESS, headers=PERSON)
+    # A person enqueues in a tenant where they hold a project role (contributor or above).
+    project = {"project_key": "jobs-dev", "participants": [{"subject_key": "dev@example.com", "project_role": "contributor"}]}
+    created = client.post("/v1/project-factory/projects", json=project, headers=ADMIN)
+    assert created.status_code == 201, created.text
+    seen = {"X-Squadops-Min-Position": created.headers["X-Squadops-Position"]}
+    by_person = client.post("/v1/jobs/sync/access", json=ACCESS, headers={**PERSON, **seen})
     assert by_person.status_code == 202 and by_person.json()["job_type"] == "access_sync"
 
 

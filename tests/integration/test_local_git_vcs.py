@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
@@ -21,17 +20,20 @@ def test_provisioned_repository_is_the_one_the_gate_publishes_into(tmp_path: Pat
         tenant="default", project_slug="acme", repo_slug="acme/api", default_branch="trunk", private=True,
         files={"README.md": "# acme\n", ".env": "SENTRY_DSN=https://k@errors.example/1\n"},
     )
-    bare = Path(urlparse(repo.url).path)
-    assert bare == (tmp_path / "vcs" / "acme" / "api.git").resolve()
+    assert repo.url == "https://vcs.example/acme/api"  # the hosting URL, never the server's path
+    bare = tmp_path / "vcs" / "default" / "acme" / "api.git"  # the tenant's own storage
     head = subprocess.run(["git", "--git-dir", str(bare), "rev-parse", "refs/heads/trunk"],
                           capture_output=True, text=True, check=True).stdout.strip()
     assert head == repo.node_id
 
-    commit = vcs.commit_branch("acme/api", base_branch="trunk", branch_name="gate/1",
-                               files={"src/app.py": b"print('hi')\n"}, message="gate", author="Gate <gate@example.com>")
+    gate = vcs.for_tenant("default")
+    commit = gate.commit_branch("acme/api", base_branch="trunk", branch_name="gate/1",
+                                files={"src/app.py": b"print('hi')\n"}, message="gate", author="Gate <gate@example.com>")
     assert commit.base_sha == repo.node_id  # built on the provisioned starter commit
-    assert vcs.read_file("acme/api", commit.head_sha, ".env") == b"SENTRY_DSN=https://k@errors.example/1\n"
-    assert vcs.read_file("acme/api", commit.head_sha, "src/app.py") == b"print('hi')\n"
+    assert gate.read_file("acme/api", commit.head_sha, ".env") == b"SENTRY_DSN=https://k@errors.example/1\n"
+    assert gate.read_file("acme/api", commit.head_sha, "src/app.py") == b"print('hi')\n"
+    # Another tenant's "acme/api" is another repository: it cannot be reached by name.
+    assert vcs.for_tenant("globex").read_file("acme/api", commit.head_sha, ".env") is None
 
     with pytest.raises(VcsError, match="already exists"):
         vcs.create_repository(tenant="default", project_slug="acme", repo_slug="acme/api", default_branch="trunk",

@@ -34,7 +34,7 @@ EXPECTED = {
     ("post", "/v1/admin/studio/runs/{run_id}/cleanup"): {401, 403, 404, 409, 413, 422},
     ("post", "/v1/admin/studio/runs/{run_id}/replay"): {401, 403, 404, 409, 422},
     ("post", "/v1/admin/studio/runs/{run_id}/control"): {401, 403, 404, 409, 413, 422},
-    ("post", "/v1/project-factory/projects"): {401, 404, 409, 413, 422},
+    ("post", "/v1/project-factory/projects"): {401, 403, 404, 409, 413, 422},
     ("get", "/control-plane/studio/live"): {401, 403, 404, 409, 422},
     ("get", "/control-plane/studio/observability-feed"): {401, 403, 404, 409, 422},
     ("get", "/control-plane/studio/runs"): {401, 403, 404, 409, 422},

@@ -44,9 +44,13 @@ def create(http: TestClient, body: dict) -> dict:
     return answer.json()
 
 
-def git_show(url: str, ref: str) -> str:
-    path = urlparse(url).path
-    return subprocess.run(["git", "--git-dir", path, "show", ref], capture_output=True, text=True, check=True).stdout
+def git_show(data_dir: Path, url: str, ref: str, tenant: str = "default") -> str:
+    """``git show`` in the repository a hosting URL names, in the tenant's own storage; the
+    URL is the hosting service's and never the server's path."""
+    assert url.startswith("https://vcs.squadops.local/") and str(data_dir) not in url, url
+    owner, name = urlparse(url).path.strip("/").split("/")[-2:]
+    path = data_dir / "vcs" / tenant / owner / f"{name}.git"
+    return subprocess.run(["git", "--git-dir", str(path), "show", ref], capture_output=True, text=True, check=True).stdout
 
 
 class _Sentry(BaseHTTPRequestHandler):
@@ -82,11 +86,11 @@ def test_repositories_and_dsn_are_provisioned_and_recorded(tmp_path: Path, sentr
         assert out["vcs_repo_url"] == by_key["assembly"]["vcs_repo_url"].strip() != ""
         assert "vcs_repo_provision_status" not in by_key["contract"]["metadata"]  # create_vcs_repo false
         assert not by_key["contract"]["vcs_repo_url"].startswith("file:")
-        assert git_show(by_key["backend"]["vcs_repo_url"], "trunk:.env") == "SENTRY_DSN=https://k3y@errors.example/acme\n"
-        assert git_show(by_key["frontend"]["vcs_repo_url"], "main:.env") == (
+        assert git_show(tmp_path, by_key["backend"]["vcs_repo_url"], "trunk:.env") == "SENTRY_DSN=https://k3y@errors.example/acme\n"
+        assert git_show(tmp_path, by_key["frontend"]["vcs_repo_url"], "main:.env") == (
             "PUBLIC_SENTRY_DSN=https://k3y@errors.example/acme\n"
         )
-        assert "README.md" in git_show(by_key["assembly"]["vcs_repo_url"], "main:")
+        assert "README.md" in git_show(tmp_path, by_key["assembly"]["vcs_repo_url"], "main:")
         assert out["vcs_repo_node_id"] == by_key["assembly"]["metadata"]["vcs_repo_node_id"]
         assert _Sentry.seen[-1] == "/api/0/projects/acme-org/acme/keys/"
         assert out["project_assembly"]["error_reporting"]["status"] == "provisioned"
@@ -110,7 +114,7 @@ def test_dsn_failure_never_blocks_creation(tmp_path: Path) -> None:
         assert out["project_assembly"]["error_reporting"]["error"]
         assert out["vcs_repo_provision_status"] == "provisioned"  # repositories still made, with an empty DSN
         backend = next(b for b in out["repository_bindings"] if b["repository_key"] == "backend")
-        assert git_show(backend["vcs_repo_url"], "trunk:.env") == "SENTRY_DSN=\n"
+        assert git_show(tmp_path, backend["vcs_repo_url"], "trunk:.env") == "SENTRY_DSN=\n"
         assert http.get(f"{PROJECTS}/acme").json()["project_assembly"]["error_reporting"]["status"] == "failed"
 
 

@@ -211,8 +211,9 @@ def test_rebuild_of_jobs_sync_identity_and_gate_equals_live_and_fires_no_side_ef
                 pass
             jobs = [r for r in app.store.dump("jobs") if r.key.startswith("job/")]
             assert len(jobs) == 5 and {r.st for r in jobs} == {"succeeded"}
-            bare = tmp_path / "vcs" / "acme" / "api.git"
+            bare = tmp_path / "vcs" / TENANT / "acme" / "api.git"  # the tenant's own repositories
             refs = subprocess.run(["git", "--git-dir", str(bare), "for-each-ref"], capture_output=True, text=True).stdout
+            assert "refs/heads/" in refs
             sent = list(device.received)
             live = dumps(app.store)
             assert all(live[name] for name in ("jobs", "sync_checkpoints", "identity_links", "gate_runs", "gate_proposals"))

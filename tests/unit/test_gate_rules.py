@@ -33,7 +33,9 @@ def test_a_proposal_goes_to_the_agents_lane_else_the_first_lane_else_the_assembl
     assert choose_binding(BINDINGS, "planner")["vcs_repo_slug"] == "acme/api"
     assert choose_binding(BINDINGS[:1], "backend")["vcs_repo_slug"] == "acme/assembly"
     assert choose_binding([{"repository_key": "x", "vcs_repo_slug": "../etc"}], "") is None
-    assert not valid_repo("a/b/c") and not valid_repo("a/..") and valid_repo("acme/api.v2")
+    assert not valid_repo("a/b/c") and not valid_repo("a/..") and valid_repo("acme/api-v2")
+    # Identifiers only (C12): no dot, no trailing newline (a ``$`` would have let it through).
+    assert not valid_repo("acme/api.v2") and not valid_repo("acme/api\n") and not valid_repo("acme/\x00")
 
 
 def test_only_the_assembly_repository_is_orchestration() -> None:

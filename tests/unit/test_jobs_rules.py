@@ -13,6 +13,7 @@ from domain.gate.thread import GateThread
 from domain.jobs import events as job_events
 from domain.jobs.binding import ProviderBinding
 from domain.jobs.checkpoint import SyncCheckpoint
+from domain.jobs.idempotency import JobKey
 from domain.jobs.identity import IdentityLink
 from domain.jobs.job import FAILED, QUEUED, RUNNING, SUCCEEDED, Job, JobNotClaimable
 from domain.jobs.policies import (
@@ -158,7 +159,7 @@ def test_a_waiting_step_keeps_its_attempt_and_a_lost_runner_costs_one() -> None:
 
 # -- event contracts ---------------------------------------------------------------------------------
 
-AGGREGATES = (Job, SyncCheckpoint, IdentityLink, ProviderBinding, GateThread)
+AGGREGATES = (Job, JobKey, SyncCheckpoint, IdentityLink, ProviderBinding, GateThread)
 LIBRARY_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic"}
 
 

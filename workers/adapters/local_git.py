@@ -3,10 +3,13 @@
 It is the one local-git adapter behind both vcs ports: the project factory's provisioning
 (``domain.projects.provisioning.VcsPort.create_repository``: a new repository with its
 default branch and an initial commit of the starter files) and the gate's publication
-(``domain.gate.ports.Vcs``). Both address ``<root>/<owner>/<name>.git``, so the gate
-publishes into the very repository the factory provisioned for a binding.
+(``domain.gate.ports.Vcs``). Repositories belong to a tenant: both address
+``<root>/<tenant>/<owner>/<name>.git`` (``for_tenant``), so the gate publishes into the very
+repository the factory provisioned for a binding of the same tenant, and no tenant names,
+takes or reaches another's. Every part of the path is an identifier and the path stays
+under the root (``workers.paths.inside``); git gets ``--`` before paths and refs.
 
-``<root>/<owner>/<name>.git`` is also created on first publication (an empty initial
+``<root>/<tenant>/<owner>/<name>.git`` is also created on first publication (an empty initial
 commit on the base branch) when the factory did not provision it. A branch is committed in a temporary clone and pushed; a pull request is kept the
 way hosted vcs keep it: ``refs/pull/<n>/head`` and a test merge at ``refs/pull/<n>/merge``
 (``git merge-tree``), with its title, body, labels, comments and check runs in
@@ -32,11 +35,13 @@ from typing import Any, TypeVar
 from domain.gate.policies import valid_repo
 from domain.gate.ports import Comment, Commit, PullRequest, VcsError
 from domain.projects.provisioning import Repository
+from domain.shared.ids import is_valid_branch, is_valid_id
 from domain.shared.ports import BranchChanges
+from workers.paths import OutsideRoot, inside
 
 _EMAIL = re.compile(r"^(?P<name>.+?)\s*<(?P<email>[^<>@\s]+@[^<>\s]+)>$")
 _SLUG = re.compile(r"[^a-z0-9]+")
-_BRANCH = re.compile(r"^[A-Za-z0-9._/-]+$")
+_SHA = re.compile(r"[0-9a-f]{40}")
 T = TypeVar("T")
 
 
@@ -76,13 +81,24 @@ class LocalGitVcs:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
 
+    def for_tenant(self, tenant: str) -> LocalGitVcs:
+        """The tenant's own repositories: ``<root>/<tenant>/…``; their URLs name the tenant
+        (but for ``default``, whose URLs stay ``<base_url>/<owner>/<name>``)."""
+        if not is_valid_id(tenant):
+            raise VcsError(f"{tenant!r} is not a tenant id")
+        base_url = self.base_url if tenant == "default" else f"{self.base_url}/{tenant}"
+        return LocalGitVcs(self.root / tenant, base_url, timeout=self.timeout)
+
     # -- plumbing ---------------------------------------------------------------------------
 
     def bare(self, repo: str) -> Path:
         if not valid_repo(repo):
             raise VcsError(f"{repo!r} is not an owner/name repository")
         owner, name = repo.split("/")
-        return self.root / owner / f"{name}.git"
+        try:
+            return inside(self.root, owner, name, suffix=".git")
+        except OutsideRoot as exc:
+            raise VcsError(str(exc)) from None
 
     def git(self, *args: str, cwd: Path | None = None, author: str = "", data: bytes | None = None) -> bytes:
         env = {
@@ -122,11 +138,11 @@ class LocalGitVcs:
 
     def ensure(self, repo: str, base_branch: str, author: str) -> Path:
         """The bare repository, created with an initial commit on ``base_branch`` if new."""
-        if not _BRANCH.match(base_branch):
+        if not is_valid_branch(base_branch):
             raise VcsError(f"{base_branch!r} is not a branch name")
         with self.locked(repo) as bare:
             if not (bare / "HEAD").exists():
-                self.git("init", "--quiet", "--bare", f"--initial-branch={base_branch}", str(bare))
+                self.git("init", "--quiet", "--bare", f"--initial-branch={base_branch}", "--", str(bare))
             try:
                 self.rev(bare, f"refs/heads/{base_branch}")
             except VcsError:
@@ -148,27 +164,29 @@ class LocalGitVcs:
         files: Mapping[str, str],
     ) -> Repository:
         """A new bare repository with ``default_branch`` holding one commit of ``files``
-        (flat starter files); its URL is the repository itself (``file://``, clonable)."""
-        if not _BRANCH.match(default_branch) or ".." in default_branch:
+        (flat starter files) in the tenant's own storage; its URL is the hosting URL
+        (``<base_url>/<owner>/<name>``), never the server's path."""
+        if not is_valid_branch(default_branch):
             raise VcsError(f"{default_branch!r} is not a branch name")
         for name in files:
             if "/" in name or name in ("", ".", "..", ".git") or "\n" in name or "\t" in name:
                 raise VcsError(f"not a starter file name: {name!r}")
-        with self.locked(repo_slug) as bare:
+        scoped = self.for_tenant(tenant)
+        with scoped.locked(repo_slug) as bare:
             if (bare / "HEAD").exists():
                 raise VcsError(f"repository {repo_slug!r} already exists")
-            self.git("init", "--quiet", "--bare", f"--initial-branch={default_branch}", str(bare))
+            scoped.git("init", "--quiet", "--bare", f"--initial-branch={default_branch}", "--", str(bare))
             git_dir = ("--git-dir", str(bare))
             entries = []
             for name in sorted(files):
-                blob = self.git(*git_dir, "hash-object", "-w", "--stdin", data=files[name].encode()).decode().strip()
+                blob = scoped.git(*git_dir, "hash-object", "-w", "--stdin", data=files[name].encode()).decode().strip()
                 entries.append(f"100644 blob {blob}\t{name}")
             tree = self.git(*git_dir, "mktree", data=("\n".join(entries) + "\n").encode()).decode().strip()
             commit = self.git(
                 *git_dir, "commit-tree", tree, "-m", f"Start {project_slug}", author="squadops <squadops@localhost>"
             ).decode().strip()
             self.git(*git_dir, "update-ref", f"refs/heads/{default_branch}", commit, "0" * 40)
-        return Repository(url=bare.resolve().as_uri(), node_id=commit)
+        return Repository(url=scoped.repo_url(repo_slug), node_id=commit)
 
     # -- the gate's port --------------------------------------------------------------------
 
@@ -177,13 +195,13 @@ class LocalGitVcs:
         self, repo: str, *, base_branch: str, branch_name: str, files: Mapping[str, bytes], message: str, author: str,
         source: BranchChanges | None = None,
     ) -> Commit:
-        if not _BRANCH.match(branch_name) or ".." in branch_name:
-            raise VcsError(f"{branch_name!r} is not a branch name")
+        if not is_valid_branch(branch_name) or not is_valid_branch(base_branch):
+            raise VcsError(f"{branch_name!r} or {base_branch!r} is not a branch name")
         bare = self.ensure(repo, base_branch, author)
         with tempfile.TemporaryDirectory(prefix="squadops-gate-") as tmp:
             work = Path(tmp) / "work"
-            self.git("clone", "--quiet", "--no-tags", "--single-branch", "--branch", base_branch, str(bare), str(work))
-            self.git("checkout", "--quiet", "-b", branch_name, cwd=work)
+            self.git("clone", "--quiet", "--no-tags", "--single-branch", "--branch", base_branch, "--", str(bare), str(work))
+            self.git("checkout", "--quiet", "-b", branch_name, "--", cwd=work)
             if source is not None:
                 self._apply_source(work, source)
             for path, content in files.items():
@@ -203,9 +221,9 @@ class LocalGitVcs:
     def _apply_source(self, work: Path, source: BranchChanges) -> None:
         """The changes an agent's branch made to its base, applied to the clone's index (the
         agent's lane repository and this one need not share history)."""
-        if not _BRANCH.match(source.branch) or ".." in source.branch:
-            raise VcsError(f"{source.branch!r} is not a branch name")
-        self.git("fetch", "--quiet", "--no-tags", source.repository, f"refs/heads/{source.branch}", cwd=work)
+        if not is_valid_branch(source.branch) or not all(_SHA.fullmatch(s) for s in (source.base_sha, source.head_sha)):
+            raise VcsError(f"{source.branch!r} is not an agent branch with its commits")
+        self.git("fetch", "--quiet", "--no-tags", "--", source.repository, f"refs/heads/{source.branch}", cwd=work)
         diff = self.git("diff", "--binary", "--no-renames", source.base_sha, source.head_sha, "--", cwd=work)
         if not diff.strip():
             raise VcsError(f"the agent's branch {source.branch} changes nothing against its base")

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from domain.shared import ports
+from domain.shared.ids import is_valid_branch, is_valid_id
 from domain.studio.agent_tools import lane_binding
 from domain.studio.brief import branch_name
+from workers.paths import OutsideRoot, inside
 
 GIT_TIMEOUT = 120
 GIT_IDENTITY = {
@@ -74,15 +76,24 @@ class Worktrees:
         """The repository of the agent's lane (the assembly repository for coordination roles)."""
         binding = lane_binding(run.project_facts, agent_id)
         key = str(binding.get("repository_key") or "assembly")
-        path = self.root / "repos" / run.tenant / run.project_slug / f"{key}.git"
         branch = str(binding.get("default_branch") or "main")
+        if not is_valid_branch(branch):
+            raise WorktreeError(f"{branch!r} is not a branch name")
+        path = self._inside("repos", run.tenant, run.project_slug, key, suffix=".git")
         return Repository(key, path, str(binding.get("vcs_repo_url") or ""), branch)
 
     def path_for(self, tenant: str, run_id: str, agent_id: str) -> Path:
-        return self.root / "worktrees" / tenant / run_id / agent_id
+        return self._inside("worktrees", tenant, run_id, agent_id)
 
     def run_dir(self, tenant: str, run_id: str) -> Path:
-        return self.root / "worktrees" / tenant / run_id
+        return self._inside("worktrees", tenant, run_id)
+
+    def _inside(self, *parts: str, suffix: str = "") -> Path:
+        """Identifier-named parts under the data directory, never a path outside it."""
+        try:
+            return inside(self.root, *parts, suffix=suffix)
+        except OutsideRoot as exc:
+            raise WorktreeError(str(exc)) from None
 
     # -- repositories -------------------------------------------------------------------
 
@@ -93,9 +104,9 @@ class Worktrees:
             return
         repo.path.parent.mkdir(parents=True, exist_ok=True)
         if repo.origin:
-            git("clone", "--bare", repo.origin, str(repo.path))
+            git("clone", "--bare", "--", repo.origin, str(repo.path))
             return
-        git("init", "--bare", f"--initial-branch={repo.default_branch}", str(repo.path))
+        git("init", "--bare", f"--initial-branch={repo.default_branch}", "--", str(repo.path))
         tree = git("hash-object", "-t", "tree", "-w", "--stdin", cwd=repo.path)
         dates = {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when} if when else {}
         commit = git("commit-tree", tree, "-m", f"squadops: start of the {repo.key} lane", cwd=repo.path, env=dates)
@@ -120,9 +131,9 @@ class Worktrees:
                 ["git", "show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo.path, check=False
             ).returncode == 0
             if exists:
-                git("worktree", "add", str(path), branch, cwd=repo.path)
+                git("worktree", "add", "--", str(path), branch, cwd=repo.path)
             else:
-                git("worktree", "add", "-b", branch, str(path), repo.default_branch, cwd=repo.path)
+                git("worktree", "add", "-b", branch, "--", str(path), repo.default_branch, cwd=repo.path)
             return path
 
     def recreate(self, run: Any, agent_id: str, author: str = "", message: str = "") -> Path:
@@ -194,7 +205,7 @@ class Worktrees:
             try:
                 if not self.is_clean(path):
                     return False
-                git("worktree", "remove", str(path), cwd=repo)  # git itself refuses a dirty one
+                git("worktree", "remove", "--", str(path), cwd=repo)  # git itself refuses a dirty one
             except WorktreeError:
                 return False
             git("worktree", "prune", cwd=repo)
@@ -284,7 +295,10 @@ class Worktrees:
         root = self.root / "worktrees"
         if not root.exists():
             return []
-        return sorted((t.name, r.name) for t in root.iterdir() if t.is_dir() for r in t.iterdir() if r.is_dir())
+        return sorted(
+            (t.name, r.name) for t in root.iterdir() if t.is_dir() and is_valid_id(t.name)
+            for r in t.iterdir() if r.is_dir() and is_valid_id(r.name)
+        )
 
     def is_worktree(self, path: Path) -> bool:
         return (path / ".git").is_file() and self._repository_of(path) is not None
