@@ -100,5 +100,5 @@ def test_real_clis_deliver_committed_work(database_url: str) -> None:
         record = answer.json()
         assert record["status"] == "published", record
         assert "orders.py" in record["publication"]["committed_paths"]
-        vcs = svc.container.gate.vcs.bare(record["repo"])
+        vcs = svc.container.gate.vcs.for_tenant("default").bare(record["repo"])
         assert show(vcs, record["publication"]["head_sha"], "orders.py") == "ORDERS: list[dict] = []\n"
