@@ -15,7 +15,7 @@ import msgspec
 from workers.cli_client import OPERATOR, SUPER_ADMIN, client
 from workers.portal_cli import add_parsers as add_portal_parsers
 from workers.projections_cli import add_parser as add_projections_parser
-from workers.settings import Settings, SettingsError, load_settings
+from workers.settings import Settings, SettingsError, check_exposure, load_settings
 
 if TYPE_CHECKING:
     from domain.projects.commands import ProjectCommands
@@ -64,6 +64,11 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         settings = settings.replace(host=args.host)
     if args.port:
         settings = settings.replace(port=args.port)
+    try:
+        check_exposure(settings)  # again: --host may have moved it off loopback
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
     container = build(settings)
     if args.demo or settings.demo:
         seed_demo(container.projects)

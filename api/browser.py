@@ -1,0 +1,125 @@
+"""What a page on another origin must not make a browser do to the service (C2, issue 22).
+
+A browser sends the edge's cookies with any request a page makes, from any origin; so:
+
+- a request with a body declares ``application/json`` (else 415 ``unsupported_media_type``):
+  a form or a ``text/plain`` post, which any page may send without a CORS preflight, is
+  refused before anything reads it;
+- a state-changing request (any method but GET, HEAD, OPTIONS) or a WebSocket upgrade that
+  carries ``Origin`` must come from the service's own origin (``SQUADOPS_BASE_URL``; for a
+  loopback base URL, any loopback name with its port) or one of
+  ``SQUADOPS_ALLOWED_ORIGINS`` (else 403 ``origin_not_allowed``; a WebSocket is accepted,
+  sent that body, and closed with 4403, as the live channel refuses). A request without
+  ``Origin`` comes from no browser page: its own credentials decide.
+
+The MCP endpoint (``/mcp``) answers JSON-RPC errors and keeps its own Origin rule
+(``api.mcp.controller``); its bodies are JSON like every other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+import msgspec
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+JSON_MEDIA_TYPE = "application/json"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+OWN_ORIGIN_RULE_PATHS = ("/mcp",)
+WS_REFUSED = 4403
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of a URL (lower case, the default port left out); ``""``
+    when it is no http(s) URL."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return ""
+    if parts.scheme not in ("http", "https", "ws", "wss") or not parts.hostname:
+        return ""
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    default = {"http": 80, "https": 443, "ws": 80, "wss": 443}[parts.scheme]
+    return f"{parts.scheme}://{host}" + (f":{port}" if port and port != default else "")
+
+
+def own_origins(base_url: str, allowed: Iterable[str] = ()) -> frozenset[str]:
+    """The origins whose pages may send commands: the service's own and the allowed ones."""
+    found = {origin_of(base_url), *(origin_of(o) for o in allowed)}
+    parts = urlsplit(base_url)
+    if parts.hostname in ("127.0.0.1", "localhost", "::1"):
+        port = f":{parts.port}" if parts.port else ""
+        found |= {f"{parts.scheme}://{name}{port}" for name in LOOPBACK_NAMES}
+    return frozenset(found - {""})
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def has_body(scope: Scope) -> bool:
+    length = _header(scope, b"content-length")
+    if length is not None:
+        return length.strip() not in ("", "0")
+    return _header(scope, b"transfer-encoding") is not None
+
+
+def declares_json(scope: Scope) -> bool:
+    media_type = (_header(scope, b"content-type") or "").partition(";")[0].strip().lower()
+    return media_type == JSON_MEDIA_TYPE
+
+
+def refusal(scope: Scope, origins: frozenset[str]) -> tuple[int, str, str] | None:
+    """``(status, detail, code)`` when the request breaks a rule above, else None."""
+    path = scope.get("path", "")
+    own_rule = any(path == p or path.startswith(p + "/") for p in OWN_ORIGIN_RULE_PATHS)
+    if scope["type"] == "http" and has_body(scope) and not declares_json(scope):
+        return 415, "A request body must be sent as application/json.", "unsupported_media_type"
+    changes = scope["type"] == "websocket" or scope.get("method", "GET") not in SAFE_METHODS
+    origin = _header(scope, b"origin")
+    if changes and origin is not None and not own_rule and origin_of(origin) not in origins:
+        return 403, f"Requests from the origin {origin[:200]!r} are not accepted.", "origin_not_allowed"
+    return None
+
+
+async def send_refusal(scope: Scope, receive: Receive, send: Send, status: int, detail: str, code: str) -> None:
+    body = msgspec.json.encode({"detail": detail, "code": code})
+    if scope["type"] == "websocket":
+        if (await receive())["type"] != "websocket.connect":
+            return
+        await send({"type": "websocket.accept"})
+        await send({"type": "websocket.send", "text": body.decode()})
+        await send({"type": "websocket.close", "code": 4000 + status, "reason": code})
+        return
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def browser_rules(base_url: str, allowed_origins: Iterable[str] = ()) -> object:
+    """The middleware applying the rules above (a Litestar ``middleware`` entry)."""
+    origins = own_origins(base_url, allowed_origins)
+
+    def wrap(app: ASGIApp) -> ASGIApp:
+        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] in ("http", "websocket"):
+                refused = refusal(scope, origins)
+                if refused is not None:
+                    await send_refusal(scope, receive, send, *refused)
+                    return
+            await app(scope, receive, send)
+
+        return middleware
+
+    return wrap
