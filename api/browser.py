@@ -12,8 +12,9 @@ A browser sends the edge's cookies with any request a page makes, from any origi
   sent that body, and closed with 4403, as the live channel refuses). A request without
   ``Origin`` comes from no browser page: its own credentials decide.
 
-The MCP endpoint (``/mcp``) answers JSON-RPC errors and keeps its own Origin rule
-(``api.mcp.controller``); its bodies are JSON like every other.
+The MCP endpoint (``/mcp``) keeps its own rules (``api.mcp.controller``): its callers
+authenticate with an agent's bearer token, which no browser adds by itself, it answers
+JSON-RPC errors, and it refuses origins other than this machine's and the service's.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 JSON_MEDIA_TYPE = "application/json"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-OWN_ORIGIN_RULE_PATHS = ("/mcp",)
+OWN_RULES_PATHS = ("/mcp",)
 WS_REFUSED = 4403
 
 
@@ -78,12 +79,13 @@ def declares_json(scope: Scope) -> bool:
 def refusal(scope: Scope, origins: frozenset[str]) -> tuple[int, str, str] | None:
     """``(status, detail, code)`` when the request breaks a rule above, else None."""
     path = scope.get("path", "")
-    own_rule = any(path == p or path.startswith(p + "/") for p in OWN_ORIGIN_RULE_PATHS)
+    if any(path == p or path.startswith(p + "/") for p in OWN_RULES_PATHS):
+        return None
     if scope["type"] == "http" and has_body(scope) and not declares_json(scope):
         return 415, "A request body must be sent as application/json.", "unsupported_media_type"
     changes = scope["type"] == "websocket" or scope.get("method", "GET") not in SAFE_METHODS
     origin = _header(scope, b"origin")
-    if changes and origin is not None and not own_rule and origin_of(origin) not in origins:
+    if changes and origin is not None and origin_of(origin) not in origins:
         return 403, f"Requests from the origin {origin[:200]!r} are not accepted.", "origin_not_allowed"
     return None
 

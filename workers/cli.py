@@ -78,7 +78,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     collect_young_less_often()
     print(f"squadops listening on http://{settings.host}:{settings.port} ({container.store.dialect})", file=sys.stderr)
     # SIGTERM: live streams are told to reconnect, requests in flight finish, workers commit.
-    serve(app, host=settings.host, port=settings.port, drain=app.state["hub"].drain)
+    serve(
+        app, host=settings.host, port=settings.port, drain=app.state["hub"].drain,
+        header_read_timeout=settings.header_read_timeout_seconds,
+    )
     container.close()
     return 0
 

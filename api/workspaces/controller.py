@@ -142,11 +142,16 @@ def workspace_router(edge: EdgeJwt) -> Router:
 
 # -- the usage meter (workspace token, not the edge) ---------------------------------------------
 
+# A model call carries its whole context: more than the service's other bodies (decoded
+# off the event loop, api/body.py).
+METER_MAX_BODY_BYTES = 8 << 20
+
 
 @post(
     "/{employee_slug:str}/v1/chat/completions",
     status_code=200,
     sync_to_thread=True,
+    request_max_body_size=METER_MAX_BODY_BYTES,
     summary="Metered model call",
     opt=answers(401, 422),  # the workspace's meter token, not the edge
 )
