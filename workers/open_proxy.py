@@ -11,8 +11,8 @@ Nor are they any other page's to use: a browser would send a page on another ori
 requests here just as well. So it forwards only same-origin requests (``own_request``):
 the Host a loopback name with the proxy's port (a DNS-rebound name is refused), any
 ``Origin`` that same origin, and ``Sec-Fetch-Site`` (when sent) ``same-origin`` or
-``none``; anything else is a 403 ``origin_not_allowed``. What it forwards carries the
-service's own origin, which the proxy vouches for (``api.browser``).
+``none``; anything else is a 403 ``origin_not_allowed``. What it forwards carries no
+``Origin``: the proxy checked it, and its own origin is not the service's (``api.browser``).
 """
 
 from __future__ import annotations
@@ -124,8 +124,6 @@ class EdgeProxy:
             for name, value in scope["headers"]
             if name.lower() not in _REQUEST_DROP and name.lower() != b"origin" and not name.lower().startswith(_EDGE_PREFIX)
         ] + self.claims()
-        if any(name.lower() == b"origin" for name, _ in scope["headers"]):  # checked: ours, so the service's
-            headers.append((b"origin", origin_of(self.upstream).encode()))
         target = self.upstream + scope.get("raw_path", scope["path"].encode()).decode("latin-1")
         if scope.get("query_string"):
             target += "?" + scope["query_string"].decode("latin-1")

@@ -166,7 +166,11 @@ def metered_completion(
         tenant, scope = tokens.binding(token, employee_slug)
     except Exception as exc:
         raise ApiError(401, str(exc), getattr(exc, "code", "meter_token_invalid")) from None
-    answer = meter.forward(employee_slug, data)
+    workspace = commands(state).get(tenant, scope)
+    if workspace is None:
+        raise ApiError(401, "The meter token's workspace does not exist.", "meter_token_invalid")
+    # Counted for the workspace's whole subject: the slug in the path is shared by look-alikes.
+    answer = meter.forward(workspace.employee, data)
     try:  # the workspace is in use: no idle auto-stop (best effort: the call was answered)
         commands(state).mark_active(tenant, scope)
     except Exception as exc:

@@ -66,7 +66,7 @@ def test_meter_forwards_to_the_model_proxy_and_counts_its_usage(tmp_path: Path) 
             assert used is not None and used.last_active_at > earlier  # metered use: not idle
             [(path, auth, body)] = _Proxy.seen
             assert (path, auth, body) == ("/v1/chat/completions", "Bearer proxy-key", call)
-            label = f'{{{obs["employee_label"]}="{obs["employee_slug"]}"}}'
+            label = f'{{{obs["employee_label"]}="{obs["employee"]}"}}'
             metrics = http.get("/metrics").text
             assert f"{obs['metric_names']['tokens']}{label} 42.0" in metrics
             assert f"{obs['metric_names']['requests']}{label} 1.0" in metrics
