@@ -5,12 +5,14 @@ A browser sends the edge's cookies with any request a page makes, from any origi
 - a request with a body declares ``application/json`` (else 415 ``unsupported_media_type``):
   a form or a ``text/plain`` post, which any page may send without a CORS preflight, is
   refused before anything reads it;
-- a state-changing request (any method but GET, HEAD, OPTIONS) or a WebSocket upgrade that
-  carries ``Origin`` must come from the service's own origin (``SQUADOPS_BASE_URL``; for a
+- a state-changing request (any method but GET, HEAD, OPTIONS, and a GET whose route names
+  ``CHANGES_STATE`` in its ``opt``, such as the workspace launch) or a WebSocket upgrade
+  that carries ``Origin`` must come from the service's own origin (``SQUADOPS_BASE_URL``; for a
   loopback base URL, any loopback name with its port) or one of
   ``SQUADOPS_ALLOWED_ORIGINS`` (else 403 ``origin_not_allowed``; a WebSocket is accepted,
-  sent that body, and closed with 4403, as the live channel refuses). A request without
-  ``Origin`` comes from no browser page: its own credentials decide.
+  sent that body, and closed with 4403, as the live channel refuses). Without ``Origin``,
+  one that a browser marks ``Sec-Fetch-Site: cross-site`` (a link or an image on another
+  site) is refused alike; any other comes from no browser page: its credentials decide.
 
 The MCP endpoint (``/mcp``) keeps its own rules (``api.mcp.controller``): its callers
 authenticate with an agent's bearer token, which no browser adds by itself, it answers
@@ -29,7 +31,7 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 JSON_MEDIA_TYPE = "application/json"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 OWN_RULES_PATHS = ("/mcp",)
-WS_REFUSED = 4403
+CHANGES_STATE = "changes_state"  # a route's ``opt`` key: this GET changes state
 
 
 def origin_of(url: str) -> str:
@@ -83,10 +85,19 @@ def refusal(scope: Scope, origins: frozenset[str]) -> tuple[int, str, str] | Non
         return None
     if scope["type"] == "http" and has_body(scope) and not declares_json(scope):
         return 415, "A request body must be sent as application/json.", "unsupported_media_type"
-    changes = scope["type"] == "websocket" or scope.get("method", "GET") not in SAFE_METHODS
+    handler = scope.get("route_handler")
+    changes = (
+        scope["type"] == "websocket"
+        or scope.get("method", "GET") not in SAFE_METHODS
+        or bool(getattr(handler, "opt", {}).get(CHANGES_STATE))
+    )
+    if not changes:
+        return None
     origin = _header(scope, b"origin")
-    if changes and origin is not None and origin_of(origin) not in origins:
+    if origin is not None and origin_of(origin) not in origins:
         return 403, f"Requests from the origin {origin[:200]!r} are not accepted.", "origin_not_allowed"
+    if origin is None and _header(scope, b"sec-fetch-site") == "cross-site":
+        return 403, "Requests from another site's pages are not accepted.", "origin_not_allowed"
     return None
 
 

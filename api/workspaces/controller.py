@@ -17,6 +17,7 @@ from litestar.datastructures import State
 from litestar.params import Body, PathParameter, QueryParameter
 
 from api.auth import EdgeJwt
+from api.browser import CHANGES_STATE
 from api.context import CallerDep, caller_dependency, event_store, part, read_models
 from api.errors import ApiError
 from api.openapi import answers
@@ -88,7 +89,12 @@ def launch_other(solution_id: PathId, caller: CallerDep) -> None:
     raise NotFound(f"No launch provider {solution_id!r}.", code="solution_not_found")
 
 
-@get(f"/{PROVIDER_NAME}", sync_to_thread=True, summary="Shared launch path: dev_workspace connection material")
+@get(
+    f"/{PROVIDER_NAME}",
+    sync_to_thread=True,
+    summary="Shared launch path: dev_workspace connection material",
+    opt={CHANGES_STATE: True},  # it launches: another site's page must not (api/browser.py)
+)
 def launch(
     state: State, caller: CallerDep, project_slug: Slug, repository_key: Key = None, branch: Branch = None
 ) -> Response[WorkspaceOut]:
