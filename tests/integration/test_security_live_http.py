@@ -50,15 +50,17 @@ def remove_viewer(url: str) -> float:
 
 async def sse_until_reconnect(url: str, run_id: str, headers: dict[str, str], subscribed: asyncio.Event) -> tuple[float, dict[str, Any]]:
     reader = SseReader()
-    async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(30, read=30)) as client:
-        async with client.stream("GET", LIVE, params={"topic": topic(run_id)}, headers=headers) as response:
-            assert response.status_code == 200, await response.aread()
-            async for chunk in response.aiter_raw():
-                for event in reader.feed(chunk):
-                    if event.event == "reconnect":
-                        return time.monotonic(), msgspec.json.decode(event.data)
-                if "subscribed" in reader.comments:
-                    subscribed.set()
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(30, read=30)) as client,
+        client.stream("GET", LIVE, params={"topic": topic(run_id)}, headers=headers) as response,
+    ):
+        assert response.status_code == 200, await response.aread()
+        async for chunk in response.aiter_raw():
+            for event in reader.feed(chunk):
+                if event.event == "reconnect":
+                    return time.monotonic(), msgspec.json.decode(event.data)
+            if "subscribed" in reader.comments:
+                subscribed.set()
     raise AssertionError("the stream ended without a reconnect frame")
 
 
