@@ -8,7 +8,8 @@ A browser sends the edge's cookies with any request a page makes, from any origi
 - a state-changing request (any method but GET, HEAD, OPTIONS, and a GET whose route names
   ``CHANGES_STATE`` in its ``opt``, such as the workspace launch) or a WebSocket upgrade
   that carries ``Origin`` must come from the service's own origin (``SQUADOPS_BASE_URL``; for a
-  loopback base URL, any loopback name with its port) or one of
+  loopback base URL, any loopback name with its port; and whatever loopback address and
+  port the request itself was sent to, which no DNS-rebound name can be) or one of
   ``SQUADOPS_ALLOWED_ORIGINS`` (else 403 ``origin_not_allowed``; a WebSocket is accepted,
   sent that body, and closed with 4403, as the live channel refuses). Without ``Origin``,
   one that a browser marks ``Sec-Fetch-Site: cross-site`` (a link or an image on another
@@ -78,6 +79,14 @@ def declares_json(scope: Scope) -> bool:
     return media_type == JSON_MEDIA_TYPE
 
 
+def _loopback_self(scope: Scope, origin: str) -> bool:
+    """Whether ``origin`` is the loopback address (and port) this request was sent to."""
+    host = _header(scope, b"host") or ""
+    scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "http"), scope.get("scheme", "http"))
+    own = origin_of(f"{scheme}://{host}")
+    return bool(own) and urlsplit(own).hostname in ("127.0.0.1", "localhost", "::1") and origin_of(origin) == own
+
+
 def refusal(scope: Scope, origins: frozenset[str]) -> tuple[int, str, str] | None:
     """``(status, detail, code)`` when the request breaks a rule above, else None."""
     path = scope.get("path", "")
@@ -94,7 +103,7 @@ def refusal(scope: Scope, origins: frozenset[str]) -> tuple[int, str, str] | Non
     if not changes:
         return None
     origin = _header(scope, b"origin")
-    if origin is not None and origin_of(origin) not in origins:
+    if origin is not None and origin_of(origin) not in origins and not _loopback_self(scope, origin):
         return 403, f"Requests from the origin {origin[:200]!r} are not accepted.", "origin_not_allowed"
     if origin is None and _header(scope, b"sec-fetch-site") == "cross-site":
         return 403, "Requests from another site's pages are not accepted.", "origin_not_allowed"
