@@ -8,7 +8,8 @@ from litestar.openapi import OpenAPIConfig
 
 from api.allow import mend_options_allow
 from api.auth import edge_jwt
-from api.body import JsonRequest
+from api.body import MAX_BODY_BYTES, JsonRequest
+from api.browser import browser_rules
 from api.context import ServiceParts
 from api.control_plane.controller import control_plane_router
 from api.control_plane.reads import COPIED, ControlPlaneReads
@@ -27,6 +28,7 @@ from api.portal.controller import portal_router
 from api.portal.skills import skills
 from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory.controller import project_factory_router
+from api.rate_limit import command_rate_limit
 from api.studio.controller import studio_router
 from api.studio.reads import Reads
 from api.web.controller import web_router
@@ -122,6 +124,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
         ],
         exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
         request_class=JsonRequest,  # every body is decoded there (api/body.py)
+        request_max_body_size=MAX_BODY_BYTES,  # unless a handler names its own
         # The service's parts, read by handlers from state (see api/context.py).
         state=State(
             {
@@ -162,7 +165,12 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "usage_meter": container.usage_meter,
             }
         ),
-        middleware=[request_context],
+        middleware=[
+            request_context,
+            # Browsers (api/browser.py), then the commands each principal may send (api/rate_limit.py).
+            browser_rules(settings.base_url, getattr(settings, "allowed_origins", ())),
+            command_rate_limit(getattr(settings, "rate_limit_per_minute", 0)),
+        ],
         on_startup=[on_startup, live.start],
         on_shutdown=[live.stop, on_shutdown],
         openapi_config=OpenAPIConfig(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import math
 import re
+import time
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Protocol
 
@@ -31,6 +33,9 @@ class Principal:
     subject_key: str
     email: str
     groups: tuple[str, ...]
+    # When the verified edge assertion expires (seconds since the epoch); None: no assertion.
+    # An open live stream ends then (api.live.reauthorise).
+    expires_at: float | None = None
 
     @property
     def is_super_admin(self) -> bool:
@@ -42,6 +47,8 @@ SECRET_ALGORITHMS = ("HS256", "HS384", "HS512")
 KEY_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 EDGE_JWT_ALGORITHM = "HS256"
 DEFAULT_KEY_ALGORITHMS = ("RS256", "ES256")
+MIN_SECRET_BYTES = 32  # an HS* secret shorter than this could be guessed offline from one token
+DEFAULT_MAX_LIFETIME_SECONDS = 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,7 @@ class EdgeJwt:
     issuer: str = ""
     jwks: EdgeKeys | None = field(default=None, compare=False)
     algorithms: tuple[str, ...] = ()
+    max_lifetime: float = DEFAULT_MAX_LIFETIME_SECONDS
 
     @property
     def enabled(self) -> bool:
@@ -92,8 +100,11 @@ def edge_jwt(settings: EdgeSettings) -> EdgeJwt:
     location = str(getattr(settings, "edge_jwks", "") or "")
     algorithms = tuple(getattr(settings, "edge_jwt_algorithms", ()) or ())
     check_algorithms(algorithms, secret=bool(settings.edge_jwt_key), jwks=bool(location))
+    if settings.edge_jwt_key and len(settings.edge_jwt_key.encode()) < MIN_SECRET_BYTES:
+        raise ValueError(f"SQUADOPS_EDGE_JWT_KEY must be at least {MIN_SECRET_BYTES} bytes")
     keys = EdgeKeys(location, lifespan=float(getattr(settings, "edge_jwks_cache_seconds", 300.0) or 300.0)) if location else None
-    return EdgeJwt(settings.edge_jwt_key, settings.edge_jwt_audience, settings.edge_jwt_issuer, keys, algorithms)
+    lifetime = float(getattr(settings, "edge_jwt_max_lifetime_seconds", DEFAULT_MAX_LIFETIME_SECONDS))
+    return EdgeJwt(settings.edge_jwt_key, settings.edge_jwt_audience, settings.edge_jwt_issuer, keys, algorithms, lifetime)
 
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
@@ -170,7 +181,26 @@ def verify_assertion(token: str, edge: EdgeJwt) -> dict[str, Any]:
         value = claims.get(name)
         if name in claims and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
             raise invalid_assertion(f"{name} must be a number of seconds")
+    issued = min(float(claims.get("iat", time.time())), time.time())
+    if float(claims["exp"]) - issued > edge.max_lifetime:
+        raise invalid_assertion(f"it is valid for longer than the {edge.max_lifetime:g} s an assertion may be (exp - iat)")
     return claims
+
+
+def identity_key(email: str) -> str:
+    """The identity an email names: NFKC-normalised, then case-folded (never ``.lower()``)."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", email).casefold())
+
+
+def same_identity(asserted: str, claimed: str) -> bool:
+    """Whether the assertion's email and the header's name one identity, differing in case
+    at most: both must already be NFKC-normal (so a look-alike such as the Kelvin sign
+    for ``K`` is refused, not folded into someone else's name)."""
+    return (
+        unicodedata.is_normalized("NFKC", asserted)
+        and unicodedata.is_normalized("NFKC", claimed)
+        and asserted.casefold() == claimed.casefold()
+    )
 
 
 def sign_assertion(claims: dict[str, Any], key: Any, algorithm: str = EDGE_JWT_ALGORITHM, kid: str = "") -> str:
@@ -204,16 +234,21 @@ def resolve_principal(email: str | None, groups: str | None, assertion: str | No
     email = (email or "").strip()
     if not email:
         raise ApiError(401, "No edge email claim on the request.", "unauthenticated")
+    if not unicodedata.is_normalized("NFKC", email):
+        raise ApiError(401, "The edge email claim is not in Unicode normal form (NFKC).", "identity_not_normalized")
     group_paths = split_groups(groups or "")
+    expires_at = None
     if edge.enabled:
         if not assertion:
             raise ApiError(401, "The edge assertion is required.", "edge_assertion_missing")
         claims = verify_assertion(assertion, edge)
-        if str(claims.get("email", "")).lower() != email.lower():
+        asserted = claims.get("email", "")
+        if not isinstance(asserted, str) or not same_identity(asserted, email):
             raise ApiError(401, "The email claim does not match the edge assertion.", "edge_assertion_mismatch")
         if set(group_paths) - set(asserted_groups(claims)):
             raise ApiError(401, "The group claims do not match the edge assertion.", "edge_assertion_mismatch")
-    return Principal(subject_key=email.lower(), email=email, groups=group_paths)
+        expires_at = float(claims["exp"])
+    return Principal(subject_key=identity_key(email), email=email, groups=group_paths, expires_at=expires_at)
 
 
 EmailHeader = Annotated[str | None, HeaderParameter(name=EMAIL_HEADER, required=False)]

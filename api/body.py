@@ -20,13 +20,23 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+import anyio.to_thread
 import msgspec
 from litestar import Request
 from litestar.exceptions import SerializationException
+from litestar.serialization import decode_json
+from litestar.types import Empty
 
 from api.errors import RequestInvalid, body_invalid
 
 MAX_BODY_DEPTH = 64
+# The largest body an endpoint takes unless it names its own limit (``request_max_body_size``
+# on the handler): more is a 413 ``body_too_large``, refused from Content-Length before a
+# byte of it is read.
+MAX_BODY_BYTES = 1 << 20
+# Bodies above this are decoded and checked in a worker thread, never on the event loop
+# (eight 1 MiB bodies decoded there would hold up every other request meanwhile).
+OFF_LOOP_BYTES = 64 << 10
 _CONTAINERS = (dict, list)
 
 
@@ -55,25 +65,44 @@ def check_depth(raw: bytes, value: Any, limit: int = MAX_BODY_DEPTH) -> None:
 
 
 class JsonRequest(Request[Any, Any, Any]):
-    """The app's request class: ``json()`` answers a 422 for any body it cannot decode."""
+    """The app's request class: ``json()`` answers a 422 for any body it cannot decode;
+    a large body is decoded off the event loop (``OFF_LOOP_BYTES``)."""
 
     async def json(self) -> Any:
-        try:
-            value = await super().json()
-        except RecursionError:
-            raise undecodable(f"it nests deeper than {MAX_BODY_DEPTH} levels") from None
-        except UnicodeDecodeError as exc:
-            raise undecodable(f"invalid UTF-8 ({exc.reason})") from None
-        except SerializationException as exc:
-            raise undecodable(str(exc)) from None
-        check_depth(await self.body(), value)
-        declared = _declared_body(self.scope.get("route_handler"))
-        if declared is not None:
-            try:
-                msgspec.convert(_integral(value), declared, strict=True, str_keys=True)
-            except msgspec.ValidationError as exc:
-                raise body_invalid(str(exc), value) from None
+        if self._json is not Empty:
+            return self._json
+        if self._connection_state.json is not Empty:
+            self._json = self._connection_state.json
+            return self._json
+        raw = await self.body()
+        handler = self.scope.get("route_handler")
+        decoders = self.route_handler.resolve_type_decoders()
+        if len(raw) > OFF_LOOP_BYTES:
+            value = await anyio.to_thread.run_sync(decode_checked, raw, handler, decoders)
+        else:
+            value = decode_checked(raw, handler, decoders)
+        self._json = self._connection_state.json = value
         return value
+
+
+def decode_checked(raw: bytes, handler: Any, decoders: Any = None) -> Any:
+    """The JSON value of ``raw``, checked (depth, the handler's declared type): 422s otherwise."""
+    try:
+        value = decode_json(raw or b"null", type_decoders=decoders)
+    except RecursionError:
+        raise undecodable(f"it nests deeper than {MAX_BODY_DEPTH} levels") from None
+    except UnicodeDecodeError as exc:
+        raise undecodable(f"invalid UTF-8 ({exc.reason})") from None
+    except SerializationException as exc:
+        raise undecodable(str(exc)) from None
+    check_depth(raw, value)
+    declared = _declared_body(handler)
+    if declared is not None:
+        try:
+            msgspec.convert(_integral(value), declared, strict=True, str_keys=True)
+        except msgspec.ValidationError as exc:
+            raise body_invalid(str(exc), value) from None
+    return value
 
 
 def _integral(value: Any) -> Any:

@@ -204,6 +204,9 @@ def handle_http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Re
         code, detail = "unauthenticated", exc.detail
     elif isinstance(exc, PermissionDeniedException):
         code, detail = "forbidden", exc.detail
+    elif status == 413:
+        limit = request.route_handler.resolve_request_max_body_size()
+        code, detail = "body_too_large", f"The request body is larger than this endpoint accepts ({limit} bytes)."
     elif status == 400:
         # Litestar answers some malformed input (bad headers, bad encodings) with 400.
         return validation_response([validation_item(["body"], str(exc.detail), "value_error")])

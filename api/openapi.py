@@ -23,6 +23,9 @@ from litestar.handlers import HTTPRouteHandler
 from litestar.openapi.plugins import JsonRenderPlugin
 from litestar.routes import HTTPRoute
 
+from api.browser import CHANGES_STATE
+from api.rate_limit import COMMAND_METHODS
+
 ANSWERS = "squadops_answers"
 ERROR_BODY = "ErrorBody"
 VALIDATION_BODY = "ValidationBody"
@@ -35,6 +38,8 @@ DESCRIPTIONS = {
     404: "Something the request names does not exist in this tenant (C4).",
     409: "The request does not fit the current state.",
     413: "The request body is larger than the service accepts.",
+    415: "A request body that is not declared `application/json`.",
+    429: "Too many commands from this principal (`SQUADOPS_RATE_LIMIT_PER_MINUTE`); retry after `Retry-After`.",
     422: "A malformed body, query, path or header (C3 validation body).",
     503: "The database, broker or read models cannot answer now (C19); retry after `Retry-After`.",
 }
@@ -169,7 +174,7 @@ def _error_response(status: int) -> dict[str, Any]:
         "description": DESCRIPTIONS[status],
         "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}}},
     }
-    if status == 503:
+    if status in (429, 503):
         response["headers"] = {"Retry-After": {"schema": {"type": "integer", "minimum": 0}}}
     return response
 
@@ -237,7 +242,11 @@ def document(schema: dict[str, Any], app: Litestar) -> None:
         if any(p.get("name", "").lower() == "x-squadops-min-position" for p in operation.get("parameters", [])):
             statuses |= {409, 422}  # a min-position beyond the log, or malformed (C19)
         if "requestBody" in operation:
-            statuses |= {413, 422}
+            statuses |= {413, 415, 422}
+        if handler.http_methods & COMMAND_METHODS:
+            statuses |= {403, 429}  # another origin's page (api/browser.py); the rate limit
+        elif handler.opt.get(CHANGES_STATE):
+            statuses.add(403)
         for status in sorted(statuses):
             responses[str(status)] = _error_response(status)
         if not meta:

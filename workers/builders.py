@@ -28,7 +28,7 @@ from workers.adapters.portal_surfaces import LocalBoard, LocalCatalog, LocalDesi
 from workers.notify_relay import NotificationRelay
 from workers.planes.local import LocalConfig, LocalPlane
 from workers.planes.simulator import SimulatorPlane
-from workers.settings import Settings
+from workers.settings import Settings, SettingsError, secret_value
 from workers.workspace_controller import ControllerConfig
 
 log = structlog.get_logger("squadops.bootstrap")
@@ -90,9 +90,14 @@ def build_notifications(
 
 
 def notification_secret() -> str:
-    """The subscriber-hash secret, read from the environment on every call (never cached),
-    so a rotated ``SQUADOPS_NOVU_SECRET_KEY`` applies to the next request."""
-    return os.environ.get("SQUADOPS_NOVU_SECRET_KEY", "")
+    """The subscriber-hash secret, read from the environment (or the file
+    ``SQUADOPS_NOVU_SECRET_KEY_FILE`` names) on every call, never cached, so a rotated
+    secret applies to the next request. Both set, or the file unreadable: none (startup
+    refused it already, ``workers.settings.load_settings``)."""
+    try:
+        return secret_value(os.environ, "novu_secret_key") or ""
+    except SettingsError:
+        return ""
 
 
 def build_provisioning(

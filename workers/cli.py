@@ -15,7 +15,7 @@ import msgspec
 from workers.cli_client import OPERATOR, SUPER_ADMIN, client
 from workers.portal_cli import add_parsers as add_portal_parsers
 from workers.projections_cli import add_parser as add_projections_parser
-from workers.settings import Settings, SettingsError, load_settings
+from workers.settings import Settings, SettingsError, check_exposure, load_settings
 
 if TYPE_CHECKING:
     from domain.projects.commands import ProjectCommands
@@ -64,6 +64,11 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         settings = settings.replace(host=args.host)
     if args.port:
         settings = settings.replace(port=args.port)
+    try:
+        check_exposure(settings)  # again: --host may have moved it off loopback
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
     container = build(settings)
     if args.demo or settings.demo:
         seed_demo(container.projects)
@@ -73,7 +78,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     collect_young_less_often()
     print(f"squadops listening on http://{settings.host}:{settings.port} ({container.store.dialect})", file=sys.stderr)
     # SIGTERM: live streams are told to reconnect, requests in flight finish, workers commit.
-    serve(app, host=settings.host, port=settings.port, drain=app.state["hub"].drain)
+    serve(
+        app, host=settings.host, port=settings.port, drain=app.state["hub"].drain,
+        header_read_timeout=settings.header_read_timeout_seconds,
+    )
     container.close()
     return 0
 

@@ -6,6 +6,13 @@ this proxy does: it drops any edge header the browser sent, adds the dev claims 
 signed assertion when ``SQUADOPS_EDGE_JWT_KEY`` is set), and forwards to the service,
 streaming the answer back as it comes (the live channel is a stream that never ends).
 It listens on the loopback interface only: the claims it adds are nobody's to share.
+
+Nor are they any other page's to use: a browser would send a page on another origin's
+requests here just as well. So it forwards only same-origin requests (``own_request``):
+the Host a loopback name with the proxy's port (a DNS-rebound name is refused), any
+``Origin`` that same origin, and ``Sec-Fetch-Site`` (when sent) ``same-origin`` or
+``none``; anything else is a 403 ``origin_not_allowed``. What it forwards carries no
+``Origin``: the proxy checked it, and its own origin is not the service's (``api.browser``).
 """
 
 from __future__ import annotations
@@ -17,8 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import msgspec
 
 from api.auth import ASSERTION_HEADER, EMAIL_HEADER, GROUPS_HEADER, sign_assertion, split_groups
+from api.browser import LOOPBACK_NAMES, origin_of
 
 # Hop-by-hop headers (RFC 9110 §7.6.1) and what httpx sets itself.
 _REQUEST_DROP = {
@@ -27,6 +36,21 @@ _REQUEST_DROP = {
 }
 _RESPONSE_DROP = {b"connection", b"keep-alive", b"transfer-encoding", b"trailer", b"upgrade", b"proxy-authenticate"}
 _EDGE_PREFIX = b"x-edge-"
+_SAME_SITE = ("same-origin", "none")
+
+
+def own_request(scope: dict[str, Any]) -> bool:
+    """Whether a request came from a page of the proxy's own origin (see the module)."""
+    headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+    port = (scope.get("server") or ("", 0))[1]
+    hosts = {f"{name}:{port}" for name in LOOPBACK_NAMES} | (set(LOOPBACK_NAMES) if port == 80 else set())
+    host = headers.get("host", "").lower()
+    if host not in hosts:
+        return False
+    origin = headers.get("origin")
+    if origin is not None and origin_of(origin) != origin_of(f"http://{host}"):
+        return False
+    return headers.get("sec-fetch-site", "none") in _SAME_SITE
 
 
 def dev_claims(email: str, groups: str, jwt_key: str = "") -> Callable[[], list[tuple[bytes, bytes]]]:
@@ -60,7 +84,10 @@ class EdgeProxy:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
-            await self._forward(scope, receive, send)
+            if own_request(scope):
+                await self._forward(scope, receive, send)
+            else:
+                await self._refuse(send)
         elif scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1003})
 
@@ -75,6 +102,14 @@ class EdgeProxy:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
+    @staticmethod
+    async def _refuse(send: Any) -> None:
+        body = msgspec.json.encode(
+            {"detail": "squadops open forwards only requests from its own pages.", "code": "origin_not_allowed"}
+        )
+        await send({"type": "http.response.start", "status": 403, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+
     async def _forward(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         body = b""
         while True:
@@ -87,7 +122,7 @@ class EdgeProxy:
         headers = [
             (name, value)
             for name, value in scope["headers"]
-            if name.lower() not in _REQUEST_DROP and not name.lower().startswith(_EDGE_PREFIX)
+            if name.lower() not in _REQUEST_DROP and name.lower() != b"origin" and not name.lower().startswith(_EDGE_PREFIX)
         ] + self.claims()
         target = self.upstream + scope.get("raw_path", scope["path"].encode()).decode("latin-1")
         if scope.get("query_string"):

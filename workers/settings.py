@@ -2,19 +2,37 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import msgspec
 
 from api.auth import check_algorithms
+from api.browser import origin_of
 from domain.shared.ids import is_valid_id, is_valid_repo_slug
 
 DEFAULT_SQLITE_PATH = Path("var") / "squadops.db"
 EXECUTION_PLANES = ("simulator", "local")
+# Settings that hold secrets: each may instead be read from the file SQUADOPS_<NAME>_FILE
+# names (how container secrets are mounted), so it need not sit in the environment.
+SECRET_SETTINGS = (
+    "database_url",
+    "edge_jwt_key",
+    "mcp_token_key",
+    "api_keys",
+    "model_proxy_token",
+    "model_proxy_client_key",
+    "error_tracking_token",
+    "novu_api_key",
+)  # and SQUADOPS_NOVU_SECRET_KEY, read on every request (workers.builders.notification_secret)
+# Keys that sign or MAC something the service then trusts: at least this many bytes.
+SIGNING_KEYS = ("edge_jwt_key", "mcp_token_key", "model_proxy_client_key")
+MIN_KEY_BYTES = 32
 
 
 class SettingsError(ValueError):
@@ -50,6 +68,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     edge_jwks: str = ""
     edge_jwt_algorithms: tuple[str, ...] = ()
     edge_jwks_cache_seconds: float = 300.0
+    # The longest an edge assertion may be valid for (exp - iat, and exp - now).
+    edge_jwt_max_lifetime_seconds: float = 24 * 3600.0
+    # Browsers: origins besides the service's own (SQUADOPS_BASE_URL) that may send commands.
+    allowed_origins: tuple[str, ...] = ()
+    # Commands (POST/PUT/PATCH/DELETE) one principal may send a minute; 0: no limit.
+    rate_limit_per_minute: int = 6000
+    # A connection that has not sent a whole request head within this is closed.
+    header_read_timeout_seconds: float = 10.0
     api_keys: tuple[str, ...] = ()
     projection_poll_seconds: float = 0.5
     projection_page_size: int = 2000
@@ -218,6 +244,64 @@ def _aliases(raw: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def _secret_file(name: str, path: str) -> str:
+    """The content of a ``SQUADOPS_<NAME>_FILE``, without one trailing newline."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"SQUADOPS_{name.upper()}_FILE cannot be read: {exc}") from None
+    text = text.removesuffix("\n").removesuffix("\r")
+    if not text:
+        raise SettingsError(f"SQUADOPS_{name.upper()}_FILE names an empty file ({path})")
+    return text
+
+
+def secret_value(environ: Mapping[str, str], name: str) -> str | None:
+    """``SQUADOPS_<NAME>``, or the content of the file ``SQUADOPS_<NAME>_FILE`` names;
+    None when neither is set, a SettingsError when both are."""
+    variable, file_variable = f"SQUADOPS_{name.upper()}", f"SQUADOPS_{name.upper()}_FILE"
+    raw, path = environ.get(variable), environ.get(file_variable)
+    if raw is not None and path is not None:
+        raise SettingsError(f"{variable} and {file_variable} are both set; set one of them")
+    if path is not None:
+        return _secret_file(name, path)
+    return raw
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a listening address or name) is this machine only."""
+    if host.strip("[]") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(settings: Settings) -> None:
+    """``SQUADOPS_ENV=production`` on a non-loopback address needs a way to verify the
+    edge (a JWT key or JWKS): trusted headers there would let anyone claim any identity."""
+    if settings.env == "production" and not is_loopback(settings.host) and not (settings.edge_jwt_key or settings.edge_jwks):
+        raise SettingsError(
+            f"SQUADOPS_ENV=production on {settings.host} (not loopback) needs SQUADOPS_EDGE_JWT_KEY "
+            "or SQUADOPS_EDGE_JWKS: without one, the edge claim headers would be trusted as sent"
+        )
+
+
+def _check_keys(settings: Settings) -> None:
+    for name in SIGNING_KEYS:
+        value = getattr(settings, name)
+        if value and len(value.encode()) < MIN_KEY_BYTES:
+            raise SettingsError(f"SQUADOPS_{name.upper()} must be at least {MIN_KEY_BYTES} bytes, got {len(value.encode())}")
+    if settings.edge_jwt_max_lifetime_seconds <= 0:
+        raise SettingsError("SQUADOPS_EDGE_JWT_MAX_LIFETIME_SECONDS must be positive")
+    if settings.header_read_timeout_seconds <= 0:
+        raise SettingsError("SQUADOPS_HEADER_READ_TIMEOUT_SECONDS must be positive")
+    for origin in settings.allowed_origins:
+        if not origin_of(origin) or urlsplit(origin).path not in ("", "/"):
+            raise SettingsError(f"SQUADOPS_ALLOWED_ORIGINS entries are scheme://host[:port], got {origin!r}")
+
+
 def _check_edge(settings: Settings) -> None:
     try:
         check_algorithms(settings.edge_jwt_algorithms, secret=bool(settings.edge_jwt_key), jwks=bool(settings.edge_jwks))
@@ -233,13 +317,13 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     fields = {f.name: f for f in msgspec.structs.fields(Settings)}
     values: dict[str, object] = {}
     for name, field in fields.items():
-        raw = environ.get(f"SQUADOPS_{name.upper()}")
+        raw = secret_value(environ, name) if name in SECRET_SETTINGS else environ.get(f"SQUADOPS_{name.upper()}")
         if raw is None:
             continue
         default = field.default
         if name == "model_proxy_aliases":
             values[name] = _aliases(raw)
-        elif name in ("api_keys", "edge_jwt_algorithms"):
+        elif name in ("api_keys", "edge_jwt_algorithms", "allowed_origins"):
             values[name] = tuple(k.strip() for k in raw.split(",") if k.strip())
         elif isinstance(default, bool):
             values[name] = _bool(name, raw)
@@ -283,6 +367,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             raise SettingsError(f"SQUADOPS_LOCAL_AGENT_COMMAND cannot be shell-split: {exc}") from None
     _check_jobs(settings)
     _check_edge(settings)
+    _check_keys(settings)
+    check_exposure(settings)
+    secret_value(environ, "novu_secret_key")  # read per request (workers.builders): checked here once
     if settings.kube_oidc_client_id == settings.edge_oidc_client_id:
         raise SettingsError("SQUADOPS_KUBE_OIDC_CLIENT_ID must be the kube-access client, not the edge/web-IDE client")
     if not re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", settings.usage_metric_prefix):

@@ -3,7 +3,8 @@
 Both answer the run's live events (``live_events[]`` items plus ``event_id`` and
 ``run_id``) in order, resuming after ``Last-Event-ID`` (or ``last_event_id``) without gap
 or duplicate. Reading a run's channel needs a principal who is super_admin or a
-participant of the run's project (C2), in the request's tenant (C1).
+participant of the run's project (C2), in the request's tenant (C1), for as long as the
+stream stays open (``api.live.reauthorise``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+import msgspec
 import structlog
 from litestar import Router, WebSocket, get, websocket
 from litestar.connection import ASGIConnection
@@ -37,6 +39,7 @@ from api.auth import (
 from api.context import Caller, CallerDep, ServiceParts, caller_dependency, part
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.live.hub import LiveHub, log_replay, sse_frame
+from api.live.reauthorise import Refusal, access_check, until_refused
 from api.openapi import answers
 from domain.shared.errors import DomainError
 from domain.shared.ids import END
@@ -116,9 +119,25 @@ def resume_point(header: str | None, query: str | None) -> int | None:
     return None
 
 
-async def sse_frames(hub: LiveHub, tenant: str, run_id: str, after: int | None, heartbeat: float) -> AsyncIterator[bytes]:
+def refused_frame(refusal: Refusal) -> bytes:
+    """The last frame of a stream whose principal lost access (or whose assertion expired)."""
+    data = msgspec.json.encode(
+        {"reason": refusal.code, "status": refusal.status, "detail": refusal.detail, "retry_ms": RECONNECT_MS}
+    )
+    return b"retry: %d\nevent: reconnect\ndata: %s\n\n" % (RECONNECT_MS, data)
+
+
+async def sse_frames(
+    hub: LiveHub, tenant: str, run_id: str, after: int | None, heartbeat: float, access: StreamAccess | None = None
+) -> AsyncIterator[bytes]:
     subscribed = False
-    async for batch in hub.events(tenant, run_id, after, heartbeat):
+    events = hub.events(tenant, run_id, after, heartbeat)
+    if access is not None:
+        events = until_refused(events, access.refused, expires_at=access.expires_at)
+    async for batch in events:
+        if isinstance(batch, Refusal):
+            yield refused_frame(batch)
+            return
         if batch is None:
             yield b": heartbeat\n\n"
             continue
@@ -128,6 +147,18 @@ async def sse_frames(hub: LiveHub, tenant: str, run_id: str, after: int | None, 
             frames = b"retry: 2000\n: subscribed\n\n" + frames
         yield frames
     yield RECONNECT_FRAME  # the hub drained: this process stops
+
+
+@dataclass(frozen=True)
+class StreamAccess:
+    """What an open stream asks again (``api.live.reauthorise``)."""
+
+    refused: Any
+    expires_at: float | None
+
+
+def stream_access(state: State, principal: Principal, tenant: str, run_id: str) -> StreamAccess:
+    return StreamAccess(access_check(state, principal, tenant, run_id), principal.expires_at)
 
 
 @get(
@@ -150,8 +181,9 @@ async def live_sse(
     run_id = topic_run(topic, tenant)  # the access guard found the run and decided who may read it
     structlog.contextvars.bind_contextvars(run_id=run_id)
     log.info("live_subscribed", transport="sse", after=after)
+    access = stream_access(state, caller.principal, tenant, run_id)
     return Stream(
-        sse_frames(hub, tenant, run_id, after, heartbeat), media_type="text/event-stream", headers=SSE_HEADERS
+        sse_frames(hub, tenant, run_id, after, heartbeat, access), media_type="text/event-stream", headers=SSE_HEADERS
     )
 
 
@@ -174,10 +206,16 @@ async def _until_closed(socket: WebSocket) -> None:
             await socket.receive_data(mode="text")
 
 
-async def _send_events(socket: WebSocket, hub: LiveHub, tenant: str, run_id: str, after: int | None, heartbeat: float) -> None:
-    async for batch in hub.events(tenant, run_id, after, heartbeat):
+async def _send_events(
+    socket: WebSocket, hub: LiveHub, tenant: str, run_id: str, after: int | None, heartbeat: float, access: StreamAccess
+) -> Refusal | None:
+    events = until_refused(hub.events(tenant, run_id, after, heartbeat), access.refused, expires_at=access.expires_at)
+    async for batch in events:
+        if isinstance(batch, Refusal):
+            return batch
         for message in batch or ():
             await socket.send_data(message.data.decode(), mode="text")
+    return None
 
 
 @websocket("/live/ws")
@@ -204,7 +242,8 @@ async def live_ws(socket: WebSocket, state: State) -> None:
         return
     await socket.accept()
     log.info("live_subscribed", transport="websocket", run_id=run_id, after=after)
-    sender = asyncio.create_task(_send_events(socket, hub, tenant, run_id, after, heartbeat))
+    access = stream_access(state, principal, tenant, run_id)
+    sender = asyncio.create_task(_send_events(socket, hub, tenant, run_id, after, heartbeat, access))
     closed = asyncio.create_task(_until_closed(socket))
     done, pending = await asyncio.wait({sender, closed}, return_when=asyncio.FIRST_COMPLETED)
     for task in pending:
@@ -212,9 +251,15 @@ async def live_ws(socket: WebSocket, state: State) -> None:
     for task in pending:
         with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect):
             await task
+    refusal = None
     for task in done:
         with contextlib.suppress(WebSocketDisconnect):
-            task.result()
+            refusal = task.result() if task is sender else refusal
+    if refusal is not None:  # access lost, or the assertion expired, while open
+        with contextlib.suppress(Exception):
+            await socket.send_json({"detail": refusal.detail, "code": refusal.code})
+            await socket.close(code=4000 + refusal.status, reason=refusal.code)
+        return
     if hub.draining and sender in done:  # the process stops: "service restart", come back
         with contextlib.suppress(Exception):
             await socket.close(code=WS_SERVICE_RESTART, reason="server_stopping")

@@ -29,6 +29,9 @@ from domain.shared.ids import is_valid_id, new_id
 
 log = structlog.get_logger("squadops.copilot")
 Short = Annotated[str, msgspec.Meta(max_length=2000)]
+# A copilot request is a question about a page, recorded on its thread as it came: 64 KB
+# at most (413 ``body_too_large`` beyond), so no turn stores a large payload forever.
+MAX_BODY_BYTES = 64 << 10
 TOOL_BY_KIND = {"button": "page.click", "link": "page.click", "input": "page.fill", "field": "page.fill"}
 
 
@@ -208,6 +211,7 @@ def action_body(components: Any) -> dict[str, Any]:
     "/copilot/actions",
     status_code=200,
     sync_to_thread=True,
+    request_max_body_size=MAX_BODY_BYTES,
     summary="Run a copilot action",
     opt=answers(401, 403, 404, 409, 422, body=("PortalCopilotActionIn", action_body)),
 )

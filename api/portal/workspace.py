@@ -4,6 +4,7 @@ graph lets it read (projections.portal.dashboard)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 import msgspec
@@ -16,6 +17,7 @@ from api.errors import RequestInvalid
 from api.openapi import answers
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
 from domain.shared.access import ROLES
+from domain.shared.ids import END
 from projections.portal.dashboard import (
     NoAgenda,
     Viewer,
@@ -132,12 +134,20 @@ def _templates(state: State) -> list[dict[str, Any]]:
     ]
 
 
+# A path on this portal: one slash, then neither a slash nor a backslash (browsers read
+# ``/\\host`` as ``//host``, another site), and no backslash, space or control character
+# anywhere (browsers drop tabs and newlines from a URL: ``/\t/host`` is ``//host`` too).
+_PATH_CHAR = r"[^\\\x00-\x20\x7f]"
+_RETURN_TO = re.compile(rf"/(?:(?!/){_PATH_CHAR}{_PATH_CHAR}*)?")
+RETURN_TO_PATTERN = rf"^{_RETURN_TO.pattern}{END}"
+
+
 @get(
     "/workspace",
     sync_to_thread=True,
     summary="The portal dashboard for the caller",
     # return_to: a path on this portal (no scheme, no host, not protocol-relative).
-    opt=answers(401, 403, 404, 409, 422, parameters={"return_to": {"schema": {"pattern": "^/([^/]|$)"}}}),
+    opt=answers(401, 403, 404, 409, 422, parameters={"return_to": {"schema": {"pattern": RETURN_TO_PATTERN}}}),
 )
 def workspace(
     request: Request, state: State, caller: CallerDep, return_to: ReturnTo = None,
@@ -145,7 +155,7 @@ def workspace(
     include_project_factory_templates: Flag = True, include_work_agenda: Flag = True,
     include_recent_launches: Flag = True, include_experience_scaffolding: Flag = True,
 ) -> PortalDashboardOut:
-    if return_to is not None and (not return_to.startswith("/") or return_to.startswith("//")):
+    if return_to is not None and not _RETURN_TO.fullmatch(return_to):
         raise RequestInvalid(["query", "return_to"], "return_to must be a path on this portal", "value_error", return_to)
     v = viewer(state, caller)
     base = _base_url(request)

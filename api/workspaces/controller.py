@@ -17,6 +17,7 @@ from litestar.datastructures import State
 from litestar.params import Body, PathParameter, QueryParameter
 
 from api.auth import EdgeJwt
+from api.browser import CHANGES_STATE
 from api.context import CallerDep, caller_dependency, event_store, part, read_models
 from api.errors import ApiError
 from api.openapi import answers
@@ -88,7 +89,12 @@ def launch_other(solution_id: PathId, caller: CallerDep) -> None:
     raise NotFound(f"No launch provider {solution_id!r}.", code="solution_not_found")
 
 
-@get(f"/{PROVIDER_NAME}", sync_to_thread=True, summary="Shared launch path: dev_workspace connection material")
+@get(
+    f"/{PROVIDER_NAME}",
+    sync_to_thread=True,
+    summary="Shared launch path: dev_workspace connection material",
+    opt={CHANGES_STATE: True},  # it launches: another site's page must not (api/browser.py)
+)
 def launch(
     state: State, caller: CallerDep, project_slug: Slug, repository_key: Key = None, branch: Branch = None
 ) -> Response[WorkspaceOut]:
@@ -142,11 +148,16 @@ def workspace_router(edge: EdgeJwt) -> Router:
 
 # -- the usage meter (workspace token, not the edge) ---------------------------------------------
 
+# A model call carries its whole context: more than the service's other bodies (decoded
+# off the event loop, api/body.py).
+METER_MAX_BODY_BYTES = 8 << 20
+
 
 @post(
     "/{employee_slug:str}/v1/chat/completions",
     status_code=200,
     sync_to_thread=True,
+    request_max_body_size=METER_MAX_BODY_BYTES,
     summary="Metered model call",
     opt=answers(401, 422),  # the workspace's meter token, not the edge
 )
@@ -161,7 +172,11 @@ def metered_completion(
         tenant, scope = tokens.binding(token, employee_slug)
     except Exception as exc:
         raise ApiError(401, str(exc), getattr(exc, "code", "meter_token_invalid")) from None
-    answer = meter.forward(employee_slug, data)
+    workspace = commands(state).get(tenant, scope)
+    if workspace is None:
+        raise ApiError(401, "The meter token's workspace does not exist.", "meter_token_invalid")
+    # Counted for the workspace's whole subject: the slug in the path is shared by look-alikes.
+    answer = meter.forward(workspace.employee, data)
     try:  # the workspace is in use: no idle auto-stop (best effort: the call was answered)
         commands(state).mark_active(tenant, scope)
     except Exception as exc:

@@ -17,6 +17,7 @@ class MetricNames(msgspec.Struct, kw_only=True):
 
 class UsageObservability(msgspec.Struct, kw_only=True):
     employee_slug: str
+    employee: str  # the whole subject: the metrics' employee label
     meter_path: str
     dashboard_uid: str
     dashboard_path: str

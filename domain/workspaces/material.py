@@ -40,11 +40,15 @@ def meter_path(employee_slug: str) -> str:
 
 
 def usage_observability(record: dict[str, Any], cfg: MaterialConfig) -> dict[str, Any]:
-    employee = record["employee_slug"]
+    """Where the employee's model use is counted. The meter's path names the employee's
+    slug; the counts are keyed by the whole subject (``employee``, the metrics' label):
+    ``carol@evil.com`` is never counted as ``carol@corp.com``, though both are ``carol``."""
+    slug, employee = record["employee_slug"], record["employee"]
     dashboard_path = f"/d/{cfg.dashboard_uid}?var-employee={quote(employee)}"
     return {
-        "employee_slug": employee,
-        "meter_path": meter_path(employee),
+        "employee_slug": slug,
+        "employee": employee,
+        "meter_path": meter_path(slug),
         "dashboard_uid": cfg.dashboard_uid,
         "dashboard_path": dashboard_path,
         "dashboard_url": cfg.dashboard_base_url.rstrip("/") + dashboard_path,

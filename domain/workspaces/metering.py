@@ -86,7 +86,8 @@ def usage_tokens(response: dict[str, Any]) -> int:
 
 
 class UsageMeter:
-    """Token and request counts per employee; safe under concurrent requests."""
+    """Token and request counts per employee (by whole subject key, never the slug);
+    safe under concurrent requests."""
 
     def __init__(self, upstream: ModelProxy) -> None:
         self.upstream = upstream
@@ -94,12 +95,12 @@ class UsageMeter:
         self._tokens: dict[str, int] = {}
         self._requests: dict[str, int] = {}
 
-    def forward(self, employee_slug: str, request: dict[str, Any]) -> dict[str, Any]:
+    def forward(self, employee: str, request: dict[str, Any]) -> dict[str, Any]:
         response = self.upstream.complete(request)
         tokens = usage_tokens(response)
         with self._lock:
-            self._tokens[employee_slug] = self._tokens.get(employee_slug, 0) + tokens
-            self._requests[employee_slug] = self._requests.get(employee_slug, 0) + 1
+            self._tokens[employee] = self._tokens.get(employee, 0) + tokens
+            self._requests[employee] = self._requests.get(employee, 0) + 1
         return response
 
     def snapshot(self) -> tuple[dict[str, int], dict[str, int]]:

@@ -41,7 +41,7 @@ def served(tmp_path: Path) -> Iterator[dict[str, str]]:
         "SQUADOPS_BASE_URL": f"http://127.0.0.1:{port}",
         "SQUADOPS_CONTROLLER_PORT": str(controller_port),
         "SQUADOPS_CONTROLLER_INTERVAL_SECONDS": "0.2",
-        "SQUADOPS_MODEL_PROXY_CLIENT_KEY": "proxy-client-key",
+        "SQUADOPS_MODEL_PROXY_CLIENT_KEY": "proxy-client-key-0123456789abcdef-0123",
     }
     for name in ("SQUADOPS_NATS_URL", "SQUADOPS_EDGE_JWT_KEY", "SQUADOPS_NOVU_API_URL"):
         env.pop(name, None)
@@ -103,7 +103,7 @@ def test_graph_workspace_controller_and_notifications_from_a_terminal(served: di
     ready = eventually(lambda: status_is("ready"), timeout=30, interval=0.3)
     assert ready["workspace_scope"] == scope and ready["last_error"] == ""
     provider = squadops(env, "workspace", "provider", scope, *OWNER).stdout
-    assert "kubernetes" in provider and "proxy-client-key" not in provider
+    assert "kubernetes" in provider and "proxy-client-key-0123456789abcdef-0123" not in provider
     assert squadops(env, "workspace", "release", scope, *OWNER).stdout.count('"release_requested"') == 1
     eventually(lambda: status_is("suspended"), timeout=30, interval=0.3)
     resumed = out(env, "workspace", "launch", "--project", "demo", *OWNER)
@@ -136,7 +136,7 @@ def test_the_controller_runs_as_its_own_worker_with_its_own_healthz(tmp_path: Pa
         "SQUADOPS_LOG_LEVEL": "warning",
         "SQUADOPS_CONTROLLER_PORT": str(port),
         "SQUADOPS_CONTROLLER_INTERVAL_SECONDS": "0.2",
-        "SQUADOPS_MODEL_PROXY_CLIENT_KEY": "proxy-client-key",
+        "SQUADOPS_MODEL_PROXY_CLIENT_KEY": "proxy-client-key-0123456789abcdef-0123",
     }
     env.pop("SQUADOPS_NATS_URL", None)
     worker = subprocess.Popen([SQUADOPS, "worker", "workspace-controller"], env=env,

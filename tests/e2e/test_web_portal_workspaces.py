@@ -36,7 +36,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "SQUADOPS_DATA_DIR": str(root / "data"),
         "SQUADOPS_CONTROLLER_PORT": str(free_port()),
         "SQUADOPS_CONTROLLER_INTERVAL_SECONDS": "0.2",
-        "SQUADOPS_MODEL_PROXY_CLIENT_KEY": "proxy-client-key",
+        "SQUADOPS_MODEL_PROXY_CLIENT_KEY": "proxy-client-key-0123456789abcdef-0123",
     }
     with service_process(settings, workers="all", **env) as service:
         created = httpx.post(f"{service.url}/v1/project-factory/projects", json=PROJECT, headers=ADMIN, timeout=30)

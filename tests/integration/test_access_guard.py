@@ -91,7 +91,7 @@ def test_control_verbs(world: tuple[TestClient, str, str]) -> None:
     assert code(session_verb(http, run_id, planner, nudge, headers=VIEWER)) == (403, "control_role_required")
     assert code(run_verb(http, "run-nope", {"verb": "verify_wave"}, headers=MAINTAINER)) == (404, "run_not_found")
     assert code(run_verb(http, "run-nope", {"verb": "verify_wave"}, headers=STRANGER)) == (404, "run_not_found")
-    malformed = http.post(f"{PLANE}/runs/{run_id}/control", content=b"{not json", headers=STRANGER)
+    malformed = http.post(f"{PLANE}/runs/{run_id}/control", content=b"{not json", headers={**STRANGER, "content-type": "application/json"})
     assert malformed.status_code == 422 and malformed.json()["detail"][0]["loc"] == ["body"]
     wrong_type = run_verb(http, "run-nope", {"verb": "verify_wave", "model": [1]}, headers=STRANGER)
     assert wrong_type.status_code == 422, wrong_type.text

@@ -19,27 +19,28 @@ ID = r"^[A-Za-z0-9_-]{1,128}$(?!\n)"
 ERROR = {"$ref": "#/components/schemas/ErrorBody"}
 VALIDATION = {"$ref": "#/components/schemas/ValidationBody"}
 
-# What each operation answers besides its success and 503 (C19, every operation).
+# What each operation answers besides its success and 503 (C19, every operation); a command
+# also 403 (another origin's page) and 429 (the rate limit), a body also 413 and 415.
 EXPECTED = {
     ("get", "/healthz"): set(),
     ("get", "/readyz"): set(),
     ("get", "/v1/admin/studio/templates"): {401, 403, 409, 422},
-    ("post", "/v1/admin/studio/runs"): {401, 403, 404, 409, 413, 422},
+    ("post", "/v1/admin/studio/runs"): {401, 403, 404, 409, 413, 415, 422, 429},
     ("get", "/v1/admin/studio/runs/{run_id}"): {401, 403, 404, 409, 422},
-    ("post", "/v1/admin/studio/runs/{run_id}/execute"): {401, 403, 404, 409, 422},
+    ("post", "/v1/admin/studio/runs/{run_id}/execute"): {401, 403, 404, 409, 422, 429},
     ("get", "/v1/admin/studio/runs/{run_id}/session-state"): {401, 403, 404, 409, 422},
     ("get", "/v1/admin/studio/runs/{run_id}/reports"): {401, 403, 404, 409, 422},
     ("get", "/v1/admin/studio/runs/{run_id}/handoff-trail"): {401, 403, 404, 409, 422},
-    ("post", "/v1/admin/studio/runs/{run_id}/preview"): {401, 403, 404, 409, 413, 422},
-    ("post", "/v1/admin/studio/runs/{run_id}/cleanup"): {401, 403, 404, 409, 413, 422},
-    ("post", "/v1/admin/studio/runs/{run_id}/replay"): {401, 403, 404, 409, 422},
-    ("post", "/v1/admin/studio/runs/{run_id}/control"): {401, 403, 404, 409, 413, 422},
-    ("post", "/v1/project-factory/projects"): {401, 403, 404, 409, 413, 422},
+    ("post", "/v1/admin/studio/runs/{run_id}/preview"): {401, 403, 404, 409, 413, 415, 422, 429},
+    ("post", "/v1/admin/studio/runs/{run_id}/cleanup"): {401, 403, 404, 409, 413, 415, 422, 429},
+    ("post", "/v1/admin/studio/runs/{run_id}/replay"): {401, 403, 404, 409, 422, 429},
+    ("post", "/v1/admin/studio/runs/{run_id}/control"): {401, 403, 404, 409, 413, 415, 422, 429},
+    ("post", "/v1/project-factory/projects"): {401, 403, 404, 409, 413, 415, 422, 429},
     ("get", "/control-plane/studio/live"): {401, 403, 404, 409, 422},
     ("get", "/control-plane/studio/observability-feed"): {401, 403, 404, 409, 422},
     ("get", "/control-plane/studio/runs"): {401, 403, 404, 409, 422},
-    ("post", "/control-plane/studio/runs/{run_id}/control"): {401, 403, 404, 409, 413, 422},
-    ("post", "/control-plane/studio/runs/{run_id}/sessions/{session_id}/control"): {401, 403, 404, 409, 413, 422},
+    ("post", "/control-plane/studio/runs/{run_id}/control"): {401, 403, 404, 409, 413, 415, 422, 429},
+    ("post", "/control-plane/studio/runs/{run_id}/sessions/{session_id}/control"): {401, 403, 404, 409, 413, 415, 422, 429},
 }
 
 

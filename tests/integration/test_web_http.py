@@ -118,7 +118,7 @@ def test_squadops_open_replaces_the_claims_a_browser_sends(tmp_path: Path) -> No
         transport = httpx.ASGITransport(app=proxy)
 
         async def ask() -> tuple[httpx.Response, httpx.Response]:
-            async with httpx.AsyncClient(transport=transport, base_url="http://proxy") as client:
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8080") as client:
                 spoofed = await client.get("/", headers={"x-edge-claim-email": "ceo@example.com"})
                 board = await client.get("/control-plane/studio/runs")
                 return spoofed, board

@@ -44,7 +44,7 @@ def test_meter_forwards_to_the_model_proxy_and_counts_its_usage(tmp_path: Path) 
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     container = build(settings_for(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(tmp_path),
-                                   model_proxy_url=url, model_proxy_client_key="proxy-key"))
+                                   model_proxy_url=url, model_proxy_client_key="proxy-key-0123456789abcdef-0123456789"))
     try:
         with TestClient(create_app(container, workers=("projector",))) as http:
             project = {"project_key": "acme", "participants": [{"subject_key": "owner@x.io", "project_role": "owner"}]}
@@ -65,8 +65,8 @@ def test_meter_forwards_to_the_model_proxy_and_counts_its_usage(tmp_path: Path) 
             used = container.workspaces.get("default", scope)
             assert used is not None and used.last_active_at > earlier  # metered use: not idle
             [(path, auth, body)] = _Proxy.seen
-            assert (path, auth, body) == ("/v1/chat/completions", "Bearer proxy-key", call)
-            label = f'{{{obs["employee_label"]}="{obs["employee_slug"]}"}}'
+            assert (path, auth, body) == ("/v1/chat/completions", "Bearer proxy-key-0123456789abcdef-0123456789", call)
+            label = f'{{{obs["employee_label"]}="{obs["employee"]}"}}'
             metrics = http.get("/metrics").text
             assert f"{obs['metric_names']['tokens']}{label} 42.0" in metrics
             assert f"{obs['metric_names']['requests']}{label} 1.0" in metrics

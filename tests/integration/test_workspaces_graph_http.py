@@ -34,7 +34,7 @@ def who(email: str, groups: str = "") -> dict[str, str]:
 
 @pytest.fixture
 def served(sqlite_url: str) -> Iterator[tuple[TestClient, Container]]:
-    container = build(settings_for(sqlite_url, model_proxy_client_key="proxy-key"))
+    container = build(settings_for(sqlite_url, model_proxy_client_key="proxy-key-0123456789abcdef-0123456789"))
     with TestClient(create_app(container, workers=("projector",))) as http:
         created = http.post("/v1/project-factory/projects", json=PROJECT, headers=ADMIN)
         assert created.status_code == 201, created.text

@@ -41,7 +41,7 @@ def serve(url: str, **changes: object) -> tuple[TestClient, Container]:
 
 @pytest.fixture
 def served(database_url: str) -> Iterator[tuple[TestClient, Container]]:
-    http, container = serve(database_url, model_proxy_client_key="proxy-key")
+    http, container = serve(database_url, model_proxy_client_key="proxy-key-0123456789abcdef-0123456789")
     with http:
         created = http.post("/v1/project-factory/projects", json=PROJECT, headers=ADMIN)
         assert created.status_code == 201, created.text
@@ -126,7 +126,7 @@ def test_list_material_and_delete_are_the_callers_own(served: tuple[TestClient, 
         http.get(f"{LAUNCH}/dev_workspace/provider.yaml", params={"workspace_scope": scope}, headers=who("contrib@x.io")).content
     )
     assert provider["agent"]["driver"] == "kubernetes"
-    assert provider["env"]["OPENAI_API_KEY"] == "${SQUADOPS_METER_TOKEN}" and "proxy-key" not in str(provider)
+    assert provider["env"]["OPENAI_API_KEY"] == "${SQUADOPS_METER_TOKEN}" and "proxy-key-0123456789abcdef-0123456789" not in str(provider)
     assert provider["env"]["OPENAI_BASE_URL"].endswith(mine["reconnect_material"]["usage_observability"]["meter_path"])
     scratch = next(v for v in provider["volumes"] if v["name"] == "scratch")
     assert (scratch["size"], scratch["storage_class"], scratch["access_mode"]) == ("10Gi", "scratch", "ReadWriteOnce")
@@ -166,13 +166,13 @@ def test_meter_counts_concurrent_requests_without_loss(served: tuple[TestClient,
     denied = http.post(url, json=body, headers={"authorization": "Bearer contrib.x.bad"})
     assert denied.status_code == 401 and denied.json()["code"] == "meter_token_invalid"
     metrics = http.get("/metrics").text
-    label = f'{{{obs["employee_label"]}="{obs["employee_slug"]}"}}'
+    label = f'{{{obs["employee_label"]}="{obs["employee"]}"}}'
     assert f"{obs['metric_names']['requests']}{label} 64.0" in metrics
     assert f"{obs['metric_names']['tokens']}{label} {float(sum(totals))}" in metrics
 
 
 def test_the_whole_story_launch_ready_release_resume(database_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    http, container = serve(database_url, model_proxy_client_key="proxy-key", workspace_root=str(tmp_path / "cluster"))
+    http, container = serve(database_url, model_proxy_client_key="proxy-key-0123456789abcdef-0123456789", workspace_root=str(tmp_path / "cluster"))
     controller = container.workspace_controller
     assert controller is not None
 
