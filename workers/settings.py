@@ -11,9 +11,12 @@ from pathlib import Path
 import msgspec
 
 from api.auth import check_algorithms
+from domain.studio.process import CLAUDE_CODE_CLI, CODEX
 
 DEFAULT_SQLITE_PATH = Path("var") / "squadops.db"
 EXECUTION_PLANES = ("simulator", "local")
+# Providers the local plane has a command line for (``workers.planes.local.launch``).
+LOCAL_CLI_PROVIDERS = (CLAUDE_CODE_CLI, CODEX)
 
 
 class SettingsError(ValueError):
@@ -96,6 +99,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     local_max_processes: int = 4
     local_first_tool_seconds: float = 120.0
     local_stop_grace_seconds: float = 5.0
+    # A provider whose CLI runs here, taken by sessions whose provider has none (recorded as a switch).
+    local_provider_fallback: str = ""
     model_proxy_base_url: str = ""
     model_proxy_token: str = ""
     mcp_token_key: str = ""
@@ -270,6 +275,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         )
     if settings.local_max_processes < 1:
         raise SettingsError("SQUADOPS_LOCAL_MAX_PROCESSES must be at least 1")
+    if settings.local_provider_fallback not in ("", *LOCAL_CLI_PROVIDERS):
+        raise SettingsError(
+            f"SQUADOPS_LOCAL_PROVIDER_FALLBACK must be one of {', '.join(LOCAL_CLI_PROVIDERS)} (or empty), "
+            f"got {settings.local_provider_fallback!r}"
+        )
     if settings.local_agent_command:
         try:
             shlex.split(settings.local_agent_command)

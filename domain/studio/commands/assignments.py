@@ -1,4 +1,5 @@
-"""``assign-processes``: agent process assignments applied to a run's existing sessions.
+"""``assign-processes``: agent process assignments applied to a run's existing sessions,
+and recorded on the run for the sessions opened later (``Run.ProcessAssigned``).
 
 Each resolved session goes through the ``switch_agent_process`` effect: the takeover
 handoff is recorded first, the worktree is kept, and the switch event carries the
@@ -18,9 +19,21 @@ from domain.studio.commands.runs import RunCommands
 from domain.studio.control import ControlIntent
 from domain.studio.policies.assignment import Assignment, Seat, plan
 from domain.studio.process import ModelProxyAliases, ProcessAssignment, resolve_switch
+from domain.studio.templates import Template
 
 VERB = "switch_agent_process"
 SOURCE = "assign_processes"
+
+
+def joinable(run: Any, template: Template | None) -> set[str]:
+    """The agent ids and role keys a session may still be opened for in ``run``: its
+    template's agents, their roles, and ``tester-<suit>`` for each actor suit of the project."""
+    specs = template.agent_specs if template else []
+    suits = [str(s.get("suit_id", "")) for s in run.project_facts.get("suits", []) if isinstance(s, dict)]
+    return (
+        {spec.agent_id for spec in specs} | {spec.role_key for spec in specs}
+        | {f"tester-{suit}" for suit in suits if suit}
+    )
 
 
 class AssignmentCommands:
@@ -56,7 +69,7 @@ class AssignmentCommands:
             run._require_open()
             sessions = {s.agent_id: s for s in self.runs.all_sessions(run)}
             seats = [Seat(agent_id=a, role_key=s.role_key, live=not s.ended) for a, s in sessions.items()]
-            chosen = plan(assignments, seats)
+            chosen = plan(assignments, seats, joinable(run, self.runs.templates.get(run.template_id)))
             at = self.clock()
             run.record_control(
                 control_id=control_id,
@@ -66,6 +79,8 @@ class AssignmentCommands:
                 causation_id=control_id,
                 params={"assignments": [a.as_dict() for a in assignments]},
             )
+            for assignment in assignments:  # for the sessions opened later in the run
+                run.assign_process(**assignment.as_dict(), actor=actor, control_id=control_id, source=SOURCE, at=at)
             changed: list[Any] = [run]
             results = []
             for agent_id in sorted(chosen):

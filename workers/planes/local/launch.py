@@ -37,6 +37,7 @@ class LocalConfig:
     model_proxy_base_url: str = ""
     model_proxy_token: str = ""
     token_key: str = ""
+    provider_fallback: str = ""
 
     @property
     def mcp_url(self) -> str:

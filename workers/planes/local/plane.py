@@ -313,10 +313,14 @@ class LocalPlane:
                 if isinstance(signal, Started):
                     handle.llm_session_id = signal.llm_session_id
                     handle.started_seen_at = time.monotonic()
+                    # The model the CLI says it runs; else the one the plane gave its command line.
+                    configured = "" if self.config.command else str((s.process or {}).get("model", ""))
+                    model_ran = signal.model or configured
                     steps.append(ports.StartProcess(
                         agent_id=s.agent_id, llm_session_id=signal.llm_session_id, workspace_name=handle.workspace_name,
+                        model_ran=model_ran,
                     ))
-                    model = f" (model {signal.model})" if signal.model else ""
+                    model = f" (model {model_ran})" if model_ran else ""
                     steps.append(self._log(s.agent_id, "info", f"llm session {signal.llm_session_id} opened{model}", "stdout"))
                     continue
                 for step in translator.steps(signal, run, s):
@@ -337,6 +341,7 @@ class LocalPlane:
             # Its start was refused while the session was busy (paused, say): offer it again.
             steps.insert(0, ports.StartProcess(
                 agent_id=s.agent_id, llm_session_id=handle.llm_session_id, workspace_name=handle.workspace_name,
+                model_ran=handle.reader.model or ("" if self.config.command else str((s.process or {}).get("model", ""))),
             ))
         return steps
 
@@ -344,17 +349,27 @@ class LocalPlane:
         process, steps = handle.process, []
         translator = handle.translator
         first_tool = translator is not None and translator.first_tool_seen
-        if s.live_status == WAITING_FIRST_TOOL and handle.confirmed and not first_tool:
+        # A call awaiting its result may still be the first tool: no block while it runs.
+        in_flight = translator is not None and translator.in_flight and not finished
+        if s.live_status == WAITING_FIRST_TOOL and handle.confirmed and not first_tool and not in_flight:
             waited = time.monotonic() - handle.started_seen_at
             if waited >= self.config.first_tool_seconds or finished:
+                failed = s.failed_tool_call_count
+                tried = f" ({failed} tool call(s) failed or were denied)" if failed else ""
+                if finished:
+                    what = (f"exited with code {process.exit_code} after "
+                            f"{round(time.monotonic() - process.started_at, 1):g} s"
+                            " without a required first tool call")
+                else:
+                    what = f"made no required first tool call within {self.config.first_tool_seconds:g} s"
                 steps.append(ports.Block(
                     agent_id=s.agent_id, code=FIRST_TOOL_REQUIRED,
-                    message=f"Process started (llm session {handle.llm_session_id}) but made no required first "
-                            f"tool call within {self.config.first_tool_seconds:g} s.",
+                    message=f"Process started (llm session {handle.llm_session_id}) but {what}{tried}.",
                     evidence={
                         "llm_session_id": handle.llm_session_id, "process_attempt": s.process_attempt,
                         "seconds_waited": round(waited, 3), "runner_pid": process.pid,
-                        "runner_alive": not process.finished,
+                        "runner_alive": not process.finished, "exit_code": process.exit_code if finished else None,
+                        "failed_tool_calls": failed,
                     },
                 ))
         if not finished:
@@ -389,18 +404,35 @@ class LocalPlane:
                                     "workspace_name": s.workspace_name}
         if process is not None:
             evidence.update(runner_pid=process.pid, exit_code=code, stderr_tail=excerpt(process.stderr_tail(), 400))
+        ran = ""
+        if process is not None and process.finished:
+            ran = f" after {round(time.monotonic() - process.started_at, 1):g} s"
+            evidence["seconds_alive"] = round(time.monotonic() - process.started_at, 3)
         return ports.Block(
             agent_id=s.agent_id, code=AGENT_PROCESS_EXITED,
             message=f"The agent process of {s.agent_id} is not alive: {why}"
-                    + (f" (exit code {code})." if code is not None else ".")
+                    + (f" (exited with code {code}{ran})." if code is not None else ".")
                     + " Retry the prompt to start it again in the same worktree.",
             evidence=evidence,
         )
 
-    def _missing(self, s: Any, message: str) -> ports.Block:
-        provider = (s.process or {}).get("provider", "")
-        return ports.Block(agent_id=s.agent_id, code=AGENT_CLI_MISSING, message=message,
-                           evidence={"provider": provider, "command_override": bool(self.config.command)})
+    def _missing(self, s: Any, message: str) -> ports.Step:
+        """No CLI for the session's provider here: the configured fallback provider takes the
+        session (a recorded switch), else the wall names the provider and the way out."""
+        provider = str((s.process or {}).get("provider", ""))
+        fallback = self.config.provider_fallback
+        if fallback and fallback != provider and not self.config.command:
+            return ports.SwitchProvider(
+                agent_id=s.agent_id, provider=fallback,
+                reason=f"no {provider or 'provider'} CLI on this machine; SQUADOPS_LOCAL_PROVIDER_FALLBACK={fallback}",
+            )
+        return ports.Block(
+            agent_id=s.agent_id, code=AGENT_CLI_MISSING,
+            message=f"Provider {provider or '(none)'} has no agent CLI on this machine: {message} "
+                    "Switch the agent's process (switch_agent_process) to a provider whose CLI is installed.",
+            evidence={"provider": provider, "command_override": bool(self.config.command),
+                      "provider_fallback": fallback},
+        )
 
     def _forget(self, key: str) -> None:
         handle = self.handles.pop(key, None)
@@ -414,3 +446,4 @@ class LocalPlane:
     @staticmethod
     def _log(agent_id: str, level: str, text: str, stream: str) -> ports.RunnerOutput:
         return ports.RunnerOutput(agent_id=agent_id, stream=stream, level=level, text=text)
+
