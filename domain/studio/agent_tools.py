@@ -213,6 +213,7 @@ class StepTranslator:
         self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
         self.failed_calls: set[str] = set()
         self.first_tool_seen = False
+        self.walled = False  # the run's result put up the permission wall
 
     @property
     def in_flight(self) -> bool:
@@ -281,6 +282,7 @@ class StepTranslator:
             steps.append(self._failed(str(denial.get("tool_name", "")) or "unknown_tool",
                                       arguments if isinstance(arguments, dict) else {}, "permission denied"))
         steps.append(permission_block(self.agent_id, denials, result))
+        self.walled = True
         return steps
 
     def log(self, level: str, text: str, stream_name: str = "stdout") -> ports.RunnerOutput:

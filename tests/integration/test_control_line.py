@@ -104,6 +104,8 @@ def follow_the_control_line(http: TestClient, run_id: str, agent_id: str, code: 
     body = {"verb": verb, "reason": f"control line for {code}"}
     if verb == "intervene":
         body["message"] = "open the pull request, then finish"
+    if verb == "switch_agent_process":  # to a provider whose CLI runs here
+        body["provider"] = "claude-code-cli"
     accepted(session_verb(http, run_id, p["session_id"], body), run_id, verb, p["session_id"])
     cleared = sessions(http, run_id)[agent_id]
     assert cleared["blocker_code"] != code or cleared["live_status"] != "blocked"

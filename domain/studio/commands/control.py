@@ -257,7 +257,12 @@ class ControlCommands:
         return []
 
     def _switch_process(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
-        return [switch_process(run, session, a.intent, a.control_id, a.actor, a.at, self.aliases)]
+        blocked_here = session.live_status == BLOCKED and clears(a.verb, session.blocker_code)
+        changed = switch_process(run, session, a.intent, a.control_id, a.actor, a.at, self.aliases)
+        if blocked_here:
+            # A provider with no CLI here: the new assignment starts at once, in the same worktree.
+            session.restart_process(reason="process_switch", actor=a.actor, control_id=a.control_id, at=a.at)
+        return [changed]
 
     def _operator_handoff(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
         """Routes work to another agent, creating its session when it has none."""

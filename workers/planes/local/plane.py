@@ -351,7 +351,9 @@ class LocalPlane:
         first_tool = translator is not None and translator.first_tool_seen
         # A call awaiting its result may still be the first tool: no block while it runs.
         in_flight = translator is not None and translator.in_flight and not finished
-        if s.live_status == WAITING_FIRST_TOOL and handle.confirmed and not first_tool and not in_flight:
+        # A result that put up the permission wall says what stopped the run itself.
+        walled = translator is not None and translator.walled
+        if s.live_status == WAITING_FIRST_TOOL and handle.confirmed and not (first_tool or in_flight or walled):
             waited = time.monotonic() - handle.started_seen_at
             if waited >= self.config.first_tool_seconds or finished:
                 failed = s.failed_tool_call_count
