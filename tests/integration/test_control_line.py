@@ -53,6 +53,7 @@ DOMAIN_WALLS = [
     # The local plane's walls (raised by real processes in tests/integration/test_local_plane_http.py).
     ("agent_cli_missing", {"provider": "codex"}, False),
     ("agent_process_exited", {"exit_code": 3, "runner_signal": "detached runner process not alive"}, True),
+    ("agent_permission_denied", {"denied_tools": ["Write", "Bash"], "denial_count": 2}, True),
 ]
 WATCHER_WALLS = {"project_assets_lookup_failed"}
 
