@@ -59,6 +59,14 @@ MESSAGES: dict[str, str] = {
     "runtime_memory_checkpoint_missing": (
         "The runtime-memory checkpoint is missing; restart the workspace (a fresh one after terminal cleanup)."
     ),
+    # (said only when the blocker's own message is not at hand: it names the provider or tools)
+    "agent_cli_missing": (
+        "The session's provider has no agent CLI on this machine; switch the agent's process to one that has."
+    ),
+    "agent_permission_denied": (
+        "The agent CLI denied tool calls the work needed; allow them (or switch the process), then retry the prompt."
+    ),
+    "agent_process_exited": "The agent process ended without a result; retry the prompt in the same worktree.",
 }
 
 
