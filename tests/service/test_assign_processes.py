@@ -193,3 +193,41 @@ def test_an_assignment_made_before_a_handoff_applies_to_the_session_the_handoff_
             assert any("Process assignment role_backend -> claude-code-cli" in line for line in lines)
     finally:
         container.close()
+
+
+def test_switch_agent_process_aimed_at_a_role_or_group_reaches_live_and_later_sessions(env: str) -> None:
+    container = build(settings_for(env))
+    app = container
+    try:
+        app.projects.create_project(tenant=TENANT, request=DEMO_LIKE, created_by="owner@example.com")
+        with TestClient(create_app(container, workers=())) as http:
+            http.headers.update(ADMIN)
+            run_id = http.post("/v1/admin/studio/runs", json={"template_id": "delivery-core", "project_slug": "acme"}).json()["run_id"]
+            control = f"/v1/admin/studio/runs/{run_id}/control"
+            # A group with no session yet: recorded on the run, no session touched.
+            answer = http.post(control, json={"verb": "switch_agent_process", "target_agent_id": "testers",
+                                              "provider": "claude-code-cli", "reason": "testers on claude"})
+            assert answer.status_code == 202, answer.text
+            assert answer.json()["session_id"] == "" and answer.json()["verb"] == "switch_agent_process"
+            # A role with a live session: it switches now (and the run keeps the assignment).
+            answer = http.post(control, json={"verb": "switch_agent_process", "target_agent_id": "role_planner",
+                                              "effort": "high"})
+            assert answer.status_code == 202, answer.text
+            # A target that names nothing of this run is 404, and changes nothing.
+            before = app.event_store.max_position()
+            answer = http.post(control, json={"verb": "switch_agent_process", "target_agent_id": "nobody", "effort": "low"})
+            assert answer.status_code == 404 and app.event_store.max_position() == before
+            assert http.post(control, json={"verb": "verify_wave"}).status_code == 202
+            while container.runner.run_once():
+                pass
+            by_agent = {s["agent_id"]: s for s in http.get(f"/v1/admin/studio/runs/{run_id}").json()["sessions"]}
+        assert by_agent["planner"]["agent_effort"] == "high" and by_agent["curator"]["agent_effort"] == "medium"
+        testers = {a: s for a, s in by_agent.items() if a.startswith("tester-")}
+        assert testers and {s["agent_provider"] for s in testers.values()} == {"claude-code-cli"}
+        run = app.studio.runs.get_run(TENANT, run_id)
+        planner = app.studio.runs.agent_session(run, "planner")
+        switched = [e for e in app.event_store.events.get(planner.id) if type(e).__name__ == "ProcessSwitched"]
+        assert [(e.agent_process_switch_source, e.process["effort"]) for e in switched] == [("switch_agent_process", "high")]
+        assert [(a["target"]) for a in run.process_assignments] == ["testers", "role_planner"]
+    finally:
+        container.close()

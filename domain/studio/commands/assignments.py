@@ -9,7 +9,7 @@ assignment is one save (all sessions or none) and one run-level control record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from domain.shared.event_store import EventStore
@@ -18,7 +18,10 @@ from domain.studio.commands.effects import record_verb, switch_process
 from domain.studio.commands.runs import RunCommands
 from domain.studio.control import ControlIntent
 from domain.studio.policies.assignment import Assignment, Seat, plan
+from domain.studio.policies.walls import clears
 from domain.studio.process import ModelProxyAliases, ProcessAssignment, resolve_switch
+from domain.studio.run import Run
+from domain.studio.session import BLOCKED, AgentSession
 from domain.studio.templates import Template
 
 VERB = "switch_agent_process"
@@ -34,6 +37,57 @@ def joinable(run: Any, template: Template | None) -> set[str]:
         {spec.agent_id for spec in specs} | {spec.role_key for spec in specs}
         | {f"tester-{suit}" for suit in suits if suit}
     )
+
+
+def switch_sessions(
+    run: Run,
+    sessions: Mapping[str, AgentSession],
+    chosen: Mapping[str, Assignment],
+    *,
+    control_id: str,
+    actor: str,
+    at: str,
+    aliases: ModelProxyAliases,
+    source: str,
+    reason: Callable[[Assignment], str],
+) -> tuple[list[AgentSession], list[dict[str, Any]]]:
+    """Switches each chosen session through the ``switch_agent_process`` effect (a session
+    already running that process is left ``unchanged``); answers the sessions changed and
+    one entry per agent. A session walled by a verb the switch clears starts again at once."""
+    changed: list[AgentSession] = []
+    results = []
+    for agent_id in sorted(chosen):
+        assignment, session = chosen[agent_id], sessions[agent_id]
+        intent = ControlIntent(
+            verb=VERB, provider=assignment.provider, model=assignment.model, effort=assignment.effort,
+            speed=assignment.speed, reason=reason(assignment),
+        )
+        target = resolve_switch(
+            ProcessAssignment(**session.process), aliases, provider=assignment.provider, model=assignment.model,
+            effort=assignment.effort, speed=assignment.speed,
+        )
+        entry = {"agent_id": agent_id, "session_id": session.session_id, "previous": dict(session.process)}
+        if target.as_dict() == session.process:
+            results.append({**entry, "status": "unchanged", "process": dict(session.process)})
+            continue
+        session_control = new_id("ctl")
+        blocked_here = session.live_status == BLOCKED and clears(VERB, session.blocker_code)
+        record_verb(session, VERB, session_control, actor, intent, at, causation_id=control_id)
+        switch_process(run, session, intent, session_control, actor, at, aliases, assignment=assignment.as_dict(),
+                       source=source)
+        if blocked_here:
+            session.restart_process(reason="process_switch", actor=actor, control_id=session_control, at=at)
+        changed.append(session)
+        results.append(
+            {
+                **entry,
+                "status": "switched",
+                "process": dict(session.process),
+                "agent_process_switch_status": session.process_switch_status,
+                "worktree": session.workspace_name,
+            }
+        )
+    return changed, results
 
 
 class AssignmentCommands:
@@ -81,54 +135,11 @@ class AssignmentCommands:
             )
             for assignment in assignments:  # for the sessions opened later in the run
                 run.assign_process(**assignment.as_dict(), actor=actor, control_id=control_id, source=SOURCE, at=at)
-            changed: list[Any] = [run]
-            results = []
-            for agent_id in sorted(chosen):
-                assignment, session = chosen[agent_id], sessions[agent_id]
-                intent = ControlIntent(
-                    verb=VERB,
-                    provider=assignment.provider,
-                    model=assignment.model,
-                    effort=assignment.effort,
-                    speed=assignment.speed,
-                    reason=reason or f"assign-processes {assignment.target}",
-                )
-                target = resolve_switch(
-                    ProcessAssignment(**session.process),
-                    self.aliases,
-                    provider=assignment.provider,
-                    model=assignment.model,
-                    effort=assignment.effort,
-                    speed=assignment.speed,
-                )
-                entry = {"agent_id": agent_id, "session_id": session.session_id, "previous": dict(session.process)}
-                if target.as_dict() == session.process:
-                    results.append({**entry, "status": "unchanged", "process": dict(session.process)})
-                    continue
-                session_control = new_id("ctl")
-                record_verb(session, VERB, session_control, actor, intent, at, causation_id=control_id)
-                switch_process(
-                    run,
-                    session,
-                    intent,
-                    session_control,
-                    actor,
-                    at,
-                    self.aliases,
-                    assignment=assignment.as_dict(),
-                    source=SOURCE,
-                )
-                changed.append(session)
-                results.append(
-                    {
-                        **entry,
-                        "status": "switched",
-                        "process": dict(session.process),
-                        "agent_process_switch_status": session.process_switch_status,
-                        "worktree": session.workspace_name,
-                    }
-                )
-            self.store.save(*changed)
+            changed, results = switch_sessions(
+                run, sessions, chosen, control_id=control_id, actor=actor, at=at, aliases=self.aliases,
+                source=SOURCE, reason=lambda a: reason or f"assign-processes {a.target}",
+            )
+            self.store.save(run, *changed)
             return results
 
         return self.store.retrying(command)
