@@ -428,10 +428,12 @@ class LocalPlane:
                 agent_id=s.agent_id, provider=fallback,
                 reason=f"no {provider or 'provider'} CLI on this machine; SQUADOPS_LOCAL_PROVIDER_FALLBACK={fallback}",
             )
+        advice = "" if self.config.command else (
+            " Switch the agent's process (switch_agent_process) to a provider whose CLI is installed."
+        )
         return ports.Block(
             agent_id=s.agent_id, code=AGENT_CLI_MISSING,
-            message=f"Provider {provider or '(none)'} has no agent CLI on this machine: {message} "
-                    "Switch the agent's process (switch_agent_process) to a provider whose CLI is installed.",
+            message=f"Provider {provider or '(none)'} has no agent CLI on this machine: {message}{advice}",
             evidence={"provider": provider, "command_override": bool(self.config.command),
                       "provider_fallback": fallback},
         )
@@ -448,4 +450,3 @@ class LocalPlane:
     @staticmethod
     def _log(agent_id: str, level: str, text: str, stream: str) -> ports.RunnerOutput:
         return ports.RunnerOutput(agent_id=agent_id, stream=stream, level=level, text=text)
-
