@@ -33,7 +33,6 @@ from domain.studio.run import Run
 from domain.studio.session import BLOCKED, PAUSED, AgentSession
 from domain.studio.templates import TemplateCatalog
 
-
 SWITCH = "switch_agent_process"
 
 
