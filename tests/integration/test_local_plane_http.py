@@ -135,6 +135,8 @@ def test_a_squad_of_real_processes_shows_exactly_what_the_clis_reported(database
         planner_logs = logs(feed, "planner")
         assert any("malformed stream line" in m and "<<this line is not JSON>>" in m for m in planner_logs)
         assert any("[stderr] planner: rate limit warning" in m for m in planner_logs)
+        stderr = [e for e in feed["runtime_logs"] if e["agent_id"] == "planner" and "[stderr]" in e["message"]]
+        assert stderr and {e["level"] for e in stderr} == {"warn"}  # a CLI's stderr is shown at warn
         crash = [e for e in feed["runtime_logs"] if e["agent_id"] == "curator" and "exited with code 3" in e["message"]
                  and e["current_signal"] == "runner:exit"]
         # The wall says what happened: how it exited, and after how long.
