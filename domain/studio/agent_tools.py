@@ -220,6 +220,11 @@ class StepTranslator:
         """Whether a tool call was made whose result has not arrived yet."""
         return bool(self.calls)
 
+    @property
+    def oldest_in_flight(self) -> str:
+        """The tool of the oldest call still awaiting its result ("" when none)."""
+        return next(iter(self.calls.values()), ("", {}))[0]
+
     def steps(self, signal: stream.Signal, run: Any, session: Any) -> list[ports.Step]:
         agent = self.agent_id
         match signal:

@@ -12,7 +12,8 @@ Steps: ``["text", str]``, ``["tool", name, input]``, ``["squad", tool, arguments
 ``["garbage", str]``, ``["stderr", str]``, ``["commit", path, content]``,
 ``["scratch", path, content]`` (an uncommitted file), ``["hang", seconds]`` (the CLI stops
 answering), ``["exit", code]`` (a crash mid-stream), ``["result", fields]``,
-``["fail", name, input, text]`` (a tool call that fails) and ``["denied", name, input]`` (a
+``["fail", name, input, text]`` (a tool call that fails), ``["pending", name, input]`` (a
+Claude tool call whose result never comes) and ``["denied", name, input]`` (a
 call the CLI's permissions refuse: Claude lists it in its result's ``permission_denials``;
 Codex declines the command, rejects the patch, or refuses the MCP call for want of approval).
 """
@@ -210,6 +211,9 @@ def main() -> int:
             cli.tool(f"mcp__squadops__{step[1]}", step[2], lambda s=step: mcp.call(s[1], s[2]))
         elif kind == "fail":
             cli.fail(step[1], step[2], step[3])
+        elif kind == "pending":
+            cli.n += 1
+            cli._msg("assistant", [{"type": "tool_use", "id": f"toolu_{cli.n:04d}", "name": step[1], "input": step[2]}])
         elif kind == "denied":
             cli.denied(step[1], step[2])
         elif kind == "garbage":

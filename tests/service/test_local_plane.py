@@ -240,6 +240,7 @@ def test_a_failed_call_leaves_the_first_tool_owed_and_the_wall_says_what_happene
     standin(local, tmp_path, {
         "curator": [{"format": "claude", "steps": [["fail", "Read", {"file_path": "x"}, "no such file"], ["hang", 120]]}],
         "planner": [{"format": "claude", "steps": [["exit", 1]]}],
+        "backend": [{"format": "claude", "steps": [["pending", "Bash", {"command": "make build"}], ["hang", 120]]}],
     })
     run_id = start_run(local)
     curator = until(local, run_id, lambda: (s := session(local, run_id, "curator")).live_status == "blocked" and s)
@@ -250,6 +251,13 @@ def test_a_failed_call_leaves_the_first_tool_owed_and_the_wall_says_what_happene
     assert planner.blocker_code == "agent_first_tool_required"
     assert "exited with code 1 after " in planner.blocker_message and "within" not in planner.blocker_message
     assert planner.blocker_evidence["exit_code"] == 1
+
+    # A call awaiting its result holds the wall back for one more window, no longer.
+    local.studio.control.control_session(tenant=TENANT, run_id=run_id, agent_id="curator", actor="op",
+                                         intent=ControlIntent(verb="handoff_agent", target_agent_id="backend"))
+    backend = until(local, run_id, lambda: (s := session(local, run_id, "backend")).live_status == "blocked" and s)
+    assert backend.blocker_code == "agent_first_tool_required" and backend.blocker_evidence["seconds_waited"] >= 2.0
+    assert "within 2 s: its call of Bash has had no result" in backend.blocker_message
 
 
 @pytest.mark.parametrize("local", [{"local_agent_command": ""}], indirect=True)

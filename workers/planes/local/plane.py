@@ -349,21 +349,26 @@ class LocalPlane:
         process, steps = handle.process, []
         translator = handle.translator
         first_tool = translator is not None and translator.first_tool_seen
-        # A call awaiting its result may still be the first tool: no block while it runs.
+        # A call awaiting its result may still be the first tool: no block while it runs (for
+        # one more window: a call that never answers is a stall too).
         in_flight = translator is not None and translator.in_flight and not finished
+        window = self.config.first_tool_seconds * (2 if in_flight else 1)
         # A result that put up the permission wall says what stopped the run itself.
         walled = translator is not None and translator.walled
-        if s.live_status == WAITING_FIRST_TOOL and handle.confirmed and not (first_tool or in_flight or walled):
+        if s.live_status == WAITING_FIRST_TOOL and handle.confirmed and not (first_tool or walled):
             waited = time.monotonic() - handle.started_seen_at
-            if waited >= self.config.first_tool_seconds or finished:
+            if waited >= window or finished:
                 failed = s.failed_tool_call_count
                 tried = f" ({failed} tool call(s) failed or were denied)" if failed else ""
                 if finished:
                     what = (f"exited with code {process.exit_code} after "
                             f"{round(time.monotonic() - process.started_at, 1):g} s"
                             " without a required first tool call")
+                elif in_flight and translator is not None:
+                    what = (f"made no required first tool call within {window:g} s: its call of "
+                            f"{translator.oldest_in_flight} has had no result")
                 else:
-                    what = f"made no required first tool call within {self.config.first_tool_seconds:g} s"
+                    what = f"made no required first tool call within {window:g} s"
                 steps.append(ports.Block(
                     agent_id=s.agent_id, code=FIRST_TOOL_REQUIRED,
                     message=f"Process started (llm session {handle.llm_session_id}) but {what}{tried}.",
