@@ -4,7 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install run test soak bench lint clean chromium
+# The agent CLIs of the local execution plane (pinned in .clis/package-lock.json), put on PATH.
+CLIS := .clis
+CLIS_STAMP := $(CLIS)/node_modules/.installed-$(shell cksum $(CLIS)/package-lock.json | cut -d' ' -f1)
+WITH_CLIS := PATH="$(CURDIR)/$(CLIS)/node_modules/.bin:$$PATH"
+
+.PHONY: install run test soak bench lint clean chromium clis
 
 install: $(STAMP)
 
@@ -15,11 +20,21 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-run: install
-	$(VENV)/bin/squadops serve --demo
+run: install clis
+	$(WITH_CLIS) $(VENV)/bin/squadops serve --demo
 
-test: install chromium
-	$(PY) -m pytest
+test: install chromium clis
+	$(WITH_CLIS) $(PY) -m pytest
+
+# Claude Code and Codex from npm, at the versions of .clis/package-lock.json; Node from
+# Debian's nodejs when the machine has none.
+clis: $(CLIS_STAMP)
+
+$(CLIS_STAMP): $(CLIS)/package.json $(CLIS)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
+	cd $(CLIS) && npm ci --no-audit --no-fund --loglevel=error
+	rm -f $(CLIS)/node_modules/.installed-*
+	touch $@
 
 # The production-topology fault test, longer than its in-suite variant (seconds of faults and load).
 SOAK_SECONDS ?= 300
@@ -30,11 +45,11 @@ soak: install
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-bench: install
-	$(PY) -m bench
+bench: install clis
+	$(WITH_CLIS) $(PY) -m bench
 
 lint: install
 	$(VENV)/bin/ruff check domain projections api workers tests bench
 
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) var $(CLIS)/node_modules

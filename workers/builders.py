@@ -109,13 +109,24 @@ def build_provisioning(
     return ProjectProvisioning(event_store, vcs=vcs, dsn=dsn, clock=clock, surfaces=surfaces)
 
 
+def service_url(settings: Settings) -> str:
+    """Where agents reach this service's ``/mcp``: ``SQUADOPS_PUBLIC_URL`` when set, else the
+    address it listens on (a wildcard address is reached on loopback)."""
+    if settings.public_url:
+        return settings.public_url.rstrip("/")
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(settings.host, settings.host)
+    return f"http://{f'[{host}]' if ':' in host else host}:{settings.port}"
+
+
 def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> Any:
     """The execution plane C21 names: the simulator (default) or the local one."""
     if settings.execution_plane != "local":
-        return SimulatorPlane()
+        return SimulatorPlane(data_dir=Path(settings.data_dir), agent_domain=settings.agent_domain)
     config = LocalConfig(
         data_dir=Path(settings.data_dir),
-        base_url=settings.base_url,
+        base_url=service_url(settings),
+        agent_domain=settings.agent_domain,
+        allowed_commands=tuple(c.strip() for c in settings.local_allowed_commands.split(",") if c.strip()),
         command=settings.local_agent_command,
         max_processes=settings.local_max_processes,
         first_tool_seconds=settings.local_first_tool_seconds,

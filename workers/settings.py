@@ -101,6 +101,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     local_stop_grace_seconds: float = 5.0
     # A provider whose CLI runs here, taken by sessions whose provider has none (recorded as a switch).
     local_provider_fallback: str = ""
+    # Extra command prefixes agents may run without asking (the project's build and test
+    # commands), comma-separated: ``make check,tox -e py311``.
+    local_allowed_commands: str = ""
+    # The address agents (and links) reach this service at; "" = the address it listens on.
+    public_url: str = ""
     model_proxy_base_url: str = ""
     model_proxy_token: str = ""
     mcp_token_key: str = ""

@@ -39,6 +39,7 @@ from domain.projects.commands import ProjectCommands
 from domain.shared.errors import Unavailable
 from domain.shared.event_store import EventStore
 from domain.shared.ids import run_key, session_key
+from domain.shared.ports import BranchChanges, WorkBranches
 from domain.studio.templates import TemplateCatalog
 
 
@@ -70,6 +71,7 @@ class Target:
     pr_submission_pipeline: str = ""
     pr_submitters: list[str] = field(default_factory=list)
     studio_run: dict[str, Any] | None = None
+    source: BranchChanges | None = None  # the agent's branch whose changes the publication carries
 
 
 class GateCommands:
@@ -87,6 +89,7 @@ class GateCommands:
         app_identity: str,
         default_repo: str,
         clock: Callable[[], str],
+        branches: WorkBranches | None = None,
     ) -> None:
         self.store = store
         self.projects = projects
@@ -97,6 +100,7 @@ class GateCommands:
         self.app_identity = app_identity
         self.default_repo = default_repo
         self.clock = clock
+        self.branches = branches  # the execution plane's agent branches
 
     # -- where a thread publishes -----------------------------------------------------------------
 
@@ -127,7 +131,15 @@ class GateCommands:
             pr_submission_pipeline=template.pr_submission_pipeline if template else "",
             pr_submitters=list(template.pr_submitter_agent_ids) if template else [],
             studio_run=self._studio_run(run),
+            source=self._source(run, agent_key),
         )
+
+    def _source(self, run: Any, agent_key: str) -> BranchChanges | None:
+        """The agent's branch, when it changed something: the publication carries its changes."""
+        if self.branches is None or agent_key not in run.sessions:
+            return None
+        changes = self.branches.changes(run, agent_key)
+        return changes if changes is not None and changes.paths else None
 
     def _studio_run(self, run: Any) -> dict[str, Any]:
         sessions = []
@@ -230,10 +242,12 @@ class Publication:
         title, body = pr_text(self.facts, self.scope)
         branch = branch_name(request.thread_key, attempt, request.tenant)
         mode = publication_mode(dry_run=request.dry_run, publish=request.publish)
+        source = target.source
+        committed = sorted(set(files) | set(source.paths if source else ()))
         thread = self.record(
             lambda t: t.plan(
                 attempt=attempt, mode=mode, branch_name=branch, base_branch=target.default_branch,
-                committed_paths=sorted(files), pr_title=title, pr_body=body,
+                committed_paths=committed, pr_title=title, pr_body=body,
                 labels=labels(scope=self.scope, agent_key=request.agent_key, scenario_key=request.scenario_key),
                 check_run_names=list(CHECK_NAMES), artifact_path=json_path, at=gate.clock(),
             )
@@ -242,12 +256,12 @@ class Publication:
             self.step = "commit"
             commit = vcs.commit_branch(
                 repo, base_branch=target.default_branch, branch_name=branch, files=files,
-                message=title, author=author,
+                message=title, author=author, source=source,
             )
             thread = self.record(
                 lambda t: t.commit(
                     attempt=attempt, branch_name=branch, base_sha=commit.base_sha, head_sha=commit.head_sha,
-                    committed_paths=sorted(files), at=gate.clock(),
+                    committed_paths=committed, at=gate.clock(),
                 )
             )
         if mode != "pull_request":

@@ -11,6 +11,8 @@ from typing import Protocol
 
 import msgspec
 
+from domain.shared.ports import BranchChanges
+
 
 class Commit(msgspec.Struct, kw_only=True, frozen=True):
     branch_name: str
@@ -46,9 +48,10 @@ class Vcs(Protocol):
 
     def commit_branch(
         self, repo: str, *, base_branch: str, branch_name: str, files: Mapping[str, bytes],
-        message: str, author: str,
+        message: str, author: str, source: BranchChanges | None = None,
     ) -> Commit:
-        """Creates ``branch_name`` from ``base_branch`` with one commit writing ``files``."""
+        """Creates ``branch_name`` from ``base_branch`` with one commit writing ``files`` and,
+        given a ``source`` (an agent's branch), the changes that branch made to its base."""
         ...
 
     def read_file(self, repo: str, sha: str, path: str) -> bytes | None:

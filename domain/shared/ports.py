@@ -110,6 +110,8 @@ class OpenPullRequest(Step, tag="open_pull_request"):
     pr_owner: str
     pr_repo: str
     pr_number: int
+    head_sha: str = ""  # the commit the pull request proposes (none: no pull request)
+    changed_paths: tuple[str, ...] = ()
 
 
 class Comment(Step, tag="comment"):
@@ -140,6 +142,25 @@ AnyStep = (
     | Finish | CompleteRun | StartFailed | RecreateWorkspace | SelfHeal | Comment | RunnerOutput
     | FailToolCall | ReportModel | SwitchProvider
 )
+
+
+class BranchChanges(msgspec.Struct, frozen=True, kw_only=True):
+    """What an agent's branch holds against its lane's default branch, and where it lives."""
+
+    branch: str
+    base_sha: str
+    head_sha: str
+    paths: tuple[str, ...] = ()
+    uncommitted: tuple[str, ...] = ()
+    repository: str = ""  # a path or URL git can fetch the branch from
+
+
+class WorkBranches(Protocol):
+    """The agents' branches of a plane (its worktrees' repositories)."""
+
+    def changes(self, run: Any, agent_id: str) -> BranchChanges | None:
+        """The agent's branch against its base (None: the agent has no branch here)."""
+        ...
 
 
 class ExecutionPlane(Protocol):

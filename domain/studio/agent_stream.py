@@ -14,9 +14,11 @@ either, line by line. Pure: no I/O; numbers are copied as the CLI reported them.
   ``mcp_tool_call``, ``file_change``, ``web_search``, ``todo_list``, ``agent_message`` ...)
   start and complete; ``turn.completed`` carries ``usage`` and ends the exec run, and
   ``turn.failed`` ends it with an error. Codex reports no cost, duration or turn count.
-  A failed or declined item, a rejected patch and an ``error`` item are failed tool calls;
-  a declined item, a rejected patch and a call refused for want of approval are denials,
-  listed in the turn's result as ``permission_denials`` (shaped like Claude Code's).
+  A failed or declined item, a rejected patch and an ``error`` item within a turn are failed
+  tool calls (an ``error`` item before the turn, such as an unknown model's metadata, is a
+  notice); a declined item, a rejected patch and a call refused for want of approval (or by a
+  read-only sandbox) are denials, listed in the turn's result as ``permission_denials``
+  (shaped like Claude Code's).
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ class StreamReader:
         # This turn's denied calls (Codex), reported with its result like Claude Code's.
         self.denials: list[dict[str, Any]] = []
         self.errors = 0
+        self.in_turn = False  # between Codex's turn.started and its turn's end
 
     def read(self, line: str) -> list[Signal]:
         """The signals of one line of the stream (a blank line has none)."""
@@ -216,8 +219,13 @@ class StreamReader:
         if kind == "thread.started":
             self.llm_session_id = str(data.get("thread_id") or "")
             return [Started(self.llm_session_id)]
+        if kind == "turn.started":
+            self.in_turn = True
+            return []
         if kind in ("item.started", "item.completed"):
             return self._item(kind, data.get("item") or {})
+        if kind in ("turn.completed", "turn.failed"):
+            self.in_turn = False
         if kind == "turn.completed":
             result = {
                 "type": "result", "subtype": "success", "is_error": False,
@@ -248,7 +256,9 @@ class StreamReader:
         if item_type in ("agent_message", "plan"):
             return self._text(str(item.get("text", ""))) if kind == "item.completed" else []
         if item_type == "error":
-            # An error item is a failed call of its own (it has no start): counted, never a tool.
+            if not self.in_turn:  # a setup notice before the model acted (an unknown model's metadata)
+                return [Notice("warn", excerpt(f"codex: {item.get('message', '')}"))]
+            # An error item in a turn is a failed call of its own (it has no start): counted, never a tool.
             self.errors += 1
             return [ToolResult(call_id or f"error-{self.errors}", ERROR_TOOL, True,
                                excerpt(str(item.get("message", "")) or "error"))]

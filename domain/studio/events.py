@@ -235,6 +235,8 @@ class PullRequestOpened(StudioEvent, tag="AgentSession.PullRequestOpened"):
     pr_number: int
     repository_key: str
     at: str
+    head_sha: str = ""  # events stored before pull requests named their head commit have none
+    changed_paths: list[str] = []
 
 
 class ControlApplied(StudioEvent, tag="AgentSession.ControlApplied"):

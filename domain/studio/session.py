@@ -101,6 +101,7 @@ class AgentSession(SessionCommands, Aggregate):
         self.controller_action_count = 0
         self.handoffs_sent: list[str] = []
         self.pull_requests = 0
+        self.pull_request_head: dict[str, Any] = {}  # the last pull request's head commit and paths
         self.mailbox_count = 0
         self.active_thread_id = ""
         self.controller_state = "active"
@@ -229,12 +230,15 @@ class AgentSession(SessionCommands, Aggregate):
 
     @event("PullRequestOpened")
     def _pull_request_opened(
-        self, pr_url: str, pr_owner: str, pr_repo: str, pr_number: int, repository_key: str, at: str
+        self, pr_url: str, pr_owner: str, pr_repo: str, pr_number: int, repository_key: str, at: str,
+        head_sha: str = "", changed_paths: list[str] | None = None,
     ) -> None:
         self.pull_requests += 1
+        self.pull_request_head = {"repository_key": repository_key, "head_sha": head_sha,
+                                  "changed_paths": list(changed_paths or [])}
         self._move(ev.PullRequestOpened(
             pr_url=pr_url, pr_owner=pr_owner, pr_repo=pr_repo, pr_number=pr_number,
-            repository_key=repository_key, at=at,
+            repository_key=repository_key, at=at, head_sha=head_sha, changed_paths=list(changed_paths or []),
         ))
 
     @event("ControlApplied")

@@ -6,6 +6,7 @@ change it; this mixin holds the verbs callers use, so each module stays readable
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from domain.shared.errors import Conflict, Invalid, NotFound
@@ -145,11 +146,15 @@ class SessionCommands:
         )
 
     def open_pull_request(
-        self, *, pr_url: str, pr_owner: str, pr_repo: str, pr_number: int, repository_key: str, at: str
+        self, *, pr_url: str, pr_owner: str, pr_repo: str, pr_number: int, repository_key: str, at: str,
+        head_sha: str = "", changed_paths: Sequence[str] = (),
     ) -> None:
         self._require_live()
         if self.live_status != WORKING:
             raise Conflict(f"Session {self.session_id} is {self.live_status}; it cannot open a PR.")
+        if not head_sha or not changed_paths:
+            raise Conflict(f"Session {self.session_id} proposes no change: there are no empty pull requests.",
+                           code="empty_pull_request")
         self._pull_request_opened(
             pr_url=pr_url,
             pr_owner=pr_owner,
@@ -157,6 +162,8 @@ class SessionCommands:
             pr_number=pr_number,
             repository_key=repository_key,
             at=at,
+            head_sha=head_sha,
+            changed_paths=sorted(changed_paths),
         )
 
     def finish(self, *, result: dict[str, Any], at: str, tick: int = 0) -> bool:

@@ -86,7 +86,7 @@ SUMMARIES: ByType[Callable[[Any], str]] = ByType(
         ev.Unblocked: lambda e: f"{e.code} cleared: {e.resolution}",
         ev.HandedOff: lambda e: e.reason,
         ev.HandoffRecorded: lambda e: e.reason,
-        ev.PullRequestOpened: lambda e: f"pull request {e.pr_url}",
+        ev.PullRequestOpened: lambda e: f"pull request {e.pr_url}" + (f" at {e.head_sha[:12]}" if e.head_sha else ""),
         ev.AssistantMessage: lambda e: e.text[:500],
         ev.MessageDelivered: lambda e: e.message[:500],
         ev.SessionCompleted: lambda e: str((e.result or {}).get("result", "session completed"))[:500],

@@ -176,7 +176,7 @@ SESSION_LINES: ByType[Line] = ByType(
             f"handoff:{e.target_agent_id}",
         ),
         ev.PullRequestOpened: lambda env, e, who: _entry(
-            env, "studio/delivery", "info", f"{who} opened pull request {e.pr_url}.", "pull_request_opened"
+            env, "studio/delivery", "info", f"{who} opened pull request {e.pr_url}{_head(e)}.", "pull_request_opened"
         ),
         ev.SessionCompleted: _completed,
         ev.Stopped: lambda env, e, who: _entry(
@@ -247,6 +247,13 @@ def _gate_excerpt(env: Envelope, event: GateEvent) -> dict[str, Any] | None:
         return None
     level, message, signal, warning = gate_steps.line(event)
     return _entry(env, gate_steps.SOURCE, level, message, signal, warning=warning)
+
+
+def _head(e: ev.PullRequestOpened) -> str:
+    """The commit a pull request proposes, when its event names one (older events do not)."""
+    if not e.head_sha:
+        return ""
+    return f" at {e.head_sha[:12]} ({len(e.changed_paths)} changed file{'s' if len(e.changed_paths) != 1 else ''})"
 
 
 def _entry(env: Envelope, source: str, level: str, message: str, signal: str, *, warning: str = "") -> dict[str, Any]:

@@ -46,7 +46,7 @@ def local_settings(database_url: str, data_dir: Path, plan: dict[str, Any], port
     values: dict[str, Any] = {
         "execution_plane": "local",
         "data_dir": str(data_dir),
-        "base_url": f"http://127.0.0.1:{port}",
+        "port": port,  # agents reach /mcp at the address the service listens on
         "local_agent_command": f"{sys.executable} {STANDIN} --plan {plan_file}",
         "local_first_tool_seconds": 30.0,
         "local_stop_grace_seconds": 2.0,

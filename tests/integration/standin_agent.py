@@ -191,6 +191,13 @@ def main() -> int:
     counter.write_text(" ".join(str(n) for n in range(1, attempt + 1)))
     seen = Path(".standin")
     seen.mkdir(exist_ok=True)
+    # What it saw is the test's, not the agent's work: kept out of git (the plane commits the rest).
+    exclude = Path(subprocess.run(["git", "rev-parse", "--git-path", "info/exclude"], capture_output=True,
+                                  text=True, check=True).stdout.strip())
+    if ".standin/" not in (exclude.read_text() if exclude.exists() else ""):
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        with exclude.open("a") as out:
+            out.write("\n.standin/\n")
     (seen / f"brief-{attempt}.txt").write_text(brief)
     counter.with_name(f"standin-brief-{attempt}.txt").write_text(brief)
     (seen / f"env-{attempt}.json").write_text(json.dumps(

@@ -57,6 +57,9 @@ PLAN: dict[str, list[dict[str, Any]]] = {
         {"format": "claude", "session": "f7-frontend-1", "steps": [["hang", 60]]},
         {"format": "claude", "session": "f7-frontend-2", "steps": [
             ["tool", "Write", {"file_path": "orders.html"}],
+            ["scratch", "orders.html", "<h1>Orders</h1>\n"],
+            # Nothing committed yet: the squad's server refuses an empty pull request.
+            ["squad", "open_pull_request", {"title": "Too early"}],
             ["commit", "orders.html", "<h1>Orders</h1>\n"],
             ["squad", "open_pull_request", {"title": "Orders page"}],
             ["result", FRONTEND_RESULT],
@@ -143,6 +146,18 @@ def test_a_squad_of_real_processes_shows_exactly_what_the_clis_reported(database
         assert "(exited with code 3 after " in agents["curator"]["wall"]["message"]
         assert crash and crash[0]["level"] == "error" and "curator: out of memory" in crash[0]["message"]
         assert agents["curator"]["wall"]["recommended_action"] == "retry_prompt"
+
+        # No empty pull requests: the first call was refused, naming the uncommitted file; the
+        # recorded one names the commit it proposes and its changed paths.
+        # (a refused call is a failed call: its line is the agent's activity, at warn, with the reason)
+        refused = [m for m in logs(feed, "frontend", "studio/activity")
+                   if "Too early" in m or "has no change against its base" in m]
+        assert refused and "orders.html" in refused[-1] and "not committed" in refused[-1], logs(feed, "frontend")
+        assert by_agent(feed)["frontend"]["failed_tool_call_count"] >= 1
+        opened = [e for e in feed["runtime_logs"] if e["agent_id"] == "frontend" and "opened pull request" in e["message"]]
+        frontend_head = subprocess.run(["git", "-C", str(svc.repository("frontend")), "rev-parse",
+                                        f"squad/{run_id}/frontend"], capture_output=True, text=True, check=True).stdout
+        assert len(opened) == 1 and f"at {frontend_head[:12]} (1 changed file)" in opened[0]["message"]
 
         # The stalled frontend was blocked on its first tool, then restarted in the same worktree.
         walls = logs(feed, "frontend", "sandbox/wall")

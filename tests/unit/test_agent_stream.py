@@ -110,6 +110,18 @@ def test_codex_jsonl_gives_the_same_signals_and_reports_no_cost_duration_or_turn
                                 "result": "401 Unauthorized", "session_id": ""})]
 
 
+def test_a_codex_error_item_before_the_turn_is_a_notice_and_within_it_a_failed_call() -> None:
+    reader = s.StreamReader()
+    metadata = {"type": "item.completed", "item": {"id": "item_0", "type": "error",
+                                                   "message": "Model metadata for `alias` not found."}}
+    assert read_all(reader, [{"type": "thread.started", "thread_id": "t"}, metadata])[1:] == [
+        s.Notice("warn", "codex: Model metadata for `alias` not found."),
+    ]
+    assert read_all(reader, [{"type": "turn.started"}, metadata]) == [
+        s.ToolResult("item_0", s.ERROR_TOOL, True, "Model metadata for `alias` not found."),
+    ]
+
+
 def test_malformed_lines_are_named_and_blank_lines_ignored() -> None:
     reader = s.StreamReader()
     assert reader.read("   \n") == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,6 +13,7 @@ import pytest
 
 from domain.shared import agent_tokens
 from tests.helpers import eventually
+from workers.builders import service_url
 from workers.planes.local.launch import Launch, LocalConfig, MissingCommand, prepare
 from workers.planes.local.process import AgentProcess, ProcessPool, process_state
 from workers.settings import SettingsError, load_settings
@@ -48,36 +50,65 @@ def _config(tmp_path: Path, **changes: object) -> LocalConfig:
 
 def test_each_provider_has_its_cli_and_is_told_where_the_squad_tools_are(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SQUADOPS_DATABASE_URL", "postgresql://secret@db/squadops")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-for-agents")
     run, session = _run_and_session("claude-code-cli", "sonnet")
-    claude = prepare(_config(tmp_path), run, session, tmp_path, "tok", "brief")
-    mcp_file = tmp_path / "agents" / "default" / "run-9" / "backend" / "mcp.json"
+    proxied = _config(tmp_path, model_proxy_base_url="https://proxy.example", model_proxy_token="pt",
+                      allowed_commands=("tox -e py311",))
+    claude = prepare(proxied, run, session, tmp_path, "tok", "brief")
+    folder = tmp_path / "agents" / "default" / "run-9" / "backend"
+    mcp_file = folder / "mcp.json"
+    # Edits in its worktree, the squad's tools, and an explicit command allow-list (C22).
     assert claude.argv == ["claude", "-p", "--output-format", "stream-json", "--verbose", "--model", "sonnet",
-                           "--mcp-config", str(mcp_file), "--allowedTools", "mcp__squadops"]
+                           "--mcp-config", str(mcp_file), "--permission-mode", "acceptEdits",
+                           "--settings", str(folder / "claude" / "settings.json"), "--allowedTools", "mcp__squadops"]
     config = json.loads(mcp_file.read_text())["mcpServers"]["squadops"]
     assert config == {"type": "http", "url": "http://127.0.0.1:8000/mcp", "headers": {
         "Authorization": "Bearer ${SQUADOPS_MCP_TOKEN}", "X-Squadops-Agent": "default/run-9/backend"}}
     assert mcp_file.stat().st_mode & 0o777 == 0o600
+    permissions = json.loads((folder / "claude" / "settings.json").read_text())["permissions"]
+    assert {"Bash(git add:*)", "Bash(git commit:*)", "Bash(tox -e py311:*)", "mcp__squadops"} <= set(permissions["allow"])
+    assert "Bash(git push:*)" in permissions["deny"] and not any(rule in ("Bash", "Bash(*)") for rule in permissions["allow"])
     assert claude.env["SQUADOPS_MCP_TOKEN"] == "tok" and "SQUADOPS_DATABASE_URL" not in claude.env
+    assert "AWS_SECRET_ACCESS_KEY" not in claude.env  # an allow-list of the machine's variables
     assert {k: claude.env[k] for k in ("SQUADOPS_RUN_ID", "SQUADOPS_SESSION_ID", "SQUADOPS_AGENT_ID",
                                        "SQUADOPS_ROLE_KEY", "SQUADOPS_BASE_URL")} == {
         "SQUADOPS_RUN_ID": "run-9", "SQUADOPS_SESSION_ID": "ses-1", "SQUADOPS_AGENT_ID": "backend",
         "SQUADOPS_ROLE_KEY": "role_backend", "SQUADOPS_BASE_URL": "http://127.0.0.1:8000"}
     assert claude.env["SQUADOPS_BRANCH"] == "squad/run-9/backend" and claude.cwd == tmp_path
+    assert (claude.env["ANTHROPIC_BASE_URL"], claude.env["ANTHROPIC_AUTH_TOKEN"]) == ("https://proxy.example", "pt")
+    # Its configuration lives in its own folder, never in the user's home; commits carry its identity.
+    assert (claude.env["HOME"], claude.env["CLAUDE_CONFIG_DIR"]) == (str(folder / "home"), str(folder / "claude"))
+    assert claude.env["GIT_AUTHOR_EMAIL"] == "backend@agents.squadops.local"
 
     run, session = _run_and_session("codex", "gpt-squad")
-    proxied = _config(tmp_path, model_proxy_base_url="https://proxy.example/v1", model_proxy_token="pt")
-    codex = prepare(proxied, run, session, tmp_path, "tok", "brief")
-    assert codex.argv == ["codex", "exec", "--json", "--model", "gpt-squad",
-                          "-c", 'mcp_servers.squadops.url="http://127.0.0.1:8000/mcp"',
-                          "-c", 'mcp_servers.squadops.bearer_token_env_var="SQUADOPS_MCP_TOKEN"']
-    assert (codex.env["OPENAI_BASE_URL"], codex.env["OPENAI_API_KEY"]) == ("https://proxy.example/v1", "pt")
-    assert (codex.env["ANTHROPIC_BASE_URL"], codex.env["ANTHROPIC_AUTH_TOKEN"]) == ("https://proxy.example/v1", "pt")
+    git_dir = tmp_path / "repos" / "default" / "acme" / "backend.git"
+    codex = prepare(proxied, run, session, tmp_path, "tok", "brief", git_dirs=[git_dir])
+    assert codex.argv == ["codex", "exec", "--json", "--model", "gpt-squad"]
+    assert codex.env["CODEX_HOME"] == str(folder / "codex") and codex.env["SQUADOPS_MODEL_PROXY_TOKEN"] == "pt"
+    assert "OPENAI_API_KEY" not in codex.env  # Codex reads its provider's env_key, nothing else
+    toml = tomllib.loads((folder / "codex" / "config.toml").read_text())
+    assert (toml["model"], toml["approval_policy"], toml["sandbox_mode"]) == ("gpt-squad", "never", "workspace-write")
+    assert toml["sandbox_workspace_write"]["writable_roots"] == [str(git_dir)]
+    assert toml["model_provider"] == "squadops"
+    assert toml["model_providers"]["squadops"] == {
+        "name": "squadops model endpoint", "base_url": "https://proxy.example/v1",
+        "env_key": "SQUADOPS_MODEL_PROXY_TOKEN", "wire_api": "responses"}
+    assert toml["mcp_servers"]["squadops"] == {
+        "url": "http://127.0.0.1:8000/mcp", "bearer_token_env_var": "SQUADOPS_MCP_TOKEN",
+        "default_tools_approval_mode": "approve"}
 
     overridden = prepare(_config(tmp_path, command="my-agent --fast 'two words'"), run, session, tmp_path, "t", "b")
     assert overridden.argv[:3] == ["my-agent", "--fast", "two words"] and "--mcp-config" in overridden.argv
     run, tester = _run_and_session("antigravity")
     with pytest.raises(MissingCommand, match="antigravity"):
         prepare(_config(tmp_path), run, tester, tmp_path, "t", "b")
+
+
+def test_agents_reach_the_service_where_it_listens() -> None:
+    assert service_url(load_settings({"SQUADOPS_PORT": "8123"})) == "http://127.0.0.1:8123"
+    assert service_url(load_settings({"SQUADOPS_HOST": "0.0.0.0", "SQUADOPS_PORT": "9000"})) == "http://127.0.0.1:9000"
+    public = load_settings({"SQUADOPS_PORT": "9000", "SQUADOPS_PUBLIC_URL": "https://squad.example/"})
+    assert service_url(public) == "https://squad.example"
 
 
 def test_agent_tokens_name_one_session_and_cannot_be_forged() -> None:

@@ -87,7 +87,10 @@ def test_a_lane_without_a_pull_request_is_blocked_instead_of_completed() -> None
     assert session.live_status == BLOCKED
     assert session.blocker_code == "project_delivery_completion_requires_pr"
     session.unblock(resolution="intervened", actor="op", at="t")
-    session.open_pull_request(pr_url="u", pr_owner="o", pr_repo="r", pr_number=1, repository_key="backend", at="t")
+    with pytest.raises(Conflict, match="no empty pull requests"):
+        session.open_pull_request(pr_url="u", pr_owner="o", pr_repo="r", pr_number=1, repository_key="backend", at="t")
+    session.open_pull_request(pr_url="u", pr_owner="o", pr_repo="r", pr_number=1, repository_key="backend", at="t",
+                              head_sha="a" * 40, changed_paths=["orders.py"])
     assert session.finish(result={}, at="t") is True
 
 

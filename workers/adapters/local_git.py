@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from domain.gate.policies import valid_repo
 from domain.gate.ports import Comment, Commit, PullRequest, VcsError
 from domain.projects.provisioning import Repository
+from domain.shared.ports import BranchChanges
 
 _EMAIL = re.compile(r"^(?P<name>.+?)\s*<(?P<email>[^<>@\s]+@[^<>\s]+)>$")
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -173,7 +174,8 @@ class LocalGitVcs:
 
     @vcs_errors
     def commit_branch(
-        self, repo: str, *, base_branch: str, branch_name: str, files: Mapping[str, bytes], message: str, author: str
+        self, repo: str, *, base_branch: str, branch_name: str, files: Mapping[str, bytes], message: str, author: str,
+        source: BranchChanges | None = None,
     ) -> Commit:
         if not _BRANCH.match(branch_name) or ".." in branch_name:
             raise VcsError(f"{branch_name!r} is not a branch name")
@@ -182,6 +184,8 @@ class LocalGitVcs:
             work = Path(tmp) / "work"
             self.git("clone", "--quiet", "--no-tags", "--single-branch", "--branch", base_branch, str(bare), str(work))
             self.git("checkout", "--quiet", "-b", branch_name, cwd=work)
+            if source is not None:
+                self._apply_source(work, source)
             for path, content in files.items():
                 relative = PurePosixPath(path)
                 if relative.is_absolute() or ".." in relative.parts or relative.parts[:1] == (".git",):
@@ -195,6 +199,20 @@ class LocalGitVcs:
             head = self.git("rev-parse", "HEAD", cwd=work).decode().strip()
             base = self.git("rev-parse", f"origin/{base_branch}", cwd=work).decode().strip()
         return Commit(branch_name=branch_name, base_sha=base, head_sha=head)
+
+    def _apply_source(self, work: Path, source: BranchChanges) -> None:
+        """The changes an agent's branch made to its base, applied to the clone's index (the
+        agent's lane repository and this one need not share history)."""
+        if not _BRANCH.match(source.branch) or ".." in source.branch:
+            raise VcsError(f"{source.branch!r} is not a branch name")
+        self.git("fetch", "--quiet", "--no-tags", source.repository, f"refs/heads/{source.branch}", cwd=work)
+        diff = self.git("diff", "--binary", "--no-renames", source.base_sha, source.head_sha, "--", cwd=work)
+        if not diff.strip():
+            raise VcsError(f"the agent's branch {source.branch} changes nothing against its base")
+        try:
+            self.git("apply", "--index", "--whitespace=nowarn", "-", cwd=work, data=diff)
+        except VcsError as exc:
+            raise VcsError(f"the agent's branch {source.branch} does not apply on the base: {exc}") from None
 
     @vcs_errors
     def read_file(self, repo: str, sha: str, path: str) -> bytes | None:

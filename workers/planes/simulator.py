@@ -18,12 +18,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import struct
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from domain.shared import ports
 from domain.studio.policies.credentials import CredentialCheck
+from domain.studio.roster import role_name
+from workers.planes.local.worktrees import Worktrees
 
 FIRST_TOOL_STALL_RATE = 0.12
 SANDBOX_LOSS_RATE = 0.06
@@ -161,9 +165,26 @@ class SimulatorPlane:
 
     name = "simulator"
 
-    def __init__(self, *, activity: float = 0.45, faults: FaultRates | None = None) -> None:
+    def __init__(
+        self, *, activity: float = 0.45, faults: FaultRates | None = None, data_dir: Path | None = None,
+        agent_domain: str = "agents.squadops.local",
+    ) -> None:
         self.activity = activity
         self.faults = Faults(faults)
+        self.agent_domain = agent_domain
+        self._data_dir = data_dir
+        self._worktrees: Worktrees | None = None
+
+    @property
+    def worktrees(self) -> Worktrees:
+        """The lanes' repositories (under the data dir; a private temporary one when none is given)."""
+        if self._worktrees is None:
+            self._worktrees = Worktrees(self._data_dir or Path(tempfile.mkdtemp(prefix="squadops-simulator-")))
+        return self._worktrees
+
+    def changes(self, run: Any, agent_id: str) -> ports.BranchChanges | None:
+        """The lane's branch against its base (``ports.WorkBranches``)."""
+        return self.worktrees.changes(run, agent_id)
 
     def plan_tick(self, run: Any, sessions: Sequence[Any], tick: int) -> list[ports.Step]:
         steps: list[ports.Step] = []
@@ -363,12 +384,22 @@ class SimulatorPlane:
         slug = binding.get("vcs_repo_slug") or f"{run.project_slug}-{s.agent_id}"
         owner, _, repo = slug.rpartition("/")
         number = 100 + int(_unit(run.seed, s.agent_id, "pr") * 900)
+        # A lane opens no empty pull request: it commits its (small, deterministic) change first.
+        path = f"squad/{s.agent_id}.md"
+        note = f"# {s.agent_id}\n\nRun {run.run_id}: the {s.agent_id} slice of {run.project_slug}.\n"
+        author = f"{role_name(s.role_key)}@{self.agent_domain}"
+        changes = self.worktrees.commit_files(
+            run, s.agent_id, {path: note}, f"{s.agent_id}: the {run.project_slug} slice\n\nRun: {run.run_id}\n",
+            author, when=run.started_at or "2000-01-01T00:00:00Z",
+        )
         return ports.OpenPullRequest(
             agent_id=s.agent_id,
             repository_key=s.agent_id,
             pr_owner=owner or run.tenant,
             pr_repo=repo,
             pr_number=number,
+            head_sha=changes.head_sha if changes else "",
+            changed_paths=changes.paths if changes else (),
         )
 
     def _result(self, run: Any, s: Any, budget: int, tick: int) -> dict[str, Any]:

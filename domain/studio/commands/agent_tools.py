@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from domain.shared import ports
 from domain.shared.agent_tokens import AgentIdentity
 from domain.shared.errors import Conflict, Forbidden, Invalid
 from domain.shared.ids import derived_id
@@ -23,8 +24,9 @@ from domain.studio.commands.runs import RunCommands
 class AgentToolCalls:
     """The command object behind ``/mcp`` tools/call."""
 
-    def __init__(self, runs: RunCommands) -> None:
+    def __init__(self, runs: RunCommands, branches: ports.WorkBranches | None = None) -> None:
         self.runs = runs
+        self.branches = branches  # the plane's worktree branches: a pull request needs a change
 
     def tools(self) -> list[dict[str, Any]]:
         return [
@@ -51,10 +53,13 @@ class AgentToolCalls:
                 run.project_facts, run.project_slug, run.tenant, run.run_id, session.agent_id,
                 session.pull_requests + 1, args["repository_key"],
             )
+            changes = self._changes(run, session.agent_id)
             return {
                 "accepted": True,
                 "repository_key": target.repository_key,
-                "head_branch": branch_name(run.run_id, session.agent_id),
+                "head_branch": changes.branch,
+                "head_sha": changes.head_sha,
+                "changed_paths": list(changes.paths),
                 "pr_owner": target.pr_owner,
                 "pr_repo": target.pr_repo,
                 "pr_number": target.pr_number,
@@ -67,6 +72,21 @@ class AgentToolCalls:
             "status": args["status"],
             "summary": args["summary"],
         }
+
+    def _changes(self, run: Any, agent_id: str) -> ports.BranchChanges:
+        """The agent's branch, refused when it proposes nothing (no empty pull requests)."""
+        branch = branch_name(run.run_id, agent_id)
+        changes = self.branches.changes(run, agent_id) if self.branches is not None else None
+        if changes is None:
+            raise Conflict(f"Your branch {branch} does not exist on this plane: there is nothing to propose.",
+                           code="empty_pull_request")
+        if not changes.paths:
+            hint = (f" {len(changes.uncommitted)} file(s) in your worktree are not committed "
+                    f"({', '.join(changes.uncommitted[:5])}): commit them, then open the pull request."
+                    if changes.uncommitted else " Commit your work on it first.")
+            raise Conflict(f"Your branch {branch} has no change against its base ({changes.base_sha[:12]}): "
+                           f"there is nothing to propose.{hint}", code="empty_pull_request")
+        return changes
 
     def _to_agent(self, run: Any, session: Any, tool: str, args: dict[str, str]) -> dict[str, Any]:
         target_id = args["target_agent_id"]

@@ -175,6 +175,8 @@ class StepEffects:
                     pr_number=step.pr_number,
                     repository_key=step.repository_key,
                     at=at,
+                    head_sha=step.head_sha,
+                    changed_paths=step.changed_paths,
                 )
             case ports.Comment():
                 deliver_comment(sessions, session, step, at)

@@ -1,11 +1,21 @@
-"""How an agent process is launched: its command line, environment and MCP config file.
+"""How an agent process is launched: its command line, environment and CLI configuration (C22).
 
 The command follows the session's provider (``claude-code-cli``: Claude Code's stream-json
-print mode; ``codex``: ``codex exec --json``) unless ``SQUADOPS_LOCAL_AGENT_COMMAND``
-overrides it for every provider. Either way the agent is told where the squad's MCP server
-is: a Claude-style program gets ``--mcp-config <file>`` (the file names the agent), a
-``codex`` program gets the same server as ``-c mcp_servers.squadops.*`` overrides. The
-token that names the agent to that server is in ``SQUADOPS_MCP_TOKEN``, never in a file.
+print mode; ``codex``: ``codex exec --json``), found on ``PATH``, unless
+``SQUADOPS_LOCAL_AGENT_COMMAND`` overrides it for every provider. The plane writes each
+agent's CLI configuration into that agent's own folder under the data dir (never into the
+user's home), and points ``HOME``, ``CLAUDE_CONFIG_DIR`` and ``CODEX_HOME`` there:
+
+- Claude Code: ``--permission-mode acceptEdits`` (edits inside its worktree), the squad's
+  MCP server (``--mcp-config``), and a settings file whose permission allow-list names the
+  commands a delivery agent needs (git, the project's build and test commands) — never a
+  blanket bypass. Its model endpoint is ``ANTHROPIC_BASE_URL`` plus a token.
+- Codex: ``config.toml`` with the ``workspace-write`` sandbox, the worktree's git metadata
+  among its writable roots (so ``git commit`` works), the squad's MCP server with its
+  tools approved, and a model provider built from the model endpoint settings.
+
+The token that names the agent to the MCP server is in ``SQUADOPS_MCP_TOKEN``, never in a
+file; the model endpoint's token is in the environment only.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,8 +31,23 @@ from typing import Any
 from domain.studio.agent_tools import SERVER
 from domain.studio.brief import branch_name
 from domain.studio.process import CLAUDE_CODE_CLI, CODEX
+from domain.studio.roster import role_name
 
 TOKEN_VARIABLE = "SQUADOPS_MCP_TOKEN"
+MODEL_TOKEN_VARIABLE = "SQUADOPS_MODEL_PROXY_TOKEN"
+PROVIDER_NAME = "squadops"
+# The machine's variables an agent CLI may see (everything else of the service stays out).
+PASSED_THROUGH = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER", "LOGNAME", "SHELL",
+                  "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")
+# The commands a delivery agent runs without asking (Claude Code permission rules).
+DELIVERY_COMMANDS = (
+    "git add", "git commit", "git status", "git diff", "git log", "git show", "git rm", "git mv",
+    "git restore", "git switch", "git checkout", "git branch", "git stash", "git rev-parse",
+    "ls", "cat", "head", "tail", "wc", "grep", "find", "mkdir", "pwd", "echo", "touch",
+    "make", "pytest", "python -m pytest", "python3 -m pytest", "npm test", "npm run", "npx", "node",
+    "python", "python3", "go test", "go build", "cargo test", "cargo build",
+)
+DENIED_COMMANDS = ("git push", "git remote", "git config", "curl", "wget", "ssh", "sudo")
 
 
 @dataclass(frozen=True)
@@ -29,7 +55,7 @@ class LocalConfig:
     """The local plane's settings (from ``SQUADOPS_*``, read by ``workers.settings``)."""
 
     data_dir: Path
-    base_url: str
+    base_url: str  # the service as agents reach it (its listening address, or SQUADOPS_PUBLIC_URL)
     command: str = ""
     max_processes: int = 4
     first_tool_seconds: float = 120.0
@@ -37,6 +63,8 @@ class LocalConfig:
     model_proxy_base_url: str = ""
     model_proxy_token: str = ""
     token_key: str = ""
+    agent_domain: str = "agents.squadops.local"
+    allowed_commands: tuple[str, ...] = ()
     provider_fallback: str = ""
 
     @property
@@ -56,6 +84,7 @@ class Launch:
     stdin: str
     transcript: Path
     provider: str = ""
+    model: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -72,14 +101,17 @@ def base_command(config: LocalConfig, provider: str, model: str) -> list[str]:
     )
 
 
-def with_mcp(argv: list[str], config: LocalConfig, mcp_config: Path) -> list[str]:
-    """The command plus the squad's MCP server, in the program's own configuration form."""
-    if Path(argv[0]).name == "codex":
-        return argv + [
-            "-c", f"mcp_servers.{SERVER}.url={json.dumps(config.mcp_url)}",
-            "-c", f"mcp_servers.{SERVER}.bearer_token_env_var={json.dumps(TOKEN_VARIABLE)}",
-        ]
-    return argv + ["--mcp-config", str(mcp_config), "--allowedTools", f"mcp__{SERVER}"]
+def program(argv: Sequence[str]) -> str:
+    """``claude``, ``codex`` or another program (a stand-in, a wrapper)."""
+    return Path(argv[0]).name if argv else ""
+
+
+def agent_identity(config: LocalConfig, role_key: str) -> str:
+    """``<role>@<domain>``: the author of an agent's commits (C6)."""
+    return f"{role_name(role_key)}@{config.agent_domain}"
+
+
+# -- the CLIs' own configuration ---------------------------------------------------------------
 
 
 def mcp_config(config: LocalConfig, run: Any, session: Any) -> dict[str, Any]:
@@ -98,10 +130,90 @@ def mcp_config(config: LocalConfig, run: Any, session: Any) -> dict[str, Any]:
     }
 
 
-def agent_env(config: LocalConfig, run: Any, session: Any, token: str, mcp_file: Path, worktree: Path) -> dict[str, str]:
-    """The process environment: the machine's, minus the service's own ``SQUADOPS_*`` settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SQUADOPS_")}
+def claude_settings(config: LocalConfig) -> dict[str, Any]:
+    """Claude Code settings: edits in the worktree, the squad's tools, an explicit command list."""
+    commands = tuple(dict.fromkeys(DELIVERY_COMMANDS + config.allowed_commands))
+    return {
+        "permissions": {
+            "defaultMode": "acceptEdits",
+            "allow": [f"Bash({command}:*)" for command in commands] + [f"mcp__{SERVER}"],
+            "deny": [f"Bash({command}:*)" for command in DENIED_COMMANDS],
+        },
+        "includeCoAuthoredBy": False,
+    }
+
+
+def _toml(value: Any) -> str:
+    """A TOML value (strings as JSON strings, which TOML's basic strings accept)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def codex_config(config: LocalConfig, model: str, writable_roots: Sequence[Path]) -> str:
+    """Codex's ``config.toml``: workspace-write with the git metadata writable, the squad's MCP
+    server with its tools approved, and the model endpoint as a provider."""
+    tables: list[tuple[str, dict[str, Any]]] = []
+    top: dict[str, Any] = {"approval_policy": "never", "sandbox_mode": "workspace-write"}
+    if model:
+        top["model"] = model
+    if config.model_proxy_base_url:
+        top["model_provider"] = PROVIDER_NAME
+        tables.append((f"model_providers.{PROVIDER_NAME}", {
+            "name": "squadops model endpoint",
+            "base_url": config.model_proxy_base_url.rstrip("/") + "/v1",
+            "env_key": MODEL_TOKEN_VARIABLE,
+            "wire_api": "responses",
+        }))
+    tables.append(("sandbox_workspace_write", {"writable_roots": [str(p) for p in writable_roots]}))
+    tables.append((f"mcp_servers.{SERVER}", {
+        "url": config.mcp_url,
+        "bearer_token_env_var": TOKEN_VARIABLE,
+        "default_tools_approval_mode": "approve",
+    }))
+    lines = [f"{key} = {_toml(value)}" for key, value in top.items()]
+    for name, values in tables:
+        lines += ["", f"[{name}]"] + [f"{key} = {_toml(value)}" for key, value in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o600)
+
+
+def with_configuration(argv: list[str], config: LocalConfig, folder: Path) -> list[str]:
+    """The command plus what it needs to find the squad's tools, in the program's own form."""
+    name = program(argv)
+    if name == "codex":
+        return argv  # everything is in $CODEX_HOME/config.toml
+    tail = ["--mcp-config", str(folder / "mcp.json")]
+    if name == "claude":
+        tail += ["--permission-mode", "acceptEdits", "--settings", str(folder / "claude" / "settings.json")]
+    return argv + tail + ["--allowedTools", f"mcp__{SERVER}"]
+
+
+# -- environment -------------------------------------------------------------------------------
+
+
+def agent_env(config: LocalConfig, run: Any, session: Any, token: str, folder: Path, worktree: Path) -> dict[str, str]:
+    """The process environment: an allow-list of the machine's, the agent's identity, its own
+    configuration folders, its git author and the model endpoint."""
+    env = {k: v for k, v in os.environ.items() if k in PASSED_THROUGH}
+    author = agent_identity(config, session.role_key)
     env.update(
+        HOME=str(folder / "home"),
+        CLAUDE_CONFIG_DIR=str(folder / "claude"),
+        CODEX_HOME=str(folder / "codex"),
+        TMPDIR=str(folder / "tmp"),
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_AUTOUPDATER="1",
+        GIT_AUTHOR_NAME=author, GIT_AUTHOR_EMAIL=author,
+        GIT_COMMITTER_NAME=author, GIT_COMMITTER_EMAIL=author,
         SQUADOPS_RUN_ID=run.run_id,
         SQUADOPS_SESSION_ID=session.session_id,
         SQUADOPS_AGENT_ID=session.agent_id,
@@ -109,48 +221,51 @@ def agent_env(config: LocalConfig, run: Any, session: Any, token: str, mcp_file:
         SQUADOPS_BASE_URL=config.base_url,
         SQUADOPS_TENANT_ID=run.tenant,
         SQUADOPS_MCP_URL=config.mcp_url,
-        SQUADOPS_MCP_CONFIG=str(mcp_file),
+        SQUADOPS_MCP_CONFIG=str(folder / "mcp.json"),
         SQUADOPS_WORKTREE=str(worktree),
         SQUADOPS_BRANCH=branch_name(run.run_id, session.agent_id),
     )
     env[TOKEN_VARIABLE] = token
     if config.model_proxy_base_url:
-        env.update(
-            SQUADOPS_MODEL_PROXY_BASE_URL=config.model_proxy_base_url,
-            ANTHROPIC_BASE_URL=config.model_proxy_base_url,
-            OPENAI_BASE_URL=config.model_proxy_base_url,
-        )
+        env.update(SQUADOPS_MODEL_PROXY_BASE_URL=config.model_proxy_base_url,
+                   ANTHROPIC_BASE_URL=config.model_proxy_base_url.rstrip("/"))
     if config.model_proxy_token:
-        env.update(
-            SQUADOPS_MODEL_PROXY_TOKEN=config.model_proxy_token,
-            ANTHROPIC_AUTH_TOKEN=config.model_proxy_token,
-            OPENAI_API_KEY=config.model_proxy_token,
-        )
+        env.update({MODEL_TOKEN_VARIABLE: config.model_proxy_token, "ANTHROPIC_AUTH_TOKEN": config.model_proxy_token})
     return env
 
 
 def agent_dir(config: LocalConfig, run: Any, agent_id: str) -> Path:
-    """Where the plane keeps an agent's MCP config and transcripts (outside its worktree)."""
+    """Where the plane keeps an agent's configuration and transcripts (outside its worktree)."""
     return config.data_dir.resolve() / "agents" / run.tenant / run.run_id / agent_id
 
 
-def prepare(config: LocalConfig, run: Any, session: Any, worktree: Path, token: str, stdin: str) -> Launch:
-    """Everything a launch needs; raises ``MissingCommand`` when no CLI fits the provider."""
+def prepare(
+    config: LocalConfig, run: Any, session: Any, worktree: Path, token: str, stdin: str,
+    git_dirs: Sequence[Path] = (),
+) -> Launch:
+    """Everything a launch needs; raises ``MissingCommand`` when no CLI fits the provider.
+
+    ``git_dirs`` are the worktree's git metadata folders (its own and the repository's),
+    which a sandboxed CLI must be able to write for ``git commit`` to work.
+    """
     process = session.process or {}
     provider, model = str(process.get("provider", "")), str(process.get("model", ""))
     argv = base_command(config, provider, model)
     if not argv:
         raise MissingCommand("SQUADOPS_LOCAL_AGENT_COMMAND is empty.")
     folder = agent_dir(config, run, session.agent_id)
-    folder.mkdir(parents=True, exist_ok=True)
-    mcp_file = folder / "mcp.json"
-    mcp_file.write_text(json.dumps(mcp_config(config, run, session), indent=2))
-    mcp_file.chmod(0o600)
+    for sub in ("home", "claude", "codex", "tmp"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    _write_private(folder / "mcp.json", json.dumps(mcp_config(config, run, session), indent=2))
+    _write_private(folder / "claude" / "settings.json", json.dumps(claude_settings(config), indent=2))
+    _write_private(folder / "codex" / "config.toml", codex_config(config, model, list(git_dirs)))
+    (folder / "author").write_text(agent_identity(config, session.role_key) + "\n")
     return Launch(
-        argv=with_mcp(argv, config, mcp_file),
-        env=agent_env(config, run, session, token, mcp_file, worktree),
+        argv=with_configuration(argv, config, folder),
+        env=agent_env(config, run, session, token, folder, worktree),
         cwd=worktree,
         stdin=stdin,
         transcript=folder / f"attempt-{session.process_attempt + 1}.jsonl",
         provider=provider,
+        model=model,
     )

@@ -34,14 +34,12 @@ from domain.studio.agent_stream import Started, StreamReader, excerpt
 from domain.studio.agent_tools import StepTranslator
 from domain.studio.brief import brief
 from domain.studio.policies.blockers import (
-    AGENT_CLI_MISSING,
-    AGENT_PROCESS_EXITED,
     SOURCE_MATERIALIZATION_FAILED,
 )
 from domain.studio.policies.credentials import CredentialCheck
-from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED
 from domain.studio.session import PAUSED, READY, STOPPED, WAITING_FIRST_TOOL, WORKING
-from workers.planes.local.launch import LocalConfig, MissingCommand, prepare
+from workers.planes.local import walls, work
+from workers.planes.local.launch import LocalConfig, MissingCommand, agent_identity, prepare
 from workers.planes.local.process import AgentProcess, ProcessPool
 from workers.planes.local.worktrees import WorktreeError, Worktrees
 
@@ -49,7 +47,6 @@ log = structlog.get_logger("squadops.local_plane")
 
 LOGS_PER_TICK = 20
 SWEEP_SECONDS = 0.5  # how often runs this plane did not tick are looked up (did they end?)
-STALE_SIGNAL = "detached runner process not alive"
 
 
 @dataclass
@@ -63,6 +60,10 @@ class Handle:
     process: AgentProcess
     workspace_name: str
     expected_attempt: int
+    session_id: str = ""
+    worktree: Path | None = None
+    author: str = ""
+    step: str = ""
     reader: StreamReader = field(default_factory=StreamReader)
     translator: StepTranslator | None = None
     llm_session_id: str = ""
@@ -89,7 +90,7 @@ class LocalPlane:
         self.handles: dict[str, Handle] = {}
         self.marks: dict[str, tuple[int, int]] = {}  # key -> (workspace_restarts, generation) of its worktree
         self.workspaces: dict[str, Path] = {}  # workspace name -> worktree
-        self.retiring: dict[str, AgentProcess] = {}  # ended by the plane, not exited yet
+        self.retiring: dict[str, Handle] = {}  # ended by the plane, not exited yet (its work kept once it has)
         self._planned: dict[tuple[str, str], tuple[int, list[ports.Step]]] = {}  # run -> its last tick's steps
         self.known_runs: set[tuple[str, str]] = set()
         self._ticked: set[tuple[str, str]] = set()
@@ -113,10 +114,10 @@ class LocalPlane:
                 # processes wrote then is planned again, with what they wrote since.
                 steps = planned[1] + [
                     step for s in sessions if s.id in self.handles and s.live_status != PAUSED
-                    for step in self._drain(run, s, self.handles[s.id], reoffer=False)
+                    for step in self._name_heads(run, self._drain(run, s, self.handles[s.id], reoffer=False))
                 ]
             else:
-                steps = []
+                steps = self._settle_retiring(run)
                 for session in sorted(sessions, key=lambda s: s.agent_id):
                     try:
                         steps.extend(self._session(run, session, tick))
@@ -147,26 +148,44 @@ class LocalPlane:
                         self.known_runs.discard((tenant, run_id))
 
     def end_run(self, tenant: str, run_id: str) -> None:
-        """Stops every process of the run and removes its worktrees."""
+        """Stops every process of the run, commits what each agent left uncommitted onto its
+        branch, and removes the worktrees that are then wholly in refs (the others stay)."""
         with self._lock:
-            for key in [k for k, h in self.handles.items() if (h.tenant, h.run_id) == (tenant, run_id)]:
-                self._forget(key)
             for key in [k for k in list(self.pool.waiting) if k.startswith(f"ses:{tenant}:{run_id}:")]:
                 self.pool.cancel(key)
-            removed = self.worktrees.remove_run(tenant, run_id)
+            ending = [h for h in self.handles.values() if (h.tenant, h.run_id) == (tenant, run_id)]
+            ending += [h for h in self.retiring.values() if (h.tenant, h.run_id) == (tenant, run_id)]
+            for handle in ending:
+                self.handles.pop(handle.key, None)
+                self.retiring.pop(handle.key, None)
+                handle.process.stop(self.config.stop_grace_seconds)
+            # Each got SIGTERM, and SIGKILL after the grace: their worktrees are still again soon.
+            deadline = time.monotonic() + self.config.stop_grace_seconds + 2
+            for handle in ending:
+                handle.process.wait(max(deadline - time.monotonic(), 0.0))
+            authors = {h.agent_id: h.author for h in ending}
+            work.keep_run(self.worktrees, self.config.data_dir, tenant, run_id, authors)
+            removed, kept = self.worktrees.remove_run(tenant, run_id)
             self.workspaces = {n: p for n, p in self.workspaces.items() if p not in removed}
             self.known_runs.discard((tenant, run_id))
             self._planned.pop((tenant, run_id), None)
+            if kept:
+                log.warning("local_worktrees_kept", run_id=run_id, kept=[str(p) for p in kept])
             log.info("local_run_cleaned", run_id=run_id, worktrees=len(removed))
 
     def close(self) -> None:
-        """Stops every process (worktrees stay for the runs that go on after a restart)."""
+        """Stops every process and commits what each left uncommitted (worktrees stay for the
+        runs that go on after a restart)."""
         with self._lock:
-            for key in list(self.handles):
-                self._forget(key)
+            ending = list(self.handles.values()) + list(self.retiring.values())
+            self.handles.clear()
+            self.retiring.clear()
+            for handle in ending:
+                handle.process.stop(self.config.stop_grace_seconds)
         deadline = time.monotonic() + self.config.stop_grace_seconds + 1
-        for process in list(self.pool.live.values()):
-            process.wait(max(deadline - time.monotonic(), 0.0))
+        for handle in ending:
+            if handle.process.wait(max(deadline - time.monotonic(), 0.0)):
+                self._keep_work(handle, "service stopped")
 
     def probe_workspace(self, lease: Any) -> str:
         """A worktree of this machine is ``connected`` while it is a git worktree."""
@@ -181,6 +200,10 @@ class LocalPlane:
             return CredentialCheck(profile_resolved=False)
         return CredentialCheck(profile_resolved=True)
 
+    def changes(self, run: Any, agent_id: str) -> ports.BranchChanges | None:
+        """The agent's branch against its lane's default branch (``ports.WorkBranches``)."""
+        return self.worktrees.changes(run, agent_id)
+
     def process_of(self, session_key: str) -> AgentProcess | None:
         handle = self.handles.get(session_key)
         return handle.process if handle else None
@@ -192,6 +215,7 @@ class LocalPlane:
         if s.ended:
             return self._ended(s)
         if handle is not None:
+            handle.step = s.current_step
             handle.confirmed = handle.confirmed or s.process_attempt >= handle.expected_attempt
             if s.live_status == PAUSED and not handle.process.paused:
                 handle.process.pause()
@@ -202,8 +226,9 @@ class LocalPlane:
                 handle.started_seen_at += time.monotonic() - handle.paused_at
             dead = handle.process.finished and handle.exit_tick >= 0
             if s.live_status == READY and (handle.confirmed or dead or self._workspace_changed(s)):
-                self._forget(s.id)  # restarted by a verb or a policy: a new process, same worktree
-                handle = None
+                # Restarted by a verb or a policy: a new process, same worktree (its work kept first).
+                restarted = self._forget(s.id, f"restart: {s.last_restart_reason or 'verb'}")
+                return restarted + self._launch(run, s)
         if handle is None:
             if s.live_status == READY:
                 return self._launch(run, s)
@@ -214,7 +239,7 @@ class LocalPlane:
             return []  # what it wrote before it was stopped is read when it resumes
         # Whether it had exited before its lines are taken: then every line it wrote is in.
         finished = handle.process.finished
-        steps = self._drain(run, s, handle)
+        steps = self._name_heads(run, self._drain(run, s, handle))
         if s.switch_pending and s.live_status in (WORKING, WAITING_FIRST_TOOL):
             # The takeover handoff is recorded: end this process, start the new assignment.
             steps.append(ports.RestartProcess(agent_id=s.agent_id, reason="process_switch"))
@@ -229,16 +254,18 @@ class LocalPlane:
             self.pool.cancel(s.id)
             return []
         process = handle.process
+        handle.step = s.current_step
+        why = f"session {s.live_status}"
         if process.finished:
-            self._forget(s.id)
+            kept = self._forget(s.id, why)
             if handle.exit_tick >= 0 or process.stopping:
-                return []
+                return kept
             code = process.exit_code
             text = f"process {process.pid} exited with code {code} after the session ended"
-            return [self._log(s.agent_id, "error" if code else "info", text, "exit")]
+            return [self._log(s.agent_id, "error" if code else "info", text, "exit")] + kept
         handle.ended_at = handle.ended_at or time.monotonic()
         if final or s.live_status == STOPPED or time.monotonic() - handle.ended_at > self.config.stop_grace_seconds:
-            self._forget(s.id)
+            return self._forget(s.id, why)
         return []
 
     def _workspace_changed(self, s: Any) -> bool:
@@ -247,11 +274,13 @@ class LocalPlane:
 
     def _launch(self, run: Any, s: Any) -> list[ports.Step]:
         key = s.id
+        kept: list[ports.Step] = []
         retiring = self.retiring.get(key)
         if retiring is not None:
-            if not retiring.finished:
+            if not retiring.process.finished:
                 return []  # never two processes of one agent in one worktree
             del self.retiring[key]
+            kept = self._keep_work(retiring, "before the next process in this worktree")
         if not self.pool.admit(key):
             if key in self._queued_logged:
                 return []
@@ -261,14 +290,17 @@ class LocalPlane:
                               f"at most {self.pool.max_processes} agent processes run at once)", "stdout")]
         self._queued_logged.discard(key)
         workspace_name = f"wt-{run.run_id}-{s.agent_id}" + (f"-g{s.workspace_generation}" if s.workspace_generation else "")
+        author = agent_identity(self.config, s.role_key)
         try:
             if self._workspace_changed(s):
-                worktree = self.worktrees.recreate(run, s.agent_id)
+                worktree = self.worktrees.recreate(run, s.agent_id, author, (
+                    f"squadops: work {s.agent_id} left uncommitted (before a fresh workspace)\n\n"
+                    f"Run: {run.run_id}\nSession: {s.session_id}\nStep: {s.current_step}\n"))
             else:
                 worktree = self.worktrees.ensure(run, s.agent_id)
         except (WorktreeError, OSError) as exc:
             self.pool.cancel(key)
-            return [ports.Block(
+            return kept + [ports.Block(
                 agent_id=s.agent_id, code=SOURCE_MATERIALIZATION_FAILED,
                 message=f"The session's git worktree could not be created: {excerpt(str(exc), 400)}",
                 evidence={"workspace_name": workspace_name, "error": excerpt(str(exc), 400)},
@@ -278,24 +310,26 @@ class LocalPlane:
         identity = agent_tokens.AgentIdentity(run.tenant, run.run_id, s.session_id, s.agent_id)
         argv: list[str] = []
         try:
-            launch = prepare(self.config, run, s, worktree, agent_tokens.sign(self.config.token_key, identity), brief(run, s))
+            launch = prepare(self.config, run, s, worktree, agent_tokens.sign(self.config.token_key, identity), brief(run, s),
+                             git_dirs=self.worktrees.git_dirs(worktree))
             argv = launch.argv
             process = AgentProcess(launch)
         except MissingCommand as exc:
             self.pool.cancel(key)
-            return [self._missing(s, str(exc))]
+            return kept + [self._missing(s, str(exc))]
         except OSError as exc:  # no such binary, not executable, ...
             self.pool.cancel(key)
             program = argv[0] if argv else "the agent CLI"
-            return [self._missing(s, f"The agent CLI {program!r} cannot be run ({exc.strerror or exc}); install it "
+            return kept + [self._missing(s, f"The agent CLI {program!r} cannot be run ({exc.strerror or exc}); install it "
                                      "or set SQUADOPS_LOCAL_AGENT_COMMAND.")]
         self.pool.started(key, process)
         self.handles[key] = Handle(
             key=key, tenant=run.tenant, run_id=run.run_id, agent_id=s.agent_id, process=process,
             workspace_name=workspace_name, expected_attempt=s.process_attempt + 1,
-            translator=StepTranslator(s.agent_id),
+            translator=StepTranslator(s.agent_id), session_id=s.session_id, worktree=worktree, author=author,
+            step=s.current_step,
         )
-        steps: list[ports.Step] = [self._log(
+        steps: list[ports.Step] = kept + [self._log(
             s.agent_id, "info",
             f"process {process.pid} started in {worktree}: {excerpt(shlex.join(argv), 300)}", "stdout",
         )]
@@ -358,27 +392,9 @@ class LocalPlane:
         if s.live_status == WAITING_FIRST_TOOL and handle.confirmed and not (first_tool or walled):
             waited = time.monotonic() - handle.started_seen_at
             if waited >= window or finished:
-                failed = s.failed_tool_call_count
-                tried = f" ({failed} tool call(s) failed or were denied)" if failed else ""
-                if finished:
-                    what = (f"exited with code {process.exit_code} after "
-                            f"{round(time.monotonic() - process.started_at, 1):g} s"
-                            " without a required first tool call")
-                elif in_flight and translator is not None:
-                    what = (f"made no required first tool call within {window:g} s: its call of "
-                            f"{translator.oldest_in_flight} has had no result")
-                else:
-                    what = f"made no required first tool call within {window:g} s"
-                steps.append(ports.Block(
-                    agent_id=s.agent_id, code=FIRST_TOOL_REQUIRED,
-                    message=f"Process started (llm session {handle.llm_session_id}) but {what}{tried}.",
-                    evidence={
-                        "llm_session_id": handle.llm_session_id, "process_attempt": s.process_attempt,
-                        "seconds_waited": round(waited, 3), "runner_pid": process.pid,
-                        "runner_alive": not process.finished, "exit_code": process.exit_code if finished else None,
-                        "failed_tool_calls": failed,
-                    },
-                ))
+                awaited = translator.oldest_in_flight if in_flight and translator is not None else ""
+                steps.append(walls.first_tool_block(s, handle.llm_session_id, process, waited=waited, window=window,
+                                                    finished=finished, awaited_call=awaited))
         if not finished:
             return steps
         if handle.exit_tick < 0:
@@ -405,52 +421,42 @@ class LocalPlane:
     # -- helpers ----------------------------------------------------------------------------
 
     def _exited_block(self, s: Any, handle: Handle | None, why: str) -> ports.Block:
-        process = handle.process if handle else None
-        code = process.exit_code if process else None
-        evidence: dict[str, Any] = {"runner_signal": STALE_SIGNAL, "llm_session_id": s.llm_session_id,
-                                    "workspace_name": s.workspace_name}
-        if process is not None:
-            evidence.update(runner_pid=process.pid, exit_code=code, stderr_tail=excerpt(process.stderr_tail(), 400))
-        ran = ""
-        if process is not None and process.finished:
-            ran = f" after {round(time.monotonic() - process.started_at, 1):g} s"
-            evidence["seconds_alive"] = round(time.monotonic() - process.started_at, 3)
-        return ports.Block(
-            agent_id=s.agent_id, code=AGENT_PROCESS_EXITED,
-            message=f"The agent process of {s.agent_id} is not alive: {why}"
-                    + (f" (exited with code {code}{ran})." if code is not None else ".")
-                    + " Retry the prompt to start it again in the same worktree.",
-            evidence=evidence,
-        )
+        return walls.exited_block(s, handle.process if handle else None, why)
 
     def _missing(self, s: Any, message: str) -> ports.Step:
-        """No CLI for the session's provider here: the configured fallback provider takes the
-        session (a recorded switch), else the wall names the provider and the way out."""
-        provider = str((s.process or {}).get("provider", ""))
-        fallback = self.config.provider_fallback
-        if fallback and fallback != provider and not self.config.command:
-            return ports.SwitchProvider(
-                agent_id=s.agent_id, provider=fallback,
-                reason=f"no {provider or 'provider'} CLI on this machine; SQUADOPS_LOCAL_PROVIDER_FALLBACK={fallback}",
-            )
-        advice = "" if self.config.command else (
-            " Switch the agent's process (switch_agent_process) to a provider whose CLI is installed."
-        )
-        return ports.Block(
-            agent_id=s.agent_id, code=AGENT_CLI_MISSING,
-            message=f"Provider {provider or '(none)'} has no agent CLI on this machine: {message}{advice}",
-            evidence={"provider": provider, "command_override": bool(self.config.command),
-                      "provider_fallback": fallback},
-        )
+        return walls.missing_cli(self.config, s, message)
 
-    def _forget(self, key: str) -> None:
+    def _forget(self, key: str, why: str = "") -> list[ports.Step]:
+        """Ends the session's process; once it has exited, what it left uncommitted in its
+        worktree is committed onto its branch (now, or when the retiring process exits)."""
         handle = self.handles.pop(key, None)
         self.pool.cancel(key)
         self._queued_logged.discard(key)
-        if handle is not None:
-            handle.process.stop(self.config.stop_grace_seconds)
-            if not handle.process.finished:
-                self.retiring[key] = handle.process
+        if handle is None:
+            return []
+        handle.process.stop(self.config.stop_grace_seconds)
+        if not handle.process.finished:
+            self.retiring[key] = handle
+            return []
+        return self._keep_work(handle, why)
+
+    def _keep_work(self, handle: Handle, why: str) -> list[ports.Step]:
+        if handle.worktree is None:
+            return []
+        return work.keep(self.worktrees, handle.worktree, work.Author(
+            handle.agent_id, handle.author, handle.run_id, handle.session_id, handle.step), why)
+
+    def _name_heads(self, run: Any, steps: list[ports.Step]) -> list[ports.Step]:
+        return work.name_heads(self.worktrees, run, steps)
+
+    def _settle_retiring(self, run: Any) -> list[ports.Step]:
+        """The run's retired processes that have exited get their work committed."""
+        steps: list[ports.Step] = []
+        for key, handle in list(self.retiring.items()):
+            if (handle.tenant, handle.run_id) == (run.tenant, run.run_id) and handle.process.finished:
+                del self.retiring[key]
+                steps += self._keep_work(handle, "process ended by the plane")
+        return steps
 
     @staticmethod
     def _log(agent_id: str, level: str, text: str, stream: str) -> ports.RunnerOutput:

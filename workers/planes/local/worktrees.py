@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from domain.shared import ports
 from domain.studio.agent_tools import lane_binding
 from domain.studio.brief import branch_name
 
@@ -42,8 +43,14 @@ class Repository:
     default_branch: str
 
 
-def git(*args: str, cwd: Path | None = None, stdin: str = "") -> str:
-    env = {**os.environ, **GIT_IDENTITY, "GIT_TERMINAL_PROMPT": "0"}
+def git(
+    *args: str, cwd: Path | None = None, stdin: str = "", identity: str = "", raw: bool = False,
+    env: dict[str, str] | None = None,
+) -> str:
+    env = {**os.environ, **GIT_IDENTITY, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
+    if identity:
+        env.update(GIT_AUTHOR_NAME=identity, GIT_AUTHOR_EMAIL=identity,
+                   GIT_COMMITTER_NAME=identity, GIT_COMMITTER_EMAIL=identity)
     try:
         done = subprocess.run(
             ["git", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
@@ -53,7 +60,7 @@ def git(*args: str, cwd: Path | None = None, stdin: str = "") -> str:
         raise WorktreeError(f"git {args[0]} failed: {exc}") from exc
     if done.returncode != 0:
         raise WorktreeError(f"git {' '.join(args[:2])} failed: {done.stderr.strip() or done.stdout.strip()}")
-    return done.stdout.strip()
+    return done.stdout if raw else done.stdout.strip()
 
 
 class Worktrees:
@@ -79,7 +86,9 @@ class Worktrees:
 
     # -- repositories -------------------------------------------------------------------
 
-    def ensure_repository(self, repo: Repository) -> None:
+    def ensure_repository(self, repo: Repository, when: str = "") -> None:
+        """The lane's repository: a bare clone of its origin, or a new one whose first commit is
+        empty (dated ``when`` when given, so that the same lane starts from the same commit)."""
         if (repo.path / "HEAD").exists():
             return
         repo.path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,7 +97,8 @@ class Worktrees:
             return
         git("init", "--bare", f"--initial-branch={repo.default_branch}", str(repo.path))
         tree = git("hash-object", "-t", "tree", "-w", "--stdin", cwd=repo.path)
-        commit = git("commit-tree", tree, "-m", f"squadops: start of the {repo.key} lane", cwd=repo.path)
+        dates = {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when} if when else {}
+        commit = git("commit-tree", tree, "-m", f"squadops: start of the {repo.key} lane", cwd=repo.path, env=dates)
         git("update-ref", f"refs/heads/{repo.default_branch}", commit, cwd=repo.path)
 
     # -- worktrees ----------------------------------------------------------------------
@@ -115,30 +125,159 @@ class Worktrees:
                 git("worktree", "add", "-b", branch, str(path), repo.default_branch, cwd=repo.path)
             return path
 
-    def recreate(self, run: Any, agent_id: str) -> Path:
-        """A fresh checkout of the session's branch (what it committed survives)."""
-        self.remove(self.path_for(run.tenant, run.run_id, agent_id))
+    def recreate(self, run: Any, agent_id: str, author: str = "", message: str = "") -> Path:
+        """A fresh checkout of the session's branch. What the agent left uncommitted is
+        committed onto its branch first; a worktree that cannot be kept whole stays."""
+        path = self.path_for(run.tenant, run.run_id, agent_id)
+        if path.exists():
+            with contextlib.suppress(WorktreeError):
+                self.preserve(path, author or GIT_IDENTITY["GIT_AUTHOR_EMAIL"],
+                              message or "squadops: work kept before a fresh checkout")
+            if not self.remove(path):
+                self.set_aside(path)
         return self.ensure(run, agent_id)
 
-    def remove(self, path: Path) -> None:
+    def set_aside(self, path: Path) -> Path:
+        """Moves a worktree that cannot be committed whole (a broken checkout, say) out of the
+        way, under ``<data>/kept/``, instead of deleting what it holds."""
         with self._lock:
-            repo = self._repository_of(path)
+            rel = path.relative_to(self.root / "worktrees")
+            target = self.root / "kept" / rel
+            n = 0
+            while target.exists():
+                n += 1
+                target = self.root / "kept" / rel.parent / f"{rel.name}-{n}"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(path), str(target))
+            repo = self._repository_of(target)
             if repo is not None and repo.exists():
                 with contextlib.suppress(WorktreeError):
-                    git("worktree", "remove", "--force", str(path), cwd=repo)
-            if path.exists():
-                shutil.rmtree(path, ignore_errors=True)
-            if repo is not None and repo.exists():
-                git("worktree", "prune", cwd=repo)
+                    git("worktree", "prune", cwd=repo)
+            return target
 
-    def remove_run(self, tenant: str, run_id: str) -> list[Path]:
-        """Removes every worktree of the run; answers the paths removed."""
+    def preserve(self, path: Path, author: str, message: str) -> str:
+        """Commits what is uncommitted in the worktree onto its branch, as ``author``; answers
+        the new commit ("" when there was nothing to commit). A detached HEAD is kept under
+        ``refs/squadops/kept/`` so no commit of the agent's is left in no ref."""
+        if not (path / ".git").exists():
+            return ""
+        with self._lock:
+            commit = ""
+            if git("status", "--porcelain", "--untracked-files=all", cwd=path):
+                git("add", "--all", "--", ".", cwd=path)
+                if git("diff", "--cached", "--name-only", cwd=path):
+                    git("commit", "--no-verify", "--quiet", "-m", message, cwd=path, identity=author)
+                    commit = git("rev-parse", "HEAD", cwd=path)
+            if subprocess.run(["git", "symbolic-ref", "-q", "HEAD"], cwd=path, capture_output=True,
+                              check=False).returncode != 0:
+                head = git("rev-parse", "HEAD", cwd=path)
+                git("update-ref", f"refs/squadops/kept/{path.parent.name}/{path.name}/{head}", head, cwd=path)
+            return commit
+
+    def is_clean(self, path: Path) -> bool:
+        return not git("status", "--porcelain", "--untracked-files=all", cwd=path)
+
+    def remove(self, path: Path) -> bool:
+        """Removes a worktree once everything in it is in a ref (False: it stays, with the
+        work it holds). A folder that is no git worktree holds nothing of an agent's."""
+        with self._lock:
+            if not path.exists():
+                return True
+            repo = self._repository_of(path)
+            if repo is None:
+                if (path / ".git").exists():
+                    return False  # its repository is gone: the files here are the only copy
+                shutil.rmtree(path, ignore_errors=True)
+                return True
+            if not repo.exists():
+                return False
+            try:
+                if not self.is_clean(path):
+                    return False
+                git("worktree", "remove", str(path), cwd=repo)  # git itself refuses a dirty one
+            except WorktreeError:
+                return False
+            git("worktree", "prune", cwd=repo)
+            return True
+
+    def remove_run(self, tenant: str, run_id: str) -> tuple[list[Path], list[Path]]:
+        """Removes every worktree of the run that is wholly in refs; answers (removed, kept)."""
         folder = self.run_dir(tenant, run_id)
-        removed = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.exists() else []
-        for path in removed:
-            self.remove(path)
-        shutil.rmtree(folder, ignore_errors=True)
-        return removed
+        paths = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.exists() else []
+        removed = [p for p in paths if self.remove(p)]
+        kept = [p for p in paths if p not in removed]
+        if not kept:
+            shutil.rmtree(folder, ignore_errors=True)
+        return removed, kept
+
+    def changes(self, run: Any, agent_id: str) -> ports.BranchChanges | None:
+        """What the agent's branch changed against its lane's default branch (None: no branch)."""
+        repo = self.repository_for(run, agent_id)
+        branch = branch_name(run.run_id, agent_id)
+        if not (repo.path / "HEAD").exists():
+            return None
+        with self._lock:
+            try:
+                head = git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=repo.path)
+                base = git("merge-base", f"refs/heads/{repo.default_branch}", head, cwd=repo.path)
+                paths = git("diff", "--name-only", "-z", base, head, "--", cwd=repo.path, raw=True)
+            except WorktreeError:
+                return None
+            path = self.path_for(run.tenant, run.run_id, agent_id)
+            uncommitted = ""
+            if (path / ".git").exists():
+                with contextlib.suppress(WorktreeError):
+                    uncommitted = git("status", "--porcelain", "-z", "--untracked-files=all", cwd=path, raw=True)
+        return ports.BranchChanges(
+            branch=branch, base_sha=base, head_sha=head, repository=str(repo.path),
+            paths=tuple(p for p in paths.split("\0") if p),
+            uncommitted=tuple(entry[3:] for entry in uncommitted.split("\0") if len(entry) > 3),
+        )
+
+    def commit_files(
+        self, run: Any, agent_id: str, files: dict[str, str], message: str, author: str, when: str = "",
+    ) -> ports.BranchChanges | None:
+        """Commits ``files`` onto the agent's branch straight in its lane's repository (no
+        checkout: git's plumbing on a private index), once: a branch whose tree already holds
+        them is left as it is. ``when`` (ISO time) makes the commit's dates, and so its id,
+        deterministic."""
+        repo = self.repository_for(run, agent_id)
+        branch = f"refs/heads/{branch_name(run.run_id, agent_id)}"
+        with self._lock:
+            self.ensure_repository(repo, when)
+            parent = self._rev(repo.path, branch) or self._rev(repo.path, f"refs/heads/{repo.default_branch}")
+            index = repo.path / f"squadops-index-{os.getpid()}-{threading.get_ident()}"
+            env = {"GIT_INDEX_FILE": str(index)}
+            if when:
+                env.update(GIT_AUTHOR_DATE=when, GIT_COMMITTER_DATE=when)
+            try:
+                git("read-tree", parent, cwd=repo.path, env=env)
+                for path, content in sorted(files.items()):
+                    blob = git("hash-object", "-w", "--stdin", cwd=repo.path, stdin=content)
+                    git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", cwd=repo.path, env=env)
+                tree = git("write-tree", cwd=repo.path, env=env)
+            finally:
+                index.unlink(missing_ok=True)
+            if tree != git("rev-parse", f"{parent}^{{tree}}", cwd=repo.path):
+                commit = git("commit-tree", tree, "-p", parent, "-m", message, cwd=repo.path, identity=author, env=env)
+                git("update-ref", branch, commit, cwd=repo.path)
+        return self.changes(run, agent_id)
+
+    @staticmethod
+    def _rev(repository: Path, ref: str) -> str:
+        done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", ref], cwd=repository, capture_output=True,
+                              text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    def git_dirs(self, path: Path) -> list[Path]:
+        """The git metadata a commit in the worktree writes: the repository it belongs to (objects,
+        refs) and the worktree's own folder in it (index, HEAD). Codex's sandbox keeps a
+        worktree's git folder read-only unless it is a writable root by itself."""
+        repo = self._repository_of(path)
+        if repo is None:
+            return []
+        admin = Path((path / ".git").read_text().strip().removeprefix("gitdir:").strip())
+        return [repo, admin]
 
     def runs_on_disk(self) -> list[tuple[str, str]]:
         """``(tenant, run_id)`` of every run that has a worktree folder here."""
