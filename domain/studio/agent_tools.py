@@ -174,19 +174,29 @@ def denied_tools(denials: list[dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(str(d.get("tool_name", "")) or "unknown_tool" for d in denials))
 
 
+def _input(denial: Mapping[str, Any]) -> dict[str, Any]:
+    arguments = denial.get("tool_input")
+    return arguments if isinstance(arguments, dict) else {}
+
+
 def permission_block(agent_id: str, denials: list[dict[str, Any]], result: Mapping[str, Any]) -> ports.Block:
     """``agent_permission_denied``: the tools the CLI denied, and what to do about it."""
     tools = denied_tools(denials)
     first = denials[0]
-    what = describe(str(first.get("tool_name", "")), first.get("tool_input") if isinstance(first.get("tool_input"), dict) else {})
+    what = describe(str(first.get("tool_name", "")), _input(first))
     metrics = {k: result[k] for k in ("total_cost_usd", "duration_ms", "num_turns", "usage") if k in result}
     return ports.Block(
         agent_id=agent_id, code=AGENT_PERMISSION_DENIED,
         message=f"The agent CLI denied {len(denials)} tool call(s) of {', '.join(tools)} (first: {what}) and "
                 "the work stopped there. Allow the tool in the agent's CLI settings or switch its process, "
                 "then retry_prompt to start it again in the same worktree.",
-        evidence={"denied_tools": tools, "denial_count": len(denials),
-                  "permission_denials": [dict(d) for d in denials[:10]], "result": metrics},
+        evidence={"denied_tools": tools, "denial_count": len(denials), "result": metrics,
+                  # what each call asked (its summary, never its whole input: a Write carries a file)
+                  "permission_denials": [
+                      {"tool_name": str(d.get("tool_name", "")), "tool_use_id": str(d.get("tool_use_id", "")),
+                       "summary": describe(str(d.get("tool_name", "")), _input(d))}
+                      for d in denials[:10]
+                  ]},
     )
 
 
@@ -283,9 +293,8 @@ class StepTranslator:
                 continue  # its failed result was counted already
             if call_id:
                 self.failed_calls.add(call_id)
-            arguments = denial.get("tool_input")
-            steps.append(self._failed(str(denial.get("tool_name", "")) or "unknown_tool",
-                                      arguments if isinstance(arguments, dict) else {}, "permission denied"))
+            steps.append(self._failed(str(denial.get("tool_name", "")) or "unknown_tool", _input(denial),
+                                      "permission denied"))
         steps.append(permission_block(self.agent_id, denials, result))
         self.walled = True
         return steps
