@@ -43,7 +43,7 @@ CODEX_TOOLS = {
 }
 FAILED = frozenset({"failed", "declined"})
 # A failed Codex item whose error says one of these was refused, not merely unsuccessful.
-REFUSALS = ("requires approval", "rejected", "declined", "not permitted", "permission denied", "read-only file system")
+REFUSALS = ("requires approval", "not permitted", "permission denied", "read-only file system")
 ERROR_TOOL = "codex_error"
 
 
