@@ -137,6 +137,8 @@ OPERATIONS = st.one_of(
     st.tuples(st.just("start"), AGENT),
     st.tuples(st.just("tool"), AGENT, st.sampled_from(TOOLS)),
     st.tuples(st.just("say"), AGENT),
+    st.tuples(st.just("fail"), AGENT, st.sampled_from(TOOLS)),
+    st.tuples(st.just("model"), AGENT, st.sampled_from(["claude-sonnet-4-5", "gpt-5-codex", "standin-model"])),
     st.tuples(st.just("block"), AGENT, st.sampled_from(BLOCKERS)),
     st.tuples(st.just("unblock"), AGENT),
     st.tuples(st.just("handoff"), AGENT, AGENT),
@@ -234,6 +236,10 @@ def apply_one(scenario: Scenario, op: tuple[Any, ...]) -> None:
         session.call_tool(tool_name=op[2], route=f"phase/{session.agent_id}", summary="work", at=at)
     elif kind == "say":
         session.say("progress note", at)
+    elif kind == "fail":  # a denied or failed call: counted apart, never moving the session
+        session.fail_tool_call(tool_name=op[2], reason="permission denied", route="phase/denied", at=at)
+    elif kind == "model":
+        session.report_model(op[2], at)
     elif kind == "block":
         session.block(code=op[2], message=f"{op[2]} seen", evidence={}, at=at)
     elif kind == "unblock":

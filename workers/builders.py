@@ -139,6 +139,7 @@ def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> 
         model_proxy_base_url=settings.model_proxy_base_url,
         model_proxy_token=settings.model_proxy_token,
         token_key=token_key,
+        provider_fallback=settings.local_provider_fallback,
     )
     return LocalPlane(config, load_run=lambda tenant, run_id: event_store.get_or_none(run_key(tenant, run_id)))
 

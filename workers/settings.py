@@ -15,9 +15,12 @@ import msgspec
 from api.auth import check_algorithms
 from api.browser import origin_of
 from domain.shared.ids import is_valid_id, is_valid_repo_slug
+from domain.studio.process import CLAUDE_CODE_CLI, CODEX
 
 DEFAULT_SQLITE_PATH = Path("var") / "squadops.db"
 EXECUTION_PLANES = ("simulator", "local")
+# Providers the local plane has a command line for (``workers.planes.local.launch``).
+LOCAL_CLI_PROVIDERS = (CLAUDE_CODE_CLI, CODEX)
 # Settings that hold secrets: each may instead be read from the file SQUADOPS_<NAME>_FILE
 # names (how container secrets are mounted), so it need not sit in the environment.
 SECRET_SETTINGS = (
@@ -123,6 +126,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     local_max_processes: int = 4
     local_first_tool_seconds: float = 120.0
     local_stop_grace_seconds: float = 5.0
+    # A provider whose CLI runs here, taken by sessions whose provider has none (recorded as a switch).
+    local_provider_fallback: str = ""
     # Extra command prefixes agents may run without asking (the project's build and test
     # commands), comma-separated: ``make check,tox -e py311``.
     local_allowed_commands: str = ""
@@ -360,6 +365,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         )
     if settings.local_max_processes < 1:
         raise SettingsError("SQUADOPS_LOCAL_MAX_PROCESSES must be at least 1")
+    if settings.local_provider_fallback not in ("", *LOCAL_CLI_PROVIDERS):
+        raise SettingsError(
+            f"SQUADOPS_LOCAL_PROVIDER_FALLBACK must be one of {', '.join(LOCAL_CLI_PROVIDERS)} (or empty), "
+            f"got {settings.local_provider_fallback!r}"
+        )
     if settings.local_agent_command:
         try:
             shlex.split(settings.local_agent_command)

@@ -36,6 +36,10 @@ class ProcessMetrics(Strict):
     total_cost_usd: float
     duration_ms: int
     num_turns: int
+    # Tokens as the agent CLI reported them (absent until its result counted them).
+    input_tokens: int = -1
+    cached_input_tokens: int = -1
+    output_tokens: int = -1
 
 
 class PixelAgent(Strict):
@@ -61,6 +65,10 @@ class PixelAgent(Strict):
     armory_loadout: ArmoryLoadout
     last_update_at: str
     process_metrics: ProcessMetrics
+    # Denied or failed tool calls, counted apart (absent until the first), and the model the
+    # agent CLI says it ran beside the assigned ``agent_process_model`` (absent until named).
+    failed_tool_call_count: int = 0
+    model_ran: str = ""
 
 
 class RuntimeLog(Strict):

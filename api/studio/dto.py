@@ -57,6 +57,10 @@ class SessionStateEntry(msgspec.Struct, kw_only=True):
     current_step: str
     blocker_code: str
     tool_call_count: int
+    # Denied or failed tool calls (never counted in ``tool_call_count``), and the model the
+    # agent CLI says it ran ("" until it named one).
+    failed_tool_call_count: int = 0
+    model_ran: str = ""
 
 
 class SessionStateResponse(msgspec.Struct, kw_only=True):
@@ -111,6 +115,8 @@ class SessionRecord(msgspec.Struct, kw_only=True):
     joined_via: dict[str, str]
     created_at: str
     last_event_at: str
+    failed_tool_call_count: int = 0
+    model_ran: str = ""
 
 
 class RunRecord(msgspec.Struct, kw_only=True):

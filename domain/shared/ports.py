@@ -19,6 +19,7 @@ class Step(msgspec.Struct, tag_field="step", kw_only=True, frozen=True):
 class StartProcess(Step, tag="start_process"):
     llm_session_id: str
     workspace_name: str
+    model_ran: str = ""
 
 
 class RestartProcess(Step, tag="restart_process"):
@@ -62,6 +63,28 @@ class CallTool(Step, tag="call_tool"):
     tool_name: str
     route: str = ""
     summary: str = ""
+
+
+class FailToolCall(Step, tag="fail_tool_call"):
+    """A tool call that was denied or failed: counted apart, never the first tool."""
+
+    tool_name: str
+    reason: str
+    route: str = ""
+    summary: str = ""
+
+
+class ReportModel(Step, tag="report_model"):
+    """The agent CLI named the model that ran (it may differ from the assigned alias)."""
+
+    model: str
+
+
+class SwitchProvider(Step, tag="switch_provider"):
+    """The session's provider has no CLI here: switch it to ``provider`` (a visible assignment)."""
+
+    provider: str
+    reason: str
 
 
 class Say(Step, tag="say"):
@@ -117,6 +140,7 @@ class CompleteRun(Step, tag="complete_run"):
 AnyStep = (
     StartProcess | RestartProcess | ControllerAction | CallTool | Say | Block | Handoff | OpenPullRequest
     | Finish | CompleteRun | StartFailed | RecreateWorkspace | SelfHeal | Comment | RunnerOutput
+    | FailToolCall | ReportModel | SwitchProvider
 )
 
 

@@ -7,12 +7,18 @@ either, line by line. Pure: no I/O; numbers are copied as the CLI reported them.
 
 - Claude Code: ``system``/``init`` carries ``session_id``; ``assistant`` messages carry
   ``text`` and ``tool_use`` blocks; ``user`` messages carry ``tool_result`` blocks; the
-  ``result`` line carries ``total_cost_usd``, ``duration_ms``, ``num_turns``, ``is_error``
-  and ``subtype``.
+  ``result`` line carries ``total_cost_usd``, ``duration_ms``, ``num_turns``, ``is_error``,
+  ``subtype`` and ``permission_denials`` (every call the CLI denied). The model that ran is
+  named on ``init`` and on each assistant message.
 - Codex: ``thread.started`` carries ``thread_id``; items (``command_execution``,
   ``mcp_tool_call``, ``file_change``, ``web_search``, ``todo_list``, ``agent_message`` ...)
   start and complete; ``turn.completed`` carries ``usage`` and ends the exec run, and
   ``turn.failed`` ends it with an error. Codex reports no cost, duration or turn count.
+  A failed or declined item, a rejected patch and an ``error`` item within a turn are failed
+  tool calls (an ``error`` item before the turn, such as an unknown model's metadata, is a
+  notice); a declined item, a rejected patch and a call refused for want of approval (or by a
+  read-only sandbox) are denials, listed in the turn's result as ``permission_denials``
+  (shaped like Claude Code's).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ EXCERPT = 300
 # Claude Code result fields copied as reported (nothing else is taken, nothing made up).
 RESULT_FIELDS = (
     "type", "subtype", "is_error", "total_cost_usd", "duration_ms", "duration_api_ms",
-    "num_turns", "result", "session_id", "usage",
+    "num_turns", "result", "session_id", "usage", "permission_denials",
 )
 # Codex item types that are tool calls, and the tool name each one stands for.
 CODEX_TOOLS = {
@@ -36,6 +42,9 @@ CODEX_TOOLS = {
     "todo_list": "update_plan",
 }
 FAILED = frozenset({"failed", "declined"})
+# A failed Codex item whose error says one of these was refused, not merely unsuccessful.
+REFUSALS = ("requires approval", "not permitted", "permission denied", "read-only file system")
+ERROR_TOOL = "codex_error"
 
 
 class Started(msgspec.Struct, frozen=True):
@@ -56,6 +65,12 @@ class ToolResult(msgspec.Struct, frozen=True):
     name: str
     is_error: bool
     text: str = ""
+
+
+class ModelSeen(msgspec.Struct, frozen=True):
+    """The stream named the model that ran (once per change of model)."""
+
+    model: str
 
 
 class Text(msgspec.Struct, frozen=True):
@@ -80,7 +95,7 @@ class Malformed(msgspec.Struct, frozen=True):
     reason: str
 
 
-Signal = Started | ToolUse | ToolResult | Text | Result | Notice | Malformed
+Signal = Started | ToolUse | ToolResult | ModelSeen | Text | Result | Notice | Malformed
 
 
 def excerpt(text: str, limit: int = EXCERPT) -> str:
@@ -107,6 +122,11 @@ class StreamReader:
         self.pending: dict[str, str] = {}
         self.last_text = ""
         self.watched_servers = watched_servers
+        self.model = ""
+        # This turn's denied calls (Codex), reported with its result like Claude Code's.
+        self.denials: list[dict[str, Any]] = []
+        self.errors = 0
+        self.in_turn = False  # between Codex's turn.started and its turn's end
 
     def read(self, line: str) -> list[Signal]:
         """The signals of one line of the stream (a blank line has none)."""
@@ -134,14 +154,21 @@ class StreamReader:
             if data.get("subtype") != "init":
                 return []
             self.llm_session_id = str(data.get("session_id") or "")
-            signals: list[Signal] = [Started(self.llm_session_id, str(data.get("model") or ""))]
+            self.model = str(data.get("model") or "")
+            signals: list[Signal] = [Started(self.llm_session_id, self.model)]
             for server in data.get("mcp_servers") or []:
                 name, status = str(server.get("name", "")), str(server.get("status", ""))
                 if name in self.watched_servers and status != "connected":
                     signals.append(Notice("warn", f"MCP server {name} did not connect ({status or 'no status'})."))
             return signals
         if kind == "assistant":
-            return self._assistant(data.get("message") or {})
+            message = data.get("message") or {}
+            model = str(message.get("model") or "")
+            seen: list[Signal] = []
+            if model and model != self.model and model != "<synthetic>":
+                self.model = model
+                seen.append(ModelSeen(model))
+            return seen + self._assistant(message)
         if kind == "user":
             return self._tool_results(data.get("message") or {})
         if kind == "result":
@@ -192,8 +219,13 @@ class StreamReader:
         if kind == "thread.started":
             self.llm_session_id = str(data.get("thread_id") or "")
             return [Started(self.llm_session_id)]
+        if kind == "turn.started":
+            self.in_turn = True
+            return []
         if kind in ("item.started", "item.completed"):
             return self._item(kind, data.get("item") or {})
+        if kind in ("turn.completed", "turn.failed"):
+            self.in_turn = False
         if kind == "turn.completed":
             result = {
                 "type": "result", "subtype": "success", "is_error": False,
@@ -201,17 +233,18 @@ class StreamReader:
             }
             if isinstance(data.get("usage"), dict):
                 result["usage"] = data["usage"]
+            if self.denials:
+                result["permission_denials"], self.denials = self.denials, []
             return [Result(result)]
         if kind == "turn.failed":
             error = data.get("error") or {}
-            return [
-                Result(
-                    {
-                        "type": "result", "subtype": "error_during_execution", "is_error": True,
-                        "result": str(error.get("message", "")), "session_id": self.llm_session_id,
-                    }
-                )
-            ]
+            result = {
+                "type": "result", "subtype": "error_during_execution", "is_error": True,
+                "result": str(error.get("message", "")), "session_id": self.llm_session_id,
+            }
+            if self.denials:
+                result["permission_denials"], self.denials = self.denials, []
+            return [Result(result)]
         if kind == "error":
             return [Notice("warn", excerpt(f"codex: {data.get('message', '')}"))]
         if kind == "request_user_input":
@@ -223,7 +256,12 @@ class StreamReader:
         if item_type in ("agent_message", "plan"):
             return self._text(str(item.get("text", ""))) if kind == "item.completed" else []
         if item_type == "error":
-            return [Notice("warn", excerpt(f"codex: {item.get('message', '')}"))]
+            if not self.in_turn:  # a setup notice before the model acted (an unknown model's metadata)
+                return [Notice("warn", excerpt(f"codex: {item.get('message', '')}"))]
+            # An error item in a turn is a failed call of its own (it has no start): counted, never a tool.
+            self.errors += 1
+            return [ToolResult(call_id or f"error-{self.errors}", ERROR_TOOL, True,
+                               excerpt(str(item.get("message", "")) or "error"))]
         name, arguments = self._codex_tool(item_type, item)
         if not name:
             return []  # reasoning, and item types added later
@@ -234,9 +272,21 @@ class StreamReader:
             signals.append(ToolUse(call_id, name, arguments))
         if kind == "item.completed":
             self.pending.pop(call_id, None)
-            failed = str(item.get("status", "")) in FAILED or bool(item.get("error"))
-            signals.append(ToolResult(call_id, name, failed, excerpt(self._codex_output(item))))
+            status = str(item.get("status", ""))
+            failed = status in FAILED or bool(item.get("error"))
+            output = self._codex_output(item)
+            if failed and self._denied(item_type, status, output):
+                self.denials.append({"tool_name": name, "tool_use_id": call_id, "tool_input": arguments})
+            signals.append(ToolResult(call_id, name, failed, excerpt(output or (status if failed else ""))))
         return signals
+
+    @staticmethod
+    def _denied(item_type: str, status: str, output: str) -> bool:
+        """A declined item, a rejected patch, or a call refused for want of approval."""
+        if status == "declined" or item_type == "file_change":
+            return True
+        lowered = output.lower()
+        return any(refusal in lowered for refusal in REFUSALS)
 
     @staticmethod
     def _codex_tool(item_type: str, item: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -19,6 +19,7 @@ from domain.shared import ports
 from domain.shared.errors import Invalid
 from domain.shared.ids import is_valid_id
 from domain.studio import agent_stream as stream
+from domain.studio.policies.blockers import AGENT_PERMISSION_DENIED
 from domain.studio.policies.first_tool import counts_as_first_tool
 
 SERVER = "squadops"
@@ -168,6 +169,37 @@ def describe(name: str, arguments: Mapping[str, Any]) -> str:
     return stream.excerpt(f"{name} {json.dumps(arguments, sort_keys=True, default=str)}", 200)
 
 
+def denied_tools(denials: list[dict[str, Any]]) -> list[str]:
+    """The tools of a result's ``permission_denials``, each once, in order."""
+    return list(dict.fromkeys(str(d.get("tool_name", "")) or "unknown_tool" for d in denials))
+
+
+def _input(denial: Mapping[str, Any]) -> dict[str, Any]:
+    arguments = denial.get("tool_input")
+    return arguments if isinstance(arguments, dict) else {}
+
+
+def permission_block(agent_id: str, denials: list[dict[str, Any]], result: Mapping[str, Any]) -> ports.Block:
+    """``agent_permission_denied``: the tools the CLI denied, and what to do about it."""
+    tools = denied_tools(denials)
+    first = denials[0]
+    what = describe(str(first.get("tool_name", "")), _input(first))
+    metrics = {k: result[k] for k in ("total_cost_usd", "duration_ms", "num_turns", "usage") if k in result}
+    return ports.Block(
+        agent_id=agent_id, code=AGENT_PERMISSION_DENIED,
+        message=f"The agent CLI denied {len(denials)} tool call(s) of {', '.join(tools)} (first: {what}) and "
+                "the work stopped there. Allow the tool in the agent's CLI settings or switch its process, "
+                "then retry_prompt to start it again in the same worktree.",
+        evidence={"denied_tools": tools, "denial_count": len(denials), "result": metrics,
+                  # what each call asked (its summary, never its whole input: a Write carries a file)
+                  "permission_denials": [
+                      {"tool_name": str(d.get("tool_name", "")), "tool_use_id": str(d.get("tool_use_id", "")),
+                       "summary": describe(str(d.get("tool_name", "")), _input(d))}
+                      for d in denials[:10]
+                  ]},
+    )
+
+
 def route_of(arguments: Mapping[str, Any]) -> str:
     for field in ("file_path", "path", "url"):
         if isinstance(arguments.get(field), str):
@@ -176,47 +208,96 @@ def route_of(arguments: Mapping[str, Any]) -> str:
 
 
 class StepTranslator:
-    """Turns one process's signals into steps for its session (remembers pending squad calls)."""
+    """Turns one process's signals into steps for its session.
+
+    A tool call is recorded when its result arrives: a successful one as ``CallTool`` (the
+    first tool, when it counts as one) followed by its squad effect; a denied or failed one
+    as ``FailToolCall``, which is counted apart and never satisfies the first-tool contract.
+    Calls awaiting their result are ``in_flight``. A result listing ``permission_denials``
+    (Claude Code's result line; a Codex turn with refused calls) blocks the session with
+    ``agent_permission_denied`` instead of completing it.
+    """
 
     def __init__(self, agent_id: str) -> None:
         self.agent_id = agent_id
         self.calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.failed_calls: set[str] = set()
         self.first_tool_seen = False
+        self.walled = False  # the run's result put up the permission wall
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether a tool call was made whose result has not arrived yet."""
+        return bool(self.calls)
+
+    @property
+    def oldest_in_flight(self) -> str:
+        """The tool of the oldest call still awaiting its result ("" when none)."""
+        return next(iter(self.calls.values()), ("", {}))[0]
 
     def steps(self, signal: stream.Signal, run: Any, session: Any) -> list[ports.Step]:
         agent = self.agent_id
         match signal:
             case stream.ToolUse(call_id=call_id, name=name, input=arguments):
-                if squad_tool(name):
-                    self.calls[call_id] = (name, dict(arguments))
+                self.calls[call_id] = (name, dict(arguments))
+                return []
+            case stream.ToolResult(call_id=call_id, name=reported, is_error=is_error, text=text):
+                name, arguments = self.calls.pop(call_id, (reported, {}))
+                if not name:
+                    return []
+                if is_error:
+                    self.failed_calls.add(call_id)
+                    return [self._failed(name, arguments, text or "the call failed")]
                 self.first_tool_seen = self.first_tool_seen or counts_as_first_tool(name)
-                return [
+                steps: list[ports.Step] = [
                     ports.CallTool(
                         agent_id=agent, tool_name=name, route=route_of(arguments),
                         summary=describe(name, arguments),
                     )
                 ]
-            case stream.ToolResult(call_id=call_id, is_error=is_error, text=text):
-                name, arguments = self.calls.pop(call_id, ("", {}))
                 tool = squad_tool(name)
                 if not tool:
-                    return []
-                if is_error:
-                    return [self.log("warn", f"{name} was refused: {text}")]
+                    return steps
                 try:
                     step = effect_step(run, session, tool, arguments)
                 except Invalid as exc:
-                    return [self.log("warn", f"{name} has unusable arguments: {exc.message}")]
-                return [step] if step is not None else []
+                    return steps + [self.log("warn", f"{name} has unusable arguments: {exc.message}")]
+                return steps + ([step] if step is not None else [])
+            case stream.ModelSeen(model=model):
+                return [ports.ReportModel(agent_id=agent, model=model)]
             case stream.Text(text=text):
                 return [ports.Say(agent_id=agent, text=text)]
             case stream.Result(result=result):
-                return [ports.Finish(agent_id=agent, result=dict(result))]
+                return self._result(dict(result))
             case stream.Notice(level=level, text=text):
                 return [self.log(level, text)]
             case stream.Malformed(line=line, reason=reason):
                 return [self.log("warn", f"malformed stream line ({reason}): {line}")]
         return []
+
+    def _failed(self, name: str, arguments: Mapping[str, Any], reason: str) -> ports.FailToolCall:
+        return ports.FailToolCall(
+            agent_id=self.agent_id, tool_name=name, reason=stream.excerpt(reason, 300),
+            route=route_of(arguments), summary=describe(name, arguments),
+        )
+
+    def _result(self, result: dict[str, Any]) -> list[ports.Step]:
+        self.calls.clear()  # the run is over: a call with no result will never have one
+        denials = [d for d in result.get("permission_denials") or [] if isinstance(d, dict)]
+        if not denials:
+            return [ports.Finish(agent_id=self.agent_id, result=result)]
+        steps: list[ports.Step] = []
+        for denial in denials:
+            call_id = str(denial.get("tool_use_id", ""))
+            if call_id and call_id in self.failed_calls:
+                continue  # its failed result was counted already
+            if call_id:
+                self.failed_calls.add(call_id)
+            steps.append(self._failed(str(denial.get("tool_name", "")) or "unknown_tool", _input(denial),
+                                      "permission denied"))
+        steps.append(permission_block(self.agent_id, denials, result))
+        self.walled = True
+        return steps
 
     def log(self, level: str, text: str, stream_name: str = "stdout") -> ports.RunnerOutput:
         return ports.RunnerOutput(agent_id=self.agent_id, stream=stream_name, level=level, text=text)

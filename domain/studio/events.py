@@ -87,6 +87,20 @@ class ControlRecorded(StudioEvent, tag="Run.ControlRecorded"):
     params: dict[str, Any]
 
 
+class ProcessAssigned(StudioEvent, tag="Run.ProcessAssigned"):
+    """A run-level process assignment: sessions opened later for its target take it."""
+
+    target: str
+    provider: str
+    model: str
+    effort: str
+    speed: str
+    actor: str
+    control_id: str
+    source: str
+    at: str
+
+
 class RunCompleted(StudioEvent, tag="Run.Completed"):
     at: str
     summary: dict[str, Any]
@@ -101,7 +115,7 @@ class RunCleanedUp(StudioEvent, tag="Run.CleanedUp"):
 
 RUN_EVENTS: tuple[type[StudioEvent], ...] = (
     RunLaunched, RunSessionOpened, ExecutionRequested, ExecutionStarted, TickRecorded, HandoffRecorded,
-    PreviewShared, ControlRecorded, RunCompleted, RunCleanedUp,
+    PreviewShared, ControlRecorded, RunCompleted, RunCleanedUp, ProcessAssigned,
 )
 
 # -- AgentSession (``ses:<tenant>:<run_id>:<session_id>:<agent_id>``) ---------------------------
@@ -144,6 +158,7 @@ class ProcessStarted(StudioEvent, tag="AgentSession.ProcessStarted"):
     attempt: int
     at: str
     tick: int = 0
+    model_ran: str = ""
 
 
 class ControllerActionObserved(StudioEvent, tag="AgentSession.ControllerActionObserved"):
@@ -160,6 +175,20 @@ class ToolCalled(StudioEvent, tag="AgentSession.ToolCalled"):
     first: bool
     at: str
     tick: int = 0
+
+
+class ToolCallFailed(StudioEvent, tag="AgentSession.ToolCallFailed"):
+    tool_name: str
+    route: str
+    summary: str
+    reason: str
+    at: str
+    tick: int = 0
+
+
+class ModelReported(StudioEvent, tag="AgentSession.ModelReported"):
+    model: str
+    at: str
 
 
 class AssistantMessage(StudioEvent, tag="AgentSession.AssistantMessage"):
@@ -335,7 +364,7 @@ SESSION_EVENTS: tuple[type[StudioEvent], ...] = (
     SessionOpened, ProcessStarted, ControllerActionObserved, ToolCalled, AssistantMessage, RunnerOutput,
     Blocked, Unblocked, HandedOff, PullRequestOpened, ControlApplied, Paused, RequestQueued, Resumed,
     MessageDelivered, ProcessRestarted, StartFailed, SelfHealed, WorkspaceRestarted, ProcessSwitched,
-    TaskCardChanged, SessionCompleted, Stopped,
+    TaskCardChanged, SessionCompleted, Stopped, ToolCallFailed, ModelReported,
 )
 
 # -- WorkspaceLease (``lease:<tenant>:<project_slug>:<workspace_name>``) ------------------------

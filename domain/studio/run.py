@@ -79,6 +79,8 @@ class Run(Aggregate):
         self.handoff_count = 0
         self.verification_waves = 0
         self.preview: dict[str, Any] = {}
+        # Run-level process assignments, in order: sessions opened later for their target take them.
+        self.process_assignments: list[dict[str, str]] = []
 
     # -- guards -----------------------------------------------------------------------
 
@@ -238,6 +240,47 @@ class Run(Aggregate):
     ) -> None:
         if verb == "verify_wave":
             self.verification_waves += 1
+
+    # -- process assignments -------------------------------------------------------------
+
+    def assign_process(
+        self,
+        *,
+        target: str,
+        provider: str,
+        model: str,
+        effort: str,
+        speed: str,
+        actor: str,
+        control_id: str,
+        source: str,
+        at: str,
+    ) -> None:
+        """Records an assignment for ``target`` (agent id, role key or group) that sessions
+        opened later in the run take instead of their role's default."""
+        self._require_open()
+        self._process_assigned(
+            target=target, provider=provider, model=model, effort=effort, speed=speed,
+            actor=actor, control_id=control_id, source=source, at=at,
+        )
+
+    @event("ProcessAssigned")
+    def _process_assigned(
+        self,
+        target: str,
+        provider: str,
+        model: str,
+        effort: str,
+        speed: str,
+        actor: str,
+        control_id: str,
+        source: str,
+        at: str,
+    ) -> None:
+        self.process_assignments.append({
+            "target": target, "provider": provider, "model": model, "effort": effort, "speed": speed,
+            "control_id": control_id,
+        })
 
     # -- end ---------------------------------------------------------------------------
 

@@ -96,6 +96,8 @@ class AgentSession(SessionCommands, Aggregate):
         self.workspace_name = ""
         self.process_attempt = 0
         self.tool_call_count = 0
+        self.failed_tool_call_count = 0
+        self.model_ran = ""
         self.controller_action_count = 0
         self.handoffs_sent: list[str] = []
         self.pull_requests = 0
@@ -147,13 +149,15 @@ class AgentSession(SessionCommands, Aggregate):
         attempt: int,
         at: str,
         tick: int,
+        model_ran: str = "",
     ) -> None:
         self.llm_session_id = llm_session_id
         self.workspace_name = workspace_name
         self.process_attempt = attempt
+        self.model_ran = model_ran
         self._move(ev.ProcessStarted(
             llm_session_id=llm_session_id, skill_ids=skill_ids, mcp_server_ids=mcp_server_ids,
-            workspace_name=workspace_name, attempt=attempt, at=at, tick=tick,
+            workspace_name=workspace_name, attempt=attempt, at=at, tick=tick, model_ran=model_ran,
         ))
         self.status_tick = tick
 
@@ -176,6 +180,14 @@ class AgentSession(SessionCommands, Aggregate):
             self.status_tick = tick
             # The first tool answered the probe: a later stall gets a fresh budget.
             self.policy_attempts.pop(FIRST_TOOL_REQUIRED, None)
+
+    @event("ToolCallFailed")
+    def _tool_call_failed(self, tool_name: str, route: str, summary: str, reason: str, at: str, tick: int) -> None:
+        self.failed_tool_call_count += 1
+
+    @event("ModelReported")
+    def _model_reported(self, model: str, at: str) -> None:
+        self.model_ran = model
 
     @event("AssistantMessage")
     def _assistant_message(self, text: str, at: str) -> None:

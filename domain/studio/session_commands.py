@@ -30,6 +30,7 @@ class SessionCommands:
     workspace_name: str
     llm_session_id: str
     session_id: str
+    model_ran: str
 
     def start_process(
         self,
@@ -40,8 +41,10 @@ class SessionCommands:
         workspace_name: str,
         at: str,
         tick: int = 0,
+        model_ran: str = "",
     ) -> None:
-        """The agent process started: skills and tool servers are resolved only now."""
+        """The agent process started: skills and tool servers are resolved only now;
+        ``model_ran`` is the model its CLI says it runs (or the one it was configured with)."""
         self._require_live()
         if self.live_status != READY:
             raise Conflict(f"Session {self.session_id} is {self.live_status}, not ready.")
@@ -53,6 +56,7 @@ class SessionCommands:
             attempt=self.process_attempt + 1,
             at=at,
             tick=tick,
+            model_ran=model_ran,
         )
 
     def observe_controller_action(self, action: str, summary: str, at: str) -> None:
@@ -74,6 +78,22 @@ class SessionCommands:
         self._tool_called(
             tool_name=tool_name, route=route, summary=summary, first=first, at=at, tick=tick
         )
+
+    def fail_tool_call(
+        self, *, tool_name: str, reason: str, route: str = "", summary: str = "", at: str, tick: int = 0
+    ) -> None:
+        """A denied or failed tool call: counted apart, it never moves the session's status
+        (so it never satisfies the first-tool contract)."""
+        self._require_live()
+        if not tool_name:
+            raise Invalid("A failed tool call names its tool.")
+        self._tool_call_failed(tool_name=tool_name, route=route, summary=summary, reason=reason, at=at, tick=tick)
+
+    def report_model(self, model: str, at: str) -> None:
+        """The agent CLI named the model that runs (recorded when it changes)."""
+        self._require_live()
+        if model and model != self.model_ran:
+            self._model_reported(model=model, at=at)
 
     def say(self, text: str, at: str) -> None:
         self._require_live()

@@ -28,12 +28,15 @@ LIVE_KINDS: dict[str, tuple[str, str]] = {
     "Run.PreviewShared": ("delivery", ""),
     "Run.ControlRecorded": ("control", ""),
     "Run.Completed": ("run", ""),
+    "Run.ProcessAssigned": ("control", ""),
     "Run.CleanedUp": ("run", ""),
     "AgentSession.Opened": ("session", "idle"),
     "AgentSession.ProcessStarted": ("session", "waiting"),
     "AgentSession.ProcessRestarted": ("session", "waiting"),
     "AgentSession.ControllerActionObserved": ("controller", "waiting"),
     "AgentSession.ToolCalled": ("tool", "moving"),
+    "AgentSession.ToolCallFailed": ("tool", ""),
+    "AgentSession.ModelReported": ("session", ""),
     "AgentSession.AssistantMessage": ("message", "active"),
     "AgentSession.Blocked": ("blocker", "blocked"),
     "AgentSession.Unblocked": ("blocker", "active"),
@@ -73,6 +76,10 @@ def live_run_id(env: Envelope) -> str:
 SUMMARIES: ByType[Callable[[Any], str]] = ByType(
     {
         ev.ToolCalled: lambda e: f"{e.tool_name}{' (first tool)' if e.first else ''}: {e.summary}".strip(),
+        ev.ToolCallFailed: lambda e: f"{e.tool_name} failed: {e.reason}",
+        ev.ModelReported: lambda e: f"model {e.model}",
+        ev.ProcessAssigned: lambda e: f"process assignment {e.target} -> "
+        + "/".join(p for p in (e.provider, e.model, e.effort, e.speed) if p),
         ev.ControllerActionObserved: lambda e: f"controller action {e.action}"
         + (f" [{e.evidence_label}]" if e.evidence_label else ""),
         ev.Blocked: lambda e: f"{e.code}: {e.message}",
@@ -119,6 +126,7 @@ NO_FIELDS = _Fields()
 FIELDS: ByType[Callable[[Any], _Fields]] = ByType(
     {
         ev.ToolCalled: lambda e: _Fields(route=e.route, tool_name=e.tool_name),
+        ev.ToolCallFailed: lambda e: _Fields(route=e.route, tool_name=e.tool_name),
         ev.ControllerActionObserved: lambda e: _Fields(tool_name=e.action),
         ev.HandedOff: lambda e: _Fields(target_agent_id=e.target_agent_id, thread_id=e.thread_id),
         ev.HandoffRecorded: lambda e: _Fields(target_agent_id=e.to_agent_id, thread_id=e.thread_id),

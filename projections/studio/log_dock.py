@@ -107,6 +107,19 @@ def _tool(env: Envelope, e: ev.ToolCalled, who: str) -> dict[str, Any]:
     return _entry(env, "studio/activity", "info", f"{who} {tool}: {e.summary}".strip(), f"tool:{tool}")
 
 
+def _tool_failed(env: Envelope, e: ev.ToolCallFailed, who: str) -> dict[str, Any]:
+    tool = e.tool_name
+    return _entry(env, "studio/activity", "warn", f"{who} {tool} failed: {e.reason}"[:800], f"tool_failed:{tool}",
+                  warning="A denied or failed tool call is counted apart and is never the first tool.")
+
+
+def _started(env: Envelope, e: ev.ProcessStarted, who: str) -> dict[str, Any]:
+    ran = f", model {e.model_ran}" if e.model_ran else ""
+    return _entry(env, "sandbox/runner", "info",
+                  f"{who} process started (attempt {e.attempt}) in workspace {e.workspace_name}{ran}.",
+                  "waiting_first_tool")
+
+
 def _blocked(env: Envelope, e: ev.Blocked, who: str) -> dict[str, Any]:
     code, message = e.code, e.message
     wall = wall_for(code, message)
@@ -142,9 +155,10 @@ def _runner_output(env: Envelope, e: ev.RunnerOutput, who: str) -> dict[str, Any
 SESSION_LINES: ByType[Line] = ByType(
     {
         ev.SessionOpened: _opened,
-        ev.ProcessStarted: lambda env, e, who: _entry(
-            env, "sandbox/runner", "info",
-            f"{who} process started (attempt {e.attempt}) in workspace {e.workspace_name}.", "waiting_first_tool",
+        ev.ProcessStarted: _started,
+        ev.ToolCallFailed: _tool_failed,
+        ev.ModelReported: lambda env, e, who: _entry(
+            env, "sandbox/runner", "info", f"{who} runs model {e.model}.", "model_reported"
         ),
         ev.ProcessRestarted: _restarted,
         ev.WorkspaceRestarted: _workspace_restarted,
@@ -216,6 +230,11 @@ def _run_excerpt(env: Envelope) -> dict[str, Any] | None:
                           f"Preview shared at {preview.get('url') or preview.get('domain_url') or ''}.", "preview_shared")
         case ev.ControlRecorded(verb=verb, actor=actor):
             return _entry(env, "studio/activity", "info", f"{verb} on the run by {actor}.", f"control:{verb}")
+        case ev.ProcessAssigned() as a:
+            process = "/".join(p for p in (a.provider, a.model, a.effort, a.speed) if p)
+            return _entry(env, "sandbox/ownership", "info",
+                          f"Process assignment {a.target} -> {process} by {a.actor} ({a.source}); "
+                          "sessions opened later for it take it.", f"process_assigned:{a.target}")
         case ev.RunCompleted():
             return _entry(env, "studio/session", "info", "Run completed.", "completed")
         case ev.RunCleanedUp(actor=actor, reason=reason):

@@ -59,6 +59,7 @@ STEPS = frozenset(
         "ProcessStarted", "ControllerActionObserved", "ToolCalled", "AssistantMessage", "Blocked",
         "Unblocked", "HandedOff", "PullRequestOpened", "Completed", "Stopped", "Paused", "Resumed",
         "MessageDelivered", "ProcessRestarted", "WorkspaceRestarted", "ProcessSwitched",
+        "ToolCallFailed", "ModelReported",
     }
 )
 
@@ -253,6 +254,8 @@ def step(agent: dict[str, Any], private: dict[str, Any], env: Envelope) -> None:
 
 def _started(agent: dict[str, Any], private: dict[str, Any], e: ev.ProcessStarted) -> None:
     agent["current_tool_name"] = ""
+    if e.model_ran or "model_ran" in agent:  # (absent until a CLI named the model it ran)
+        agent["model_ran"] = e.model_ran
     private["controller_actions"] = 0
     armory = agent["armory_loadout"]
     armory["mcp_server_ids"] = [str(s) for s in e.mcp_server_ids]
@@ -277,6 +280,15 @@ def _tool(agent: dict[str, Any], private: dict[str, Any], e: ev.ToolCalled) -> N
         seen.append(tool)
         seen.sort()
         arm(agent["armory_loadout"], private["tools"])
+
+
+def _tool_failed(agent: dict[str, Any], private: dict[str, Any], e: ev.ToolCallFailed) -> None:
+    """Counted apart (absent until the first one): a failed call is never the current tool."""
+    agent["failed_tool_call_count"] = agent.get("failed_tool_call_count", 0) + 1
+
+
+def _model_reported(agent: dict[str, Any], private: dict[str, Any], e: ev.ModelReported) -> None:
+    agent["model_ran"] = e.model
 
 
 def _idle(agent: dict[str, Any], private: dict[str, Any], e: Any) -> None:
@@ -351,6 +363,8 @@ CHANGES: ByType[Callable[[dict[str, Any], dict[str, Any], Any], None]] = ByType(
         ev.ProcessStarted: _started,
         ev.ControllerActionObserved: _controller,
         ev.ToolCalled: _tool,
+        ev.ToolCallFailed: _tool_failed,
+        ev.ModelReported: _model_reported,
         ev.AssistantMessage: _idle,
         ev.Blocked: _blocked,
         ev.Unblocked: lambda agent, private, e: clear_wall(agent, private),
@@ -402,3 +416,9 @@ def report_metrics(agent: dict[str, Any], private: dict[str, Any], result: dict[
     turns = _number(result.get("num_turns"))
     if turns is not None and turns >= 0:
         metrics["num_turns"] = int(turns)
+    usage = result.get("usage")
+    if isinstance(usage, dict):  # tokens as the CLI counted them (Claude Code and Codex name them alike)
+        for field in ("input_tokens", "cached_input_tokens", "output_tokens"):
+            tokens = _number(usage.get(field))
+            if tokens is not None and tokens >= 0:
+                metrics[field] = int(tokens)

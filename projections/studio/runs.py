@@ -69,11 +69,30 @@ def _tool_called(session: dict[str, Any], e: ev.ToolCalled) -> None:
     session["tool_call_count"] += 1
 
 
+# Fields a session record gains only once there is something to say (a record projected
+# from events older than them stays byte for byte what it was): failed tool calls, and the
+# model the agent CLI says it ran.
+def _tool_call_failed(session: dict[str, Any], e: ev.ToolCallFailed) -> None:
+    session["failed_tool_call_count"] = session.get("failed_tool_call_count", 0) + 1
+
+
+def _process_started(session: dict[str, Any], e: ev.ProcessStarted) -> None:
+    session["llm_session_id"] = e.llm_session_id
+    if e.model_ran or "model_ran" in session:
+        session["model_ran"] = e.model_ran
+
+
+def _model_reported(session: dict[str, Any], e: ev.ModelReported) -> None:
+    session["model_ran"] = e.model
+
+
 # What a session event changes in the session's record besides its status, by event class.
 SESSION_CHANGES: ByType[Callable[[dict[str, Any], Any], None]] = ByType(
     {
-        ev.ProcessStarted: lambda session, e: session.__setitem__("llm_session_id", e.llm_session_id),
+        ev.ProcessStarted: _process_started,
         ev.ToolCalled: _tool_called,
+        ev.ToolCallFailed: _tool_call_failed,
+        ev.ModelReported: _model_reported,
         ev.ProcessRestarted: lambda session, e: session.__setitem__("llm_session_id", e.llm_session_id),
         ev.WorkspaceRestarted: lambda session, e: session.__setitem__("llm_session_id", ""),
         ev.ProcessSwitched: _switched,
@@ -98,6 +117,8 @@ class RunsProjector(Projector):
             "AgentSession.Opened",
             "AgentSession.ProcessStarted",
             "AgentSession.ToolCalled",
+            "AgentSession.ToolCallFailed",
+            "AgentSession.ModelReported",
             "AgentSession.ControllerActionObserved",
             "AgentSession.Blocked",
             "AgentSession.Unblocked",

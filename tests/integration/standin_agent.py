@@ -11,7 +11,11 @@ attempts are counted beside its MCP config.
 Steps: ``["text", str]``, ``["tool", name, input]``, ``["squad", tool, arguments]``,
 ``["garbage", str]``, ``["stderr", str]``, ``["commit", path, content]``,
 ``["scratch", path, content]`` (an uncommitted file), ``["hang", seconds]`` (the CLI stops
-answering), ``["exit", code]`` (a crash mid-stream), ``["result", fields]``.
+answering), ``["exit", code]`` (a crash mid-stream), ``["result", fields]``,
+``["fail", name, input, text]`` (a tool call that fails), ``["pending", name, input]`` (a
+Claude tool call whose result never comes) and ``["denied", name, input]`` (a
+call the CLI's permissions refuse: Claude lists it in its result's ``permission_denials``;
+Codex declines the command, rejects the patch, or refuses the MCP call for want of approval).
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ class Mcp:
 class Claude:
     def __init__(self, session: str, mcp: Mcp | None) -> None:
         self.session, self.mcp, self.n = session, mcp, 0
+        self.denials: list[dict[str, Any]] = []
         servers = [{"name": "squadops", "status": mcp.status}] if mcp else []
         emit({"type": "system", "subtype": "init", "cwd": os.getcwd(), "session_id": session,
               "tools": ["Bash", "Edit", "Read"], "mcp_servers": servers, "model": "standin-model",
@@ -97,9 +102,16 @@ class Claude:
         is_error, text = run() if run else (False, "ok")
         self._msg("user", [{"type": "tool_result", "tool_use_id": call_id, "content": text, "is_error": is_error}])
 
+    def fail(self, name: str, arguments: dict[str, Any], text: str) -> None:
+        self.tool(name, arguments, lambda: (True, text))
+
+    def denied(self, name: str, arguments: dict[str, Any]) -> None:
+        self.fail(name, arguments, f"Claude requested permissions to use {name}, but you haven't granted it yet.")
+        self.denials.append({"tool_name": name, "tool_use_id": f"toolu_{self.n:04d}", "tool_input": arguments})
+
     def result(self, fields: dict[str, Any]) -> None:
         emit({"type": "result", "subtype": "success", "is_error": False, "result": "done",
-              "session_id": self.session, **fields})
+              "session_id": self.session, "permission_denials": self.denials, **fields})
 
 
 class Codex:
@@ -135,6 +147,30 @@ class Codex:
             done = {**item, "result": {"content": [{"type": "text", "text": text}], "structured_content": None},
                     "status": "completed"}
         self._item("item.completed", done)
+
+    def fail(self, name: str, arguments: dict[str, Any], text: str) -> None:
+        self.n += 1
+        if name == "shell":
+            self._item("item.completed", {"id": f"item_{self.n}", "type": "command_execution",
+                                          "command": arguments.get("command", ""), "aggregated_output": text,
+                                          "exit_code": 1, "status": "failed"})
+        else:
+            self.n -= 1
+            self.tool(name, arguments, lambda: (True, text))
+
+    def denied(self, name: str, arguments: dict[str, Any]) -> None:
+        self.n += 1
+        item_id = f"item_{self.n}"
+        if name == "apply_patch":  # the read-only sandbox rejects the patch
+            self._item("item.completed", {"id": item_id, "type": "file_change", "status": "failed",
+                                          "changes": arguments.get("changes", [])})
+        elif name == "shell":
+            self._item("item.completed", {"id": item_id, "type": "command_execution", "status": "declined",
+                                          "command": arguments.get("command", ""), "aggregated_output": "",
+                                          "exit_code": None})
+        else:
+            self.n -= 1
+            self.tool(name, arguments, lambda: (True, "MCP tool call requires approval, but approval policy is never"))
 
     def result(self, fields: dict[str, Any]) -> None:
         usage = {"input_tokens": 1200, "cached_input_tokens": 200, "output_tokens": 340}
@@ -180,6 +216,13 @@ def main() -> int:
         elif kind == "squad":
             assert mcp is not None, "a squad step needs --mcp-config"
             cli.tool(f"mcp__squadops__{step[1]}", step[2], lambda s=step: mcp.call(s[1], s[2]))
+        elif kind == "fail":
+            cli.fail(step[1], step[2], step[3])
+        elif kind == "pending":
+            cli.n += 1
+            cli._msg("assistant", [{"type": "tool_use", "id": f"toolu_{cli.n:04d}", "name": step[1], "input": step[2]}])
+        elif kind == "denied":
+            cli.denied(step[1], step[2])
         elif kind == "garbage":
             emit(step[1])
         elif kind == "stderr":

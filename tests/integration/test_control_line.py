@@ -53,6 +53,7 @@ DOMAIN_WALLS = [
     # The local plane's walls (raised by real processes in tests/integration/test_local_plane_http.py).
     ("agent_cli_missing", {"provider": "codex"}, False),
     ("agent_process_exited", {"exit_code": 3, "runner_signal": "detached runner process not alive"}, True),
+    ("agent_permission_denied", {"denied_tools": ["Write", "Bash"], "denial_count": 2}, True),
 ]
 WATCHER_WALLS = {"project_assets_lookup_failed"}
 
@@ -104,6 +105,8 @@ def follow_the_control_line(http: TestClient, run_id: str, agent_id: str, code: 
     body = {"verb": verb, "reason": f"control line for {code}"}
     if verb == "intervene":
         body["message"] = "open the pull request, then finish"
+    if verb == "switch_agent_process":  # to a provider whose CLI runs here
+        body["provider"] = "claude-code-cli"
     accepted(session_verb(http, run_id, p["session_id"], body), run_id, verb, p["session_id"])
     cleared = sessions(http, run_id)[agent_id]
     assert cleared["blocker_code"] != code or cleared["live_status"] != "blocked"

@@ -109,9 +109,19 @@ def test_a_squad_of_real_processes_shows_exactly_what_the_clis_reported(database
 
         # Tools as the streams named them, the squad's MCP tools included.
         assert tools(feed, "planner") == [
-            "Read", "mcp__squadops__handoff_agent", "mcp__squadops__handoff_agent",
-            "mcp__squadops__comment_agent", "mcp__squadops__handoff_agent",
+            "Read", "mcp__squadops__handoff_agent", "mcp__squadops__handoff_agent", "mcp__squadops__comment_agent",
         ]
+        # The handoff the server refused is a failed call: counted apart, shown at warn with its reason.
+        refused = [e for e in feed["live_events"] if e["agent_id"] == "planner" and e["event_name"] == "tool_call_failed"]
+        assert [e["tool_name"] for e in refused] == ["mcp__squadops__handoff_agent"]
+        assert (state["planner"]["tool_call_count"], state["planner"]["failed_tool_call_count"]) == (4, 1)
+        assert agents["planner"]["failed_tool_call_count"] == 1 and "failed_tool_call_count" not in agents["backend"]
+        warned = [e for e in feed["runtime_logs"] if e["agent_id"] == "planner" and e["level"] == "warn"
+                  and "mcp__squadops__handoff_agent failed" in e["message"]]
+        assert warned and "handoff_to_self" in warned[0]["message"]
+        # The model each CLI ran, beside the assigned alias: the stand-in's Claude says it; Codex names none.
+        assert (agents["planner"]["model_ran"], state["planner"]["model_ran"]) == ("standin-model", "standin-model")
+        assert agents["planner"]["agent_process_model"] != "standin-model" and "model_ran" not in agents["curator"]
         assert tools(feed, "backend") == ["Edit", "mcp__squadops__open_pull_request"]
         assert tools(feed, "curator")[:1] == ["shell"]
         assert agents["planner"]["armory_loadout"]["tool_names"]["squadops"] == [
@@ -120,7 +130,7 @@ def test_a_squad_of_real_processes_shows_exactly_what_the_clis_reported(database
         # The granted handoffs created the lanes; the one to itself was refused by the server.
         trail = [(e["agent_id"], e["target_agent_id"]) for e in feed["live_events"] if e["event_name"] == "handed_off"]
         assert sorted(trail) == [("planner", "backend"), ("planner", "frontend")]
-        assert any("handoff_to_self" in m for m in logs(feed, "planner"))
+        assert any("handoff_to_self" in m for m in logs(feed, "planner", "studio/activity"))
         assert feed["delivery"]["status"] == "delivered"
         assert feed["delivery"]["pr_url"].startswith("https://vcs.squadops.local/acme/")
 
@@ -128,14 +138,22 @@ def test_a_squad_of_real_processes_shows_exactly_what_the_clis_reported(database
         planner_logs = logs(feed, "planner")
         assert any("malformed stream line" in m and "<<this line is not JSON>>" in m for m in planner_logs)
         assert any("[stderr] planner: rate limit warning" in m for m in planner_logs)
-        crash = [e for e in feed["runtime_logs"] if e["agent_id"] == "curator" and "exited with code 3" in e["message"]]
+        stderr = [e for e in feed["runtime_logs"] if e["agent_id"] == "planner" and "[stderr]" in e["message"]]
+        assert stderr and {e["level"] for e in stderr} == {"warn"}  # a CLI's stderr is shown at warn
+        crash = [e for e in feed["runtime_logs"] if e["agent_id"] == "curator" and "exited with code 3" in e["message"]
+                 and e["current_signal"] == "runner:exit"]
+        # The wall says what happened: how it exited, and after how long.
+        assert "(exited with code 3 after " in agents["curator"]["wall"]["message"]
         assert crash and crash[0]["level"] == "error" and "curator: out of memory" in crash[0]["message"]
         assert agents["curator"]["wall"]["recommended_action"] == "retry_prompt"
 
         # No empty pull requests: the first call was refused, naming the uncommitted file; the
         # recorded one names the commit it proposes and its changed paths.
-        refused = [m for m in logs(feed, "frontend") if "Too early" in m or "has no change against its base" in m]
+        # (a refused call is a failed call: its line is the agent's activity, at warn, with the reason)
+        refused = [m for m in logs(feed, "frontend", "studio/activity")
+                   if "Too early" in m or "has no change against its base" in m]
         assert refused and "orders.html" in refused[-1] and "not committed" in refused[-1], logs(feed, "frontend")
+        assert by_agent(feed)["frontend"]["failed_tool_call_count"] >= 1
         opened = [e for e in feed["runtime_logs"] if e["agent_id"] == "frontend" and "opened pull request" in e["message"]]
         frontend_head = subprocess.run(["git", "-C", str(svc.repository("frontend")), "rev-parse",
                                         f"squad/{run_id}/frontend"], capture_output=True, text=True, check=True).stdout
@@ -170,7 +188,11 @@ def test_a_squad_of_real_processes_shows_exactly_what_the_clis_reported(database
         eventually(lambda: svc.run_status(run_id) == "completed")
         final = by_agent(svc.feed(run_id))
         assert svc.sessions(run_id)["curator"]["llm_session_id"] == "thread-curator-2"
-        assert final["curator"]["process_metrics"] == {"total_cost_usd": 0.0, "duration_ms": -1, "num_turns": -1}
+        # Codex reports tokens only (its turn's usage); cost, duration and turns stay unknown.
+        assert final["curator"]["process_metrics"] == {
+            "total_cost_usd": 0.0, "duration_ms": -1, "num_turns": -1,
+            "input_tokens": 1200, "cached_input_tokens": 200, "output_tokens": 340,
+        }
         assert tools(svc.feed(run_id), "curator") == ["shell", "agent_mailbox", "shell", "mcp__squadops__report"]
         curator_dir = svc.data_dir / "agents" / "default" / run_id / "curator"
         assert "## Mailbox\n- Please map the design system" in (curator_dir / "standin-brief-2.txt").read_text()

@@ -84,8 +84,13 @@ def test_real_clis_deliver_committed_work(database_url: str) -> None:
         feed = eventually(lambda: (f := svc.feed(run_id)) and f["delivery"]["status"] == "delivered" and f, timeout=30)
         agents = {a["agent_id"]: a for a in feed["pixel_agents"]}
         result = next(line for line in planner_lines if line.get("type") == "result")
+        usage = result.get("usage") or {}
         assert agents["planner"]["process_metrics"] == {
-            "total_cost_usd": result["total_cost_usd"], "duration_ms": result["duration_ms"], "num_turns": result["num_turns"]}
+            "total_cost_usd": result["total_cost_usd"], "duration_ms": result["duration_ms"], "num_turns": result["num_turns"],
+            **{k: usage[k] for k in ("input_tokens", "cached_input_tokens", "output_tokens") if isinstance(usage.get(k), int)},
+        }
+        # The model the CLI said it ran, beside the assigned alias.
+        assert agents["planner"]["model_ran"] == state["planner"]["model_ran"] == init["model"]
         tools = [e["tool_name"] for e in reversed(feed["live_events"])
                  if e["agent_id"] == "planner" and e["event_name"] == "tool_called"]
         assert tools == ["Write", "Bash", "mcp__squadops__handoff_agent"]

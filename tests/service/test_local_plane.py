@@ -8,6 +8,8 @@ processes run at once while the others wait their turn.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from domain.shared import ports
 from domain.studio.commands.recovery import recovery_policies
 from domain.studio.control import ControlIntent
+from domain.studio.policies.walls import wall_for
 from tests.conftest import settings_for
 from tests.helpers import eventually
 from tests.integration.local_support import PROJECT, STANDIN
@@ -186,3 +189,112 @@ def test_after_a_restart_the_plane_owns_up_to_lost_processes_and_sweeps_old_work
     after = LocalPlane(plane.config, load_run=plane.load_run, sweep_seconds=0)  # it never ticked this run
     after.after_pass()
     assert not tree.exists() and not plane.worktrees.run_dir(TENANT, run_id).exists()
+
+
+def standin(local: Container, tmp_path: Path, plan: dict[str, Any], **config: Any) -> LocalPlane:
+    """The plane running the stand-in CLI with ``plan`` (as a command override)."""
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    plane = local.plane
+    assert isinstance(plane, LocalPlane)
+    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan_file}", **config)
+    return plane
+
+
+@pytest.mark.parametrize("local", [{"local_agent_command": ""}], indirect=True)
+def test_denied_calls_are_counted_apart_never_the_first_tool_and_raise_the_permission_wall(
+    local: Container, tmp_path: Path
+) -> None:
+    standin(local, tmp_path, {"curator": [{"format": "claude", "steps": [
+        ["denied", "Write", {"file_path": "notes.md", "content": "x"}],
+        ["fail", "Read", {"file_path": "missing.md"}, "File does not exist."],
+        ["denied", "Bash", {"command": "git commit -am notes"}],
+        ["text", "I could not write the file."], ["result", {"num_turns": 4}],
+    ]}], "planner": [{"format": "codex", "steps": [
+        ["denied", "apply_patch", {"changes": [{"path": "a.py", "kind": "add"}]}],
+        ["tool", "shell", {"command": "ls"}], ["result", {}],
+    ]}]})
+    run_id = start_run(local)
+    curator = until(local, run_id, lambda: (s := session(local, run_id, "curator")).live_status == "blocked" and s)
+    assert curator.blocker_code == "agent_permission_denied"
+    assert (curator.tool_call_count, curator.failed_tool_call_count) == (0, 3)
+    assert "Write, Bash" in curator.blocker_message and "retry_prompt" in curator.blocker_message
+    assert not events(local, run_id, "curator", "ToolCalled")  # nothing satisfied the first tool
+    failed = events(local, run_id, "curator", "ToolCallFailed")
+    assert [(e.tool_name, e.route) for e in failed] == [("Write", "notes.md"), ("Read", "missing.md"), ("Bash", "")]
+    assert "haven't granted" in failed[0].reason and failed[1].reason == "File does not exist."
+    assert not events(local, run_id, "curator", "Completed")
+    # The model the CLI ran, beside the assigned alias (the command override runs another model).
+    assert curator.model_ran == "standin-model" and curator.process["model"] != "standin-model"
+
+    # Codex: the rejected patch is a denial; the shell call that worked is the first tool.
+    planner = until(local, run_id, lambda: (s := session(local, run_id, "planner")).live_status == "blocked" and s)
+    assert planner.blocker_code == "agent_permission_denied" and "apply_patch" in planner.blocker_message
+    assert (planner.tool_call_count, planner.failed_tool_call_count) == (1, 1)
+    assert planner.model_ran == ""  # Codex names no model and the override was given none
+    assert planner.blocker_evidence["result"]["usage"]["output_tokens"] == 340
+
+
+@pytest.mark.parametrize("local", [{"local_agent_command": "", "local_first_tool_seconds": 1.0}], indirect=True)
+def test_a_failed_call_leaves_the_first_tool_owed_and_the_wall_says_what_happened(local: Container, tmp_path: Path) -> None:
+    standin(local, tmp_path, {
+        "curator": [{"format": "claude", "steps": [["fail", "Read", {"file_path": "x"}, "no such file"], ["hang", 120]]}],
+        "planner": [{"format": "claude", "steps": [["exit", 1]]}],
+        "backend": [{"format": "claude", "steps": [["pending", "Bash", {"command": "make build"}], ["hang", 120]]}],
+    })
+    run_id = start_run(local)
+    curator = until(local, run_id, lambda: (s := session(local, run_id, "curator")).live_status == "blocked" and s)
+    assert curator.blocker_code == "agent_first_tool_required"
+    assert (curator.tool_call_count, curator.failed_tool_call_count) == (0, 1)
+    assert "no required first tool call within 1 s (1 tool call(s) failed or were denied)" in curator.blocker_message
+    planner = until(local, run_id, lambda: (s := session(local, run_id, "planner")).live_status == "blocked" and s)
+    assert planner.blocker_code == "agent_first_tool_required"
+    assert "exited with code 1 after " in planner.blocker_message and "within" not in planner.blocker_message
+    assert planner.blocker_evidence["exit_code"] == 1
+
+    # A call awaiting its result holds the wall back for one more window, no longer.
+    local.studio.control.control_session(tenant=TENANT, run_id=run_id, agent_id="curator", actor="op",
+                                         intent=ControlIntent(verb="handoff_agent", target_agent_id="backend"))
+    backend = until(local, run_id, lambda: (s := session(local, run_id, "backend")).live_status == "blocked" and s)
+    assert backend.blocker_code == "agent_first_tool_required" and backend.blocker_evidence["seconds_waited"] >= 2.0
+    assert "within 2 s: its call of Bash has had no result" in backend.blocker_message
+
+
+@pytest.mark.parametrize("local", [{"local_agent_command": ""}], indirect=True)
+def test_a_provider_with_no_cli_here_is_walled_with_a_switch_or_falls_back(
+    local: Container, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``claude`` on PATH is the stand-in (as the real CLI would be, given the plane's arguments).
+    plan_file = tmp_path / "plan.json"
+    works = [{"format": "claude", "steps": [["tool", "Read", {"file_path": "README.md"}], ["hang", 120]]}]
+    plan_file.write_text(json.dumps({"tester-admin": works, "tester-guest": works}))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text(f'#!/bin/sh\nexec {sys.executable} {STANDIN} --plan {plan_file} "$@"\n')
+    (bin_dir / "claude").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    plane = local.plane
+    assert isinstance(plane, LocalPlane)
+    run_id = start_run(local)
+    local.studio.control.control_session(tenant=TENANT, run_id=run_id, agent_id="planner", actor="op",
+                                         intent=ControlIntent(verb="handoff_agent", target_agent_id="tester-admin"))
+    tester = until(local, run_id, lambda: (s := session(local, run_id, "tester-admin")).live_status == "blocked" and s)
+    assert tester.blocker_code == "agent_cli_missing"
+    assert "Provider antigravity has no agent CLI" in tester.blocker_message
+    assert wall_for(tester.blocker_code, tester.blocker_message).recommended_action == "switch_agent_process"
+    # The wall's verb takes it down: the new assignment starts at once, in the same worktree.
+    local.studio.control.control_session(tenant=TENANT, run_id=run_id, agent_id="tester-admin", actor="op",
+                                         intent=ControlIntent(verb="switch_agent_process", provider="claude-code-cli"))
+    tester = until(local, run_id, lambda: (s := session(local, run_id, "tester-admin")).live_status == "working" and s)
+    assert tester.process["provider"] == "claude-code-cli" and tester.tool_call_count == 1
+
+    # With a fallback provider configured, the switch is made by the plane and recorded.
+    plane.config = dataclasses.replace(plane.config, provider_fallback="claude-code-cli")
+    local.studio.control.control_session(tenant=TENANT, run_id=run_id, agent_id="planner", actor="op",
+                                         intent=ControlIntent(verb="handoff_agent", target_agent_id="tester-guest"))
+    guest = until(local, run_id, lambda: (s := session(local, run_id, "tester-guest")).live_status == "working" and s)
+    switched = events(local, run_id, "tester-guest", "ProcessSwitched")
+    assert [(e.previous["provider"], e.process["provider"], e.agent_process_switch_source) for e in switched] == [
+        ("antigravity", "claude-code-cli", "provider_fallback")]
+    assert "SQUADOPS_LOCAL_PROVIDER_FALLBACK=claude-code-cli" in switched[0].reason
+    assert not events(local, run_id, "tester-guest", "Blocked") and guest.process_attempt == 1

@@ -11,6 +11,8 @@ from domain.studio.policies.assignment import (
     Assignment,
     AssignmentError,
     Seat,
+    later_assignments,
+    names,
     parse_assignment,
     plan,
     resolve_target,
@@ -51,6 +53,11 @@ def test_targets_resolve_to_live_sessions_by_agent_role_or_group() -> None:
         resolve_target("tester-old", SEATS)
     with pytest.raises(AssignmentError):
         resolve_target("compactor", SEATS)
+    # An agent (or role) that may still join the run is a target with no session yet.
+    assert resolve_target("compactor", SEATS, joinable={"compactor", "role_compactor"}) == []
+    assert resolve_target("testers", [Seat("planner", "role_planner", True)]) == []
+    with pytest.raises(AssignmentError):
+        resolve_target("nobody", SEATS, joinable={"compactor"})
 
 
 def test_later_assignments_win_for_the_same_agent() -> None:
@@ -69,6 +76,42 @@ def test_every_planned_agent_is_live_and_named_by_its_last_assignment(targets: l
     for agent_id, assignment in chosen.items():
         last = [a for a in assignments if agent_id in resolve_target(a.target, SEATS)][-1]
         assert assignment == last
+
+
+def record(target: str, control: str, **fields: str) -> dict[str, str]:
+    return {"target": target, "control_id": control, "provider": "", "model": "", "effort": "", "speed": "", **fields}
+
+
+def test_a_session_opened_later_takes_the_last_assignment_of_each_call_naming_it_in_order() -> None:
+    records = [
+        record("testers", "ctl-1", provider="codex"), record("tester-admin", "ctl-1", effort="low"),
+        record("role_backend", "ctl-1", provider="claude-code-cli"), record("testers", "ctl-2", speed="fast"),
+    ]
+    assert later_assignments(records, "tester-admin", "role_tester") == [
+        Assignment("tester-admin", effort="low"), Assignment("testers", speed="fast"),
+    ]
+    assert later_assignments(records, "tester-guest", "role_tester") == [
+        Assignment("testers", "codex"), Assignment("testers", speed="fast"),
+    ]
+    assert later_assignments(records, "backend", "role_backend") == [Assignment("role_backend", "claude-code-cli")]
+    assert later_assignments(records, "planner", "role_planner") == []
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["planner", "role_tester", "testers", "backend", "tester-x"]),
+                       st.sampled_from(["ctl-1", "ctl-2", "ctl-3"])), max_size=8),
+    st.sampled_from([("tester-x", "role_tester"), ("backend", "role_backend"), ("planner", "role_planner")]),
+)
+def test_later_sessions_take_only_assignments_that_name_them(calls: list[tuple[str, str]], seat: tuple[str, str]) -> None:
+    records = [record(target, control, provider=f"p{i}") for i, (target, control) in enumerate(calls)]
+    taken = later_assignments(records, *seat)
+    assert all(names(a.target, *seat) for a in taken)
+    # One per call that names the agent, the last of that call, in the order of the calls' last naming.
+    naming = [r for r in records if names(r["target"], *seat)]
+    assert len(taken) == len({r["control_id"] for r in naming})
+    for assignment in taken:
+        control = next(r["control_id"] for r in records if r["provider"] == assignment.provider)
+        assert assignment.provider == [r for r in naming if r["control_id"] == control][-1]["provider"]
 
 
 def test_the_controller_timeout_stays_below_the_monitor_cadence() -> None:

@@ -91,6 +91,9 @@ def test_pixel_agents_follow_their_sessions(request: dict[str, Any], operations:
         assert (pixel.pixel_state == "resolved") == (session.live_status == "stopped")
         assert (pixel.tempo_phase == "terminal") == (session.live_status in ENDED)
         assert pixel.mailbox_count == session.mailbox_count
+        # failed calls counted apart, and the model the CLI named (both absent until there is one)
+        assert pixel.failed_tool_call_count == session.failed_tool_call_count
+        assert pixel.model_ran == session.model_ran
         assert (
             pixel.agent_process_provider,
             pixel.agent_process_model,

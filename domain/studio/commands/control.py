@@ -14,22 +14,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from domain.shared.errors import Conflict, NotFound
+from domain.shared.errors import Conflict, Invalid, NotFound, session_not_found
 from domain.shared.event_store import EventStore
 from domain.shared.ids import derived_id, lease_key, new_id
 from domain.shared.loading import Loader, one_copy, unique
+from domain.studio.commands.assignments import joinable, switch_sessions
 from domain.studio.commands.effects import record_verb, switch_process
 from domain.studio.commands.leases import LeaseCommands, recreate_once
 from domain.studio.commands.runs import RunCommands
 from domain.studio.commands.sessions import SessionOpener
 from domain.studio.control import ControlIntent, check_intent
 from domain.studio.lease import WorkspaceLease
+from domain.studio.policies.assignment import TESTERS, Assignment, AssignmentError, Seat, plan
 from domain.studio.policies.fresh_workspace import fresh_workspace_cause
 from domain.studio.policies.walls import clears, wall_for
 from domain.studio.process import ModelProxyAliases
 from domain.studio.run import Run
 from domain.studio.session import BLOCKED, PAUSED, AgentSession
 from domain.studio.templates import TemplateCatalog
+
+SWITCH = "switch_agent_process"
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,8 @@ class ControlCommands:
         def command() -> ControlOutcome:
             run = self.runs.get_run(tenant, run_id)
             run._require_open()
+            if intent.verb == SWITCH and not session_id and agent_id not in run.sessions:
+                return self._switch_group(run, agent_id, intent, control_id, actor)
             session = (
                 self.runs.get_session(run, session_id) if session_id else self.runs.agent_session(run, agent_id)
             )
@@ -129,6 +135,31 @@ class ControlCommands:
             return ControlOutcome(control_id, run.run_id, session.session_id, intent.verb)
 
         return self.store.retrying(command)
+
+    def _switch_group(self, run: Run, target: str, intent: ControlIntent, control_id: str, actor: str) -> ControlOutcome:
+        """``switch_agent_process`` aimed at a role key, ``testers``, or an agent not joined yet:
+        the run records the assignment (sessions opened later take it) and every live session
+        it names switches now, as ``assign-processes`` does."""
+        allowed = joinable(run, self.templates.get(run.template_id))
+        if target != TESTERS and target not in allowed:
+            raise session_not_found(target)
+        sessions = {s.agent_id: s for s in self.runs.all_sessions(run)}
+        seats = [Seat(agent_id=a, role_key=s.role_key, live=not s.ended) for a, s in sessions.items()]
+        assignment = Assignment(target, intent.provider, intent.model, intent.effort, intent.speed)
+        try:
+            chosen = plan([assignment], seats, allowed)
+        except AssignmentError as exc:
+            raise Invalid(str(exc), code="invalid_target") from None
+        at = self.clock()
+        run.record_control(control_id=control_id, verb=intent.verb, actor=actor, reason=intent.reason,
+                           causation_id=control_id, params=intent.params())
+        run.assign_process(**assignment.as_dict(), actor=actor, control_id=control_id, source=SWITCH, at=at)
+        changed, _ = switch_sessions(
+            run, sessions, chosen, control_id=control_id, actor=actor, at=at, aliases=self.aliases, source=SWITCH,
+            reason=lambda a: intent.reason or f"switch_agent_process {a.target}",
+        )
+        self.store.save(run, *changed)
+        return ControlOutcome(control_id, run.run_id, "", intent.verb)
 
     def session_effect(self, run: Run, session: AgentSession, applied: Applied) -> list[Any]:
         """The effect of a session verb (the action table); answers the other aggregates changed."""
@@ -257,7 +288,12 @@ class ControlCommands:
         return []
 
     def _switch_process(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
-        return [switch_process(run, session, a.intent, a.control_id, a.actor, a.at, self.aliases)]
+        blocked_here = session.live_status == BLOCKED and clears(a.verb, session.blocker_code)
+        changed = switch_process(run, session, a.intent, a.control_id, a.actor, a.at, self.aliases)
+        if blocked_here:
+            # A provider with no CLI here: the new assignment starts at once, in the same worktree.
+            session.restart_process(reason="process_switch", actor=a.actor, control_id=a.control_id, at=a.at)
+        return [changed]
 
     def _operator_handoff(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
         """Routes work to another agent, creating its session when it has none."""

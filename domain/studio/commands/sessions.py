@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from domain.shared.ids import derived_id
-from domain.studio.process import ModelProxyAliases, default_assignment
+from domain.studio.policies.assignment import later_assignments
+from domain.studio.process import ModelProxyAliases, default_assignment, resolve_switch
 from domain.studio.roster import RosterAgent, roster_agent
 from domain.studio.run import Run
 from domain.studio.session import AgentSession
@@ -36,6 +37,12 @@ class SessionOpener:
         identity = self.identity(run.run_id, agent_id, spec.role_key)
         session_id = derived_id("ses", run.run_id, agent_id)
         assignment = default_assignment(spec.role_key, self.aliases, spec.provider)
+        # Run-level assignments made for this agent, its role or its group win over the default.
+        for later in later_assignments(run.process_assignments, agent_id, spec.role_key):
+            assignment = resolve_switch(
+                assignment, self.aliases, provider=later.provider, model=later.model,
+                effort=later.effort, speed=later.speed,
+            )
         title = spec.title if not suit else f"{spec.title}: {suit.get('title', '')}"
         run.open_session(agent_id, session_id, spec.role_key, joined_via.get("kind", ""))
         return AgentSession(

@@ -11,16 +11,19 @@ from domain.shared.clock import shift
 from domain.shared.errors import DomainError
 from domain.shared.ids import derived_id
 from domain.studio.commands.agent_tools import deliver_comment
+from domain.studio.commands.effects import switch_process
 from domain.studio.commands.holdings import Holdings
 from domain.studio.commands.leases import LeaseCommands, recreate_once
 from domain.studio.commands.sessions import SessionOpener
+from domain.studio.control import ControlIntent
 from domain.studio.lease import SUSPEND_AFTER_SECONDS
 from domain.studio.run import Run
-from domain.studio.session import TERMINAL, AgentSession
+from domain.studio.session import READY, TERMINAL, AgentSession
 
 ERROR_TRACKING_ROLES = frozenset({"role_tester", "role_compactor"})
 ERROR_TRACKING_SERVER = "errors"
 VCS_BASE_URL = "https://vcs.squadops.local"
+PROVIDER_FALLBACK = "provider_fallback"
 
 
 def loadout(role_key: str, skill_ids: Sequence[str], mcp_server_ids: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -63,6 +66,13 @@ class StepEffects:
                 )
             case ports.Say():
                 session.say(step.text, at)
+            case ports.FailToolCall():
+                session.fail_tool_call(
+                    tool_name=step.tool_name, reason=step.reason, route=step.route, summary=step.summary,
+                    at=at, tick=tick,
+                )
+            case ports.ReportModel():
+                session.report_model(step.model, at)
             case ports.ControllerAction():
                 session.observe_controller_action(step.action, step.summary, at)
             case ports.StartProcess():
@@ -80,6 +90,7 @@ class StepEffects:
                     workspace_name=step.workspace_name,
                     at=at,
                     tick=tick,
+                    model_ran=step.model_ran,
                 )
             case ports.RestartProcess():
                 if session.ended:
@@ -169,6 +180,8 @@ class StepEffects:
                 )
             case ports.Comment():
                 deliver_comment(sessions, session, step, at)
+            case ports.SwitchProvider():
+                self._fall_back(run, session, step, at)
             case ports.RunnerOutput():
                 session.record_runner_output(stream=step.stream, level=step.level, text=step.text, at=at)
             case ports.Finish():
@@ -180,6 +193,20 @@ class StepEffects:
                         touched[lease.id] = lease
             case _:
                 raise DomainError(f"Unknown step {step!r}.", code="unknown_step")
+
+    def _fall_back(self, run: Run, session: AgentSession, step: ports.SwitchProvider, at: str) -> None:
+        """A provider with no CLI here: the session switches to the fallback provider before
+        its process starts (a visible assignment: the switch and its takeover are recorded)."""
+        if session.live_status != READY:
+            raise DomainError("Only a starting session falls back to another provider.", code="not_starting")
+        intent = ControlIntent(verb="switch_agent_process", provider=step.provider, reason=step.reason)
+        control_id = derived_id("ctl", run.run_id, session.agent_id, "provider_fallback", session.process_attempt,
+                                session.process.get("provider", ""))
+        switch_process(
+            run, session, intent, control_id, "policy", at, self.opener.aliases,
+            assignment={"target": session.agent_id, "provider": step.provider, "model": "", "effort": "", "speed": ""},
+            source=PROVIDER_FALLBACK,
+        )
 
     def _hand_off(
         self,

@@ -21,11 +21,16 @@ RECOMMENDED: dict[str, str] = {
     "workspace_source_materialization_failed": "restart_workspace",
     "workspace_checkout_corrupt": "restart_workspace",
     "runtime_memory_checkpoint_missing": "restart_workspace",
-    # Local plane: the agent CLI is not installed, or its process ended without a result;
-    # ``retry_prompt`` starts the process again in the same worktree.
-    "agent_cli_missing": "retry_prompt",
+    # Local plane: a provider with no CLI on this machine is switched to one that has one;
+    # a process that ended without a result, or whose CLI denied the calls its work needed,
+    # starts again in the same worktree (``retry_prompt``).
+    "agent_cli_missing": "switch_agent_process",
     "agent_process_exited": "retry_prompt",
+    "agent_permission_denied": "retry_prompt",
 }
+
+# Walls whose message is the blocker's own (it names the provider, the tools denied ...).
+DETAILED = frozenset({"agent_cli_missing", "agent_permission_denied", "agent_process_exited"})
 
 MESSAGES: dict[str, str] = {
     "agent_first_tool_required": (
@@ -54,6 +59,14 @@ MESSAGES: dict[str, str] = {
     "runtime_memory_checkpoint_missing": (
         "The runtime-memory checkpoint is missing; restart the workspace (a fresh one after terminal cleanup)."
     ),
+    # (said only when the blocker's own message is not at hand: it names the provider or tools)
+    "agent_cli_missing": (
+        "The session's provider has no agent CLI on this machine; switch the agent's process to one that has."
+    ),
+    "agent_permission_denied": (
+        "The agent CLI denied tool calls the work needed; allow them (or switch the process), then retry the prompt."
+    ),
+    "agent_process_exited": "The agent process ended without a result; retry the prompt in the same worktree.",
 }
 
 
@@ -69,6 +82,8 @@ def wall_for(blocker_code: str, detail: str = "") -> Wall:
     if not blocker_code:
         return Wall("", "", "")
     action = RECOMMENDED.get(blocker_code, "nudge_agent")
+    if blocker_code in DETAILED and detail:
+        return Wall(blocker_code, detail, action)
     message = MESSAGES.get(blocker_code, detail or f"Blocked by {blocker_code}.")
     return Wall(blocker_code, message, action)
 

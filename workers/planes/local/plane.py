@@ -34,14 +34,11 @@ from domain.studio.agent_stream import Started, StreamReader, excerpt
 from domain.studio.agent_tools import StepTranslator
 from domain.studio.brief import brief
 from domain.studio.policies.blockers import (
-    AGENT_CLI_MISSING,
-    AGENT_PROCESS_EXITED,
     SOURCE_MATERIALIZATION_FAILED,
 )
 from domain.studio.policies.credentials import CredentialCheck
-from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED
 from domain.studio.session import PAUSED, READY, STOPPED, WAITING_FIRST_TOOL, WORKING
-from workers.planes.local import work
+from workers.planes.local import walls, work
 from workers.planes.local.launch import LocalConfig, MissingCommand, agent_identity, prepare
 from workers.planes.local.process import AgentProcess, ProcessPool
 from workers.planes.local.worktrees import WorktreeError, Worktrees
@@ -50,7 +47,6 @@ log = structlog.get_logger("squadops.local_plane")
 
 LOGS_PER_TICK = 20
 SWEEP_SECONDS = 0.5  # how often runs this plane did not tick are looked up (did they end?)
-STALE_SIGNAL = "detached runner process not alive"
 
 
 @dataclass
@@ -351,10 +347,14 @@ class LocalPlane:
                 if isinstance(signal, Started):
                     handle.llm_session_id = signal.llm_session_id
                     handle.started_seen_at = time.monotonic()
+                    # The model the CLI says it runs; else the one the plane gave its command line.
+                    configured = "" if self.config.command else str((s.process or {}).get("model", ""))
+                    model_ran = signal.model or configured
                     steps.append(ports.StartProcess(
                         agent_id=s.agent_id, llm_session_id=signal.llm_session_id, workspace_name=handle.workspace_name,
+                        model_ran=model_ran,
                     ))
-                    model = f" (model {signal.model})" if signal.model else ""
+                    model = f" (model {model_ran})" if model_ran else ""
                     steps.append(self._log(s.agent_id, "info", f"llm session {signal.llm_session_id} opened{model}", "stdout"))
                     continue
                 for step in translator.steps(signal, run, s):
@@ -375,6 +375,7 @@ class LocalPlane:
             # Its start was refused while the session was busy (paused, say): offer it again.
             steps.insert(0, ports.StartProcess(
                 agent_id=s.agent_id, llm_session_id=handle.llm_session_id, workspace_name=handle.workspace_name,
+                model_ran=handle.reader.model or ("" if self.config.command else str((s.process or {}).get("model", ""))),
             ))
         return steps
 
@@ -382,19 +383,18 @@ class LocalPlane:
         process, steps = handle.process, []
         translator = handle.translator
         first_tool = translator is not None and translator.first_tool_seen
-        if s.live_status == WAITING_FIRST_TOOL and handle.confirmed and not first_tool:
+        # A call awaiting its result may still be the first tool: no block while it runs (for
+        # one more window: a call that never answers is a stall too).
+        in_flight = translator is not None and translator.in_flight and not finished
+        window = self.config.first_tool_seconds * (2 if in_flight else 1)
+        # A result that put up the permission wall says what stopped the run itself.
+        walled = translator is not None and translator.walled
+        if s.live_status == WAITING_FIRST_TOOL and handle.confirmed and not (first_tool or walled):
             waited = time.monotonic() - handle.started_seen_at
-            if waited >= self.config.first_tool_seconds or finished:
-                steps.append(ports.Block(
-                    agent_id=s.agent_id, code=FIRST_TOOL_REQUIRED,
-                    message=f"Process started (llm session {handle.llm_session_id}) but made no required first "
-                            f"tool call within {self.config.first_tool_seconds:g} s.",
-                    evidence={
-                        "llm_session_id": handle.llm_session_id, "process_attempt": s.process_attempt,
-                        "seconds_waited": round(waited, 3), "runner_pid": process.pid,
-                        "runner_alive": not process.finished,
-                    },
-                ))
+            if waited >= window or finished:
+                awaited = translator.oldest_in_flight if in_flight and translator is not None else ""
+                steps.append(walls.first_tool_block(s, handle.llm_session_id, process, waited=waited, window=window,
+                                                    finished=finished, awaited_call=awaited))
         if not finished:
             return steps
         if handle.exit_tick < 0:
@@ -421,24 +421,10 @@ class LocalPlane:
     # -- helpers ----------------------------------------------------------------------------
 
     def _exited_block(self, s: Any, handle: Handle | None, why: str) -> ports.Block:
-        process = handle.process if handle else None
-        code = process.exit_code if process else None
-        evidence: dict[str, Any] = {"runner_signal": STALE_SIGNAL, "llm_session_id": s.llm_session_id,
-                                    "workspace_name": s.workspace_name}
-        if process is not None:
-            evidence.update(runner_pid=process.pid, exit_code=code, stderr_tail=excerpt(process.stderr_tail(), 400))
-        return ports.Block(
-            agent_id=s.agent_id, code=AGENT_PROCESS_EXITED,
-            message=f"The agent process of {s.agent_id} is not alive: {why}"
-                    + (f" (exit code {code})." if code is not None else ".")
-                    + " Retry the prompt to start it again in the same worktree.",
-            evidence=evidence,
-        )
+        return walls.exited_block(s, handle.process if handle else None, why)
 
-    def _missing(self, s: Any, message: str) -> ports.Block:
-        provider = (s.process or {}).get("provider", "")
-        return ports.Block(agent_id=s.agent_id, code=AGENT_CLI_MISSING, message=message,
-                           evidence={"provider": provider, "command_override": bool(self.config.command)})
+    def _missing(self, s: Any, message: str) -> ports.Step:
+        return walls.missing_cli(self.config, s, message)
 
     def _forget(self, key: str, why: str = "") -> list[ports.Step]:
         """Ends the session's process; once it has exited, what it left uncommitted in its
