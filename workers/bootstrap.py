@@ -438,8 +438,7 @@ def build(settings: Settings) -> Container:
     event_store.add_listener(runner.wake)
     mcp_token_key = settings.mcp_token_key or secrets.token_hex(32)
     plane = build_plane(settings, event_store, mcp_token_key)
-    if hasattr(plane, "changes"):
-        services.gate.branches = plane  # the gate publishes what the agents' branches changed
+    services.gate.branches = branches = plane if hasattr(plane, "changes") else None  # the agents' branches
     ticker = Ticker(
         services.studio.ticks,
         store,
@@ -487,8 +486,7 @@ def build(settings: Settings) -> Container:
         jobs=services.jobs, gate=services.gate,
         settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health, job_runner=job_runner,
-        agent_tools=AgentToolCalls(services.studio.runs, branches=plane if hasattr(plane, "changes") else None),
-        mcp_token_key=mcp_token_key,
+        agent_tools=AgentToolCalls(services.studio.runs, branches=branches), mcp_token_key=mcp_token_key,
         provisioning=build_provisioning(settings, event_store, services.clock, services.gate.vcs),
         **build_notifications(settings, event_store, store, services.clock),
         copilot_answerer=(
