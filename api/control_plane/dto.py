@@ -19,6 +19,12 @@ class Strict(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     pass
 
 
+class Confinement(Strict):
+    kind: str
+    writable_paths: list[str] = []
+    reachable_addresses: list[str] = []
+
+
 class Wall(Strict):
     code: str
     message: str
@@ -30,6 +36,7 @@ class ArmoryLoadout(Strict):
     tool_names: dict[str, list[str]]
     execution_profile: str
     bundles: list[str]
+    confinement: Confinement | None = None  # how the agent's process is confined (local plane)
 
 
 class ProcessMetrics(Strict):

@@ -47,6 +47,14 @@ class ExecuteResponse(msgspec.Struct, kw_only=True):
     follow_up: bool = False
 
 
+class Confinement(msgspec.Struct, kw_only=True):
+    """How an agent process is confined: ``bwrap`` or ``none``, what it may write and reach."""
+
+    kind: str
+    writable_paths: list[str] = []
+    reachable_addresses: list[str] = []
+
+
 class SessionStateEntry(msgspec.Struct, kw_only=True):
     agent_id: str
     role_key: str
@@ -57,6 +65,7 @@ class SessionStateEntry(msgspec.Struct, kw_only=True):
     current_step: str
     blocker_code: str
     tool_call_count: int
+    confinement: Confinement | None = None  # set once a process started on a plane that says
 
 
 class SessionStateResponse(msgspec.Struct, kw_only=True):
@@ -109,6 +118,7 @@ class SessionRecord(msgspec.Struct, kw_only=True):
     agent_effort: str
     agent_speed: str
     joined_via: dict[str, str]
+    confinement: Confinement | None = None
     created_at: str
     last_event_at: str
 

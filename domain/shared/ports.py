@@ -19,6 +19,8 @@ class Step(msgspec.Struct, tag_field="step", kw_only=True, frozen=True):
 class StartProcess(Step, tag="start_process"):
     llm_session_id: str
     workspace_name: str
+    # How the plane confines the process (kind, writable_paths, reachable_addresses); empty: not said.
+    confinement: dict[str, Any] | None = None
 
 
 class RestartProcess(Step, tag="restart_process"):

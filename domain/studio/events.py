@@ -144,6 +144,8 @@ class ProcessStarted(StudioEvent, tag="AgentSession.ProcessStarted"):
     attempt: int
     at: str
     tick: int = 0
+    # How the process is confined (kind, writable_paths, reachable_addresses); None before issue 25.
+    confinement: dict[str, Any] | None = None
 
 
 class ControllerActionObserved(StudioEvent, tag="AgentSession.ControllerActionObserved"):

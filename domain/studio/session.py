@@ -147,13 +147,14 @@ class AgentSession(SessionCommands, Aggregate):
         attempt: int,
         at: str,
         tick: int,
+        confinement: dict[str, Any] | None = None,
     ) -> None:
         self.llm_session_id = llm_session_id
         self.workspace_name = workspace_name
         self.process_attempt = attempt
         self._move(ev.ProcessStarted(
             llm_session_id=llm_session_id, skill_ids=skill_ids, mcp_server_ids=mcp_server_ids,
-            workspace_name=workspace_name, attempt=attempt, at=at, tick=tick,
+            workspace_name=workspace_name, attempt=attempt, at=at, tick=tick, confinement=confinement,
         ))
         self.status_tick = tick
 

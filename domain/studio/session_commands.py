@@ -40,6 +40,7 @@ class SessionCommands:
         workspace_name: str,
         at: str,
         tick: int = 0,
+        confinement: dict[str, Any] | None = None,
     ) -> None:
         """The agent process started: skills and tool servers are resolved only now."""
         self._require_live()
@@ -53,6 +54,7 @@ class SessionCommands:
             attempt=self.process_attempt + 1,
             at=at,
             tick=tick,
+            **({"confinement": confinement} if confinement else {}),
         )
 
     def observe_controller_action(self, action: str, summary: str, at: str) -> None:

@@ -65,6 +65,12 @@ def _switched(session: dict[str, Any], e: ev.ProcessSwitched) -> None:
     session["agent_speed"] = process.get("speed", session["agent_speed"])
 
 
+def _process_started(session: dict[str, Any], e: ev.ProcessStarted) -> None:
+    session["llm_session_id"] = e.llm_session_id
+    if e.confinement:  # (absent from records of events stored before the sandbox)
+        session["confinement"] = dict(e.confinement)
+
+
 def _tool_called(session: dict[str, Any], e: ev.ToolCalled) -> None:
     session["tool_call_count"] += 1
 
@@ -72,7 +78,7 @@ def _tool_called(session: dict[str, Any], e: ev.ToolCalled) -> None:
 # What a session event changes in the session's record besides its status, by event class.
 SESSION_CHANGES: ByType[Callable[[dict[str, Any], Any], None]] = ByType(
     {
-        ev.ProcessStarted: lambda session, e: session.__setitem__("llm_session_id", e.llm_session_id),
+        ev.ProcessStarted: _process_started,
         ev.ToolCalled: _tool_called,
         ev.ProcessRestarted: lambda session, e: session.__setitem__("llm_session_id", e.llm_session_id),
         ev.WorkspaceRestarted: lambda session, e: session.__setitem__("llm_session_id", ""),

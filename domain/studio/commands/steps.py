@@ -80,6 +80,7 @@ class StepEffects:
                     workspace_name=step.workspace_name,
                     at=at,
                     tick=tick,
+                    confinement=step.confinement,
                 )
             case ports.RestartProcess():
                 if session.ended:

@@ -26,6 +26,7 @@ CHECKPOINT_MISSING = "runtime_memory_checkpoint_missing"
 # The local execution plane's own walls.
 AGENT_CLI_MISSING = "agent_cli_missing"
 AGENT_PROCESS_EXITED = "agent_process_exited"
+AGENT_SANDBOX_UNAVAILABLE = "agent_sandbox_unavailable"
 
 BLOCKERS: dict[str, str] = {
     FIRST_TOOL_REQUIRED: "Process started (llm_session_id set) but the required first tool call was not made.",
@@ -41,6 +42,7 @@ BLOCKERS: dict[str, str] = {
     CHECKPOINT_MISSING: "The runtime-memory checkpoint is missing after terminal cleanup.",
     AGENT_CLI_MISSING: "The agent CLI of the session's provider cannot be run on this machine.",
     AGENT_PROCESS_EXITED: "The agent process ended without reporting a result.",
+    AGENT_SANDBOX_UNAVAILABLE: "The agent sandbox (bubblewrap) cannot start on this machine; the agent is never run bare.",
 }
 
 # Evidence labels are not blockers: they mark an event, never stop an agent.

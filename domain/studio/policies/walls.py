@@ -25,6 +25,9 @@ RECOMMENDED: dict[str, str] = {
     # ``retry_prompt`` starts the process again in the same worktree.
     "agent_cli_missing": "retry_prompt",
     "agent_process_exited": "retry_prompt",
+    # The sandbox cannot start (bubblewrap missing, no user namespaces): the wall says why;
+    # once the machine is fixed, ``retry_prompt`` starts the process, confined.
+    "agent_sandbox_unavailable": "retry_prompt",
 }
 
 MESSAGES: dict[str, str] = {
