@@ -214,9 +214,9 @@ def bwrap_argv(
     remounted read-only.
     """
     hidden = sorted({*HIDDEN_ALWAYS, *(p.resolve() for p in config.hidden)}, key=lambda p: len(p.parts))
+    hidden = [p for p in hidden if not any(_under(essential, [p]) for essential in ESSENTIAL)]
     # A hidden path inside another hidden one is covered already.
-    hidden = [p for p in hidden if not _under(p, [q for q in hidden if q != p])
-              and not any(_under(essential, [p]) for essential in ESSENTIAL)]
+    hidden = [p for p in hidden if not _under(p, [q for q in hidden if q != p])]
     argv = [
         config.bwrap, "--unshare-all", "--die-with-parent",
         "--ro-bind", "/", "/",
