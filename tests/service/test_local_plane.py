@@ -8,7 +8,6 @@ processes run at once while the others wait their turn.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,9 @@ from domain.studio.commands.recovery import recovery_policies
 from domain.studio.control import ControlIntent
 from tests.conftest import settings_for
 from tests.helpers import eventually
-from tests.integration.local_support import PROJECT, STANDIN
+from tests.integration.local_support import PROJECT, SANDBOX_PYTHON, STANDIN
 from workers.bootstrap import Container, build
-from workers.planes.local import LocalPlane
+from workers.planes.local import LocalConfig, LocalPlane
 
 TENANT = "default"
 
@@ -35,6 +34,12 @@ def local(sqlite_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> It
     container.projects.create_project(tenant=TENANT, request=PROJECT, created_by="op@example.com")
     yield container
     container.close()
+
+
+def standin_config(config: LocalConfig, plan: Path) -> LocalConfig:
+    """The plane running the stand-in CLI (the machine's Python; the sandbox shows it and its plan)."""
+    return dataclasses.replace(config, command=f"{SANDBOX_PYTHON} {STANDIN} --plan {plan}", sandbox=dataclasses.replace(
+        config.sandbox, read_only=(STANDIN.parent, plan)))
 
 
 def start_run(container: Container) -> str:
@@ -109,7 +114,7 @@ def test_at_most_the_bound_runs_and_the_rest_wait_in_order(local: Container, tmp
                     ' "planner": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}]}')
     plane = local.plane
     assert isinstance(plane, LocalPlane)
-    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan}")
+    plane.config = standin_config(plane.config, plan)
     run_id = start_run(local)
     # The curator asked first (agents are visited in order): it runs, the planner waits.
     until(local, run_id, lambda: session(local, run_id, "curator").live_status == "working")
@@ -134,7 +139,7 @@ def test_a_tick_whose_save_failed_is_planned_again_with_what_the_process_wrote(l
                     '[["tool", "Grep", {"pattern": "TODO"}], ["text", "found two"], ["hang", 120]]}]}')
     plane = local.plane
     assert isinstance(plane, LocalPlane)
-    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan}")
+    plane.config = standin_config(plane.config, plan)
     run_id = start_run(local)
     app = local
     until(local, run_id, lambda: plane.process_of(session(local, run_id, "curator").id) is not None)
@@ -165,7 +170,7 @@ def test_after_a_restart_the_plane_owns_up_to_lost_processes_and_sweeps_old_work
     plan.write_text('{"curator": [{"format": "claude", "steps": [["tool", "Grep", {}], ["hang", 120]]}]}')
     plane = local.plane
     assert isinstance(plane, LocalPlane)
-    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan}")
+    plane.config = standin_config(plane.config, plan)
     run_id = start_run(local)
     until(local, run_id, lambda: session(local, run_id, "curator").live_status == "working")
     tree = plane.worktrees.path_for(TENANT, run_id, "curator")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -290,6 +291,10 @@ def prepare(
             hosts = folder / "hosts"
             _write_private(hosts, sandboxing.hosts_file(points))
             hosts.chmod(0o644)
+        if shutil.which(argv[0], path=os.environ.get("PATH", "")) is None:
+            # (bare, Popen would fail on it; under bwrap, bwrap would start and then fail)
+            raise MissingCommand(f"The agent CLI {argv[0]!r} cannot be run (No such file or directory); install it "
+                                 "or set SQUADOPS_LOCAL_AGENT_COMMAND.")
         command = [sandboxing.resolve_program(config.sandbox, argv[0], os.environ.get("PATH", "")), *argv[1:]]
         argv = sandboxing.bwrap_argv(
             config.sandbox, command, cwd=worktree, writable=writable,

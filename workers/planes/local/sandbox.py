@@ -32,6 +32,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import shlex
+import shutil
 import subprocess
 import threading
 from collections.abc import Sequence
@@ -257,8 +258,6 @@ def sandbox_env(env: dict[str, str]) -> dict[str, str]:
 def resolve_program(config: SandboxConfig, program: str, path: str) -> str:
     """The program as the sandbox sees it: the pinned CLIs under ``/run/squadops/clis``, anything
     else at its own path, which must then be visible (raises ``SandboxUnavailable``)."""
-    import shutil
-
     found = program if "/" in program else shutil.which(program, path=path)
     if not found:
         return program  # the plane reports the missing CLI the usual way
