@@ -98,9 +98,10 @@ def run(ctx: BenchContext) -> list[str]:
         return _measure(scripts, f"sqlite:///{database}")
 
 
-def _measure(scripts: dict[str, list[tuple[Any, ...]]], database_url: str) -> list[str]:
+def _measure(scripts: dict[str, list[tuple[Any, ...]]], database_url: str, runs: int = RUNS, **changes: Any) -> list[str]:
+    """The figures of ``runs`` runs (2 CLI processes each); ``changes`` are settings (the sandbox)."""
     with ScriptedModels(scripts, narrate=True) as models, real_squad(
-        database_url, models.url, local_max_processes=2 * RUNS, tick_seconds=0.02,
+        database_url, models.url, local_max_processes=2 * runs, tick_seconds=0.02, **changes,
     ) as svc:
         base_url = str(svc.http.base_url).rstrip("/")
         rss_before = _rss_kib(os.getpid())
@@ -110,7 +111,7 @@ def _measure(scripts: dict[str, list[tuple[Any, ...]]], database_url: str) -> li
         listeners = []
         run_ids = []
         started = time.perf_counter()
-        for _ in range(RUNS):
+        for _ in range(runs):
             answer = svc.http.post("/v1/admin/studio/runs", json={"template_id": "delivery-core", "project_slug": "acme"})
             run_id = answer.json()["run_id"]
             ready = threading.Event()
@@ -141,9 +142,9 @@ def _measure(scripts: dict[str, list[tuple[Any, ...]]], database_url: str) -> li
         for thread in listeners:
             thread.join(5)
         samples = [(received[text] - sent) * 1000 for text, sent in models.sent.items() if text in received]
-    agents = 2 * RUNS
+    agents = 2 * runs
     lines = [
-        f"{agents} real CLI processes ({RUNS} Claude Code + {RUNS} Codex), {TURNS} narrated steps each, "
+        f"{agents} real CLI processes ({runs} Claude Code + {runs} Codex), {TURNS} narrated steps each, "
         f"all runs completed in {elapsed:.1f} s",
         f"model answer -> stream line -> office SSE: p50 {percentile(samples, 50):.1f} ms, "
         f"p99 {percentile(samples, 99):.1f} ms over {len(samples)} of {len(models.sent)} steps",

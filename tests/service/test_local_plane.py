@@ -17,6 +17,7 @@ import pytest
 from domain.shared import ports
 from domain.studio.commands.recovery import recovery_policies
 from domain.studio.control import ControlIntent
+from domain.studio.policies.walls import wall_for
 from tests.conftest import settings_for
 from tests.helpers import eventually
 from tests.integration.local_support import PROJECT, SANDBOX_PYTHON, STANDIN
@@ -105,6 +106,33 @@ def test_a_worktree_that_cannot_be_made_goes_to_the_fresh_workspace_policy(local
     restarts = events(local, run_id, "planner", "ProcessRestarted")
     assert [(r.reason, r.fresh_workspace) for r in restarts] == [("workspace_source_materialization_failed", True)]
     assert planner.workspace_generation == 1  # the policy's one fresh workspace was used; the operator has it now
+
+
+@pytest.mark.parametrize("local", [{"local_agent_command": ""}], indirect=True)
+def test_a_sandbox_that_cannot_start_is_the_sessions_wall_never_a_bare_run(local: Container, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"planner": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}]}')
+    plane = local.plane
+    assert isinstance(plane, LocalPlane)
+    config = standin_config(plane.config, plan)
+    plane.config = dataclasses.replace(config, sandbox=dataclasses.replace(
+        config.sandbox, bwrap=str(tmp_path / "no-bwrap")))
+    run_id = start_run(local)
+    planner = until(local, run_id, lambda: (s := session(local, run_id, "planner")).live_status == "blocked" and s)
+    assert planner.blocker_code == "agent_sandbox_unavailable"
+    assert "bubblewrap is not installed" in planner.blocker_message
+    assert "SQUADOPS_AGENT_SANDBOX=none" in planner.blocker_message
+    assert plane.process_of(planner.id) is None and plane.pool.live_count() == 0  # nothing ran unconfined
+    wall = wall_for(planner.blocker_code, planner.blocker_message)  # what the feed and the office show
+    assert (wall.message, wall.recommended_action) == (planner.blocker_message, "retry_prompt")
+
+    # Once bubblewrap is there, the wall's verb starts the agent, confined.
+    plane.config = config
+    local.studio.control.control_session(tenant=TENANT, run_id=run_id, agent_id="planner", actor="op",
+                                         intent=ControlIntent(verb="retry_prompt", reason="bwrap installed"))
+    until(local, run_id, lambda: session(local, run_id, "planner").live_status == "working")
+    started = events(local, run_id, "planner", "ProcessStarted")
+    assert started[-1].confinement["kind"] == "bwrap"
 
 
 @pytest.mark.parametrize("local", [{"local_max_processes": 1, "local_agent_command": ""}], indirect=True)

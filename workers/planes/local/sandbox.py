@@ -282,17 +282,21 @@ def resolve_program(config: SandboxConfig, program: str, path: str) -> str:
 
 # -- can it start here? ------------------------------------------------------------------------
 
-_probed: dict[tuple[str, str], str] = {}
+_probed: set[tuple[str, str]] = set()
 _probe_lock = threading.Lock()
 
 
 def unavailable(config: SandboxConfig, forwarding: bool = True) -> str:
-    """Why bubblewrap cannot confine an agent on this machine ("" when it can); asked once."""
+    """Why bubblewrap cannot confine an agent on this machine ("" when it can; once it could,
+    it is not asked again)."""
     key = (config.bwrap, config.socat if forwarding else "")
     with _probe_lock:
-        if key not in _probed:
-            _probed[key] = _probe(config, forwarding)
-        return _probed[key]
+        if key in _probed:
+            return ""
+        why = _probe(config, forwarding)
+        if not why:  # (a failure is asked again: the machine may be fixed before the next retry)
+            _probed.add(key)
+        return why
 
 
 def _probe(config: SandboxConfig, forwarding: bool) -> str:
