@@ -10,7 +10,8 @@ server to that live event reaching an SSE client of the office: the stream line'
 through the plane, the event store, the projector, the fan-out and the live endpoint.
 
 Memory: the service process's RSS with the 20 agents streaming, less its RSS before, per
-agent (what the plane and its records cost per agent), and the CLIs' own RSS per process.
+agent (what the plane and its records cost per agent), and the CLIs' own RSS per process (with everything it runs: under the sandbox, bwrap, its
+init and the forwarders too).
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ def _children(pid: int) -> list[int]:
                 if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                     found.append(int(entry.name))
     return found
+
+
+def _tree_rss_kib(pid: int) -> int:
+    """RSS of a process and all its descendants (a sandboxed CLI runs under bwrap's processes)."""
+    return _rss_kib(pid) + sum(_tree_rss_kib(child) for child in _children(pid))
 
 
 def _listen(base_url: str, run_id: str, received: dict[str, float], stop: threading.Event, ready: threading.Event,
@@ -127,7 +133,7 @@ def _measure(scripts: dict[str, list[tuple[Any, ...]]], database_url: str, runs:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not all(svc.run_status(r) == "completed" for r in run_ids):
             peak_rss = max(peak_rss, _rss_kib(os.getpid()))
-            kids = [_rss_kib(p) for p in _children(os.getpid())]
+            kids = [_tree_rss_kib(p) for p in _children(os.getpid())]
             if len([k for k in kids if k]) >= len(cli_rss):
                 cli_rss = [k for k in kids if k]
             time.sleep(0.2)
