@@ -52,20 +52,19 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
+def _trees_rss_kib(pid: int) -> list[int]:
+    """For each child of ``pid``: the RSS of it and all its descendants (a sandboxed CLI runs
+    under bwrap's processes), from one pass over ``/proc``."""
+    parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
-                stat = (entry / "stat").read_text()
-                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-    return found
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
 
+    def tree(root: int) -> int:
+        return _rss_kib(root) + sum(tree(child) for child, parent in parents.items() if parent == root)
 
-def _tree_rss_kib(pid: int) -> int:
-    """RSS of a process and all its descendants (a sandboxed CLI runs under bwrap's processes)."""
-    return _rss_kib(pid) + sum(_tree_rss_kib(child) for child in _children(pid))
+    return [tree(child) for child, parent in parents.items() if parent == pid]
 
 
 def _listen(base_url: str, run_id: str, received: dict[str, float], stop: threading.Event, ready: threading.Event,
@@ -133,7 +132,7 @@ def _measure(scripts: dict[str, list[tuple[Any, ...]]], database_url: str, runs:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not all(svc.run_status(r) == "completed" for r in run_ids):
             peak_rss = max(peak_rss, _rss_kib(os.getpid()))
-            kids = [_tree_rss_kib(p) for p in _children(os.getpid())]
+            kids = _trees_rss_kib(os.getpid())
             if len([k for k in kids if k]) >= len(cli_rss):
                 cli_rss = [k for k in kids if k]
             time.sleep(0.2)
