@@ -31,7 +31,7 @@ class Wall(Strict):
     recommended_action: str
 
 
-class ArmoryLoadout(Strict):
+class ArmoryLoadout(Strict, omit_defaults=True):  # (confinement only when a plane said it)
     mcp_server_ids: list[str]
     tool_names: dict[str, list[str]]
     execution_profile: str

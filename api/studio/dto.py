@@ -55,7 +55,7 @@ class Confinement(msgspec.Struct, kw_only=True):
     reachable_addresses: list[str] = []
 
 
-class SessionStateEntry(msgspec.Struct, kw_only=True):
+class SessionStateEntry(msgspec.Struct, kw_only=True, omit_defaults=True):  # (confinement only when set)
     agent_id: str
     role_key: str
     agent_nickname: str
@@ -101,7 +101,7 @@ class PreviewRecord(msgspec.Struct, kw_only=True):
     note: str = ""
 
 
-class SessionRecord(msgspec.Struct, kw_only=True):
+class SessionRecord(msgspec.Struct, kw_only=True, omit_defaults=True):  # (confinement only when set)
     agent_id: str
     role_key: str
     agent_nickname: str
@@ -118,9 +118,9 @@ class SessionRecord(msgspec.Struct, kw_only=True):
     agent_effort: str
     agent_speed: str
     joined_via: dict[str, str]
-    confinement: Confinement | None = None
     created_at: str
     last_event_at: str
+    confinement: Confinement | None = None
 
 
 class RunRecord(msgspec.Struct, kw_only=True):
