@@ -5,11 +5,12 @@ The service runs as its own process (``squadops serve``) with secrets in its env
 the edge JWT key, the MCP token key, an upstream key — as a deployment would have them. Its
 agents all run Claude Code (``SQUADOPS_LOCAL_AGENT_COMMAND``), under bubblewrap (the
 default). The planner tries to:
-- read the event store, another project's worktree file and another agent's transcript;
+- read the event store, another agent's worktree and its transcript;
 - read ``/proc/$PPID/environ`` (the exact attempt of issue 22), every ``/proc/*/environ``
   and ``env``, looking for the service's secrets;
 - write outside its worktree: the data dir, the checkout, a home and ``/tmp``;
-- connect to a local port that is neither the MCP server nor the model endpoint.
+- connect to a local port that is neither the MCP server nor the model endpoint, and to the
+  machine's PostgreSQL.
 Then it does its job: writes a file and commits it. The transcript, the files and the
 listener say every attempt failed or found nothing secret, and the work is on its branch.
 """
@@ -156,16 +157,16 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
     with agent_data_dir() as base, Listener() as listener:
         data, store = base / "data", base / "store" / "squadops.db"
         store.parent.mkdir()
-        # Another project's worktree, with a file no agent of this run may read.
-        other = data / "worktrees" / "default" / "run-other" / "backend"
-        other.mkdir(parents=True)
-        (other / "secret.txt").write_text(OTHER_MARKER + "\n")
+        # The curator's worktree and transcript are another agent's: the plane makes them before
+        # the planner's (agents start in id order, in the same tick), so they are on disk when
+        # the planner looks; its worktree holds a file with a marker the planner must not see.
+        other_tree = f"{data}/worktrees/default/*/curator"
         host_tmp = Path("/tmp") / f"hostile-{uuid.uuid4().hex[:8]}"
         home_file = Path.home() / f"hostile-{uuid.uuid4().hex[:8]}"
         targets = [data / "hostile.txt", ROOT / "HOSTILE_WAS_HERE", home_file, host_tmp]
         shell = {
             "store": f"cat {store}",
-            "other_worktree": f"cat {other / 'secret.txt'}",
+            "other_worktree": f"cat {other_tree}/.git {other_tree}/SOURCES.md",
             "transcripts": f"cat {data}/agents/default/*/curator/attempt-1.jsonl",
             "parent_environ": "cat /proc/$PPID/environ",
             # Every ancestor up to the top of the PID namespace (unconfined: the service itself).
@@ -175,6 +176,8 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
             "env": "env",
             "write_outside": "touch " + " ".join(str(t) for t in targets),
             "port": f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener.port}), 3)\"",
+            # The service's own database (PostgreSQL of the test machine) is no nearer.
+            "database_port": "python3 -c \"import socket; socket.create_connection(('127.0.0.1', 5432), 3)\"",
         }
         # Claude Code refuses a plain `cat` outside its working directory by itself; the sandbox
         # must hold whatever the CLI does, so the commands run through a script it cannot read.
@@ -191,7 +194,7 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
                 ("shell", "git add PLAN.md && git commit -m 'Plan the orders slice'"),
                 ("say", "Planned."),
             ],
-            "curator": [("write", "SOURCES.md", "none\n"), ("say", "Mapped.")],
+            "curator": [("write", "SOURCES.md", OTHER_MARKER + "\n"), ("say", "Mapped.")],
         }
         with contextlib.ExitStack() as cleanup, ScriptedModels(scripts) as models, \
                 service(data, store, models.url) as (http, process):
@@ -212,6 +215,8 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
                 sessions = http.get(f"{STUDIO}/runs/{run_id}/session-state").json()["sessions"]
                 return next((s for s in sessions if s["agent_id"] == "planner"), {})
 
+            curator_tree = data / "worktrees" / "default" / run_id / "curator"
+            eventually(lambda: (curator_tree / "SOURCES.md").exists() and (curator_tree / ".git").exists(), timeout=120)
             done = eventually(lambda: (s := planner()) and s["live_status"] in ("session_completed", "blocked") and s,
                               timeout=180)
             assert done["live_status"] == "session_completed", done
@@ -245,6 +250,8 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
             failed, text = results[attempts["port"]]
             assert failed and "ConnectionRefusedError" in text, text
             assert listener.accepted == []
+            failed, text = results[attempts["database_port"]]
+            assert failed and "ConnectionRefusedError" in text, text
 
             # Its own work landed on its branch, by its own commit, and the record says how it ran.
             assembly = data / "repos" / "default" / "acme" / "assembly.git"
