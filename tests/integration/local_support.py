@@ -151,3 +151,16 @@ def gone(pid: int) -> bool:
     """The process has exited and been reaped (no zombie left)."""
     return not Path(f"/proc/{pid}").exists()
 
+
+def process_group(pgid: int) -> list[int]:
+    """Every live process of the group (a sandboxed agent: bwrap, its init, the CLI, its tools)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members
