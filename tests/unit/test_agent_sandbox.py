@@ -4,6 +4,8 @@ which environment it gets and which addresses it can reach; and the setting's ru
 from __future__ import annotations
 
 import json
+import socket
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,6 +13,7 @@ import pytest
 
 from workers.builders import sandbox_config
 from workers.planes.local import sandbox
+from workers.planes.local.forward import Forwarder
 from workers.planes.local.launch import LocalConfig, prepare
 from workers.planes.local.sandbox import CLIS_AT, SOCKETS_AT, SandboxConfig, SandboxUnavailable
 from workers.settings import SettingsError, load_settings
@@ -184,3 +187,32 @@ def test_the_service_hides_its_data_dir_event_store_and_checkout(tmp_path: Path)
     assert set(config.hidden) == {tmp_path / "data", (tmp_path / "db").resolve(), checkout}
     assert config.read_only == (Path("/opt/toolchain"), Path("/srv/tools"))
     assert config.clis == checkout / ".clis" / "node_modules"
+
+
+def test_the_forwarder_carries_a_connection_both_ways_and_ends_it_with_the_process() -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def echo() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while data := conn.recv(4096):
+                conn.sendall(data.upper())
+
+    threading.Thread(target=echo, daemon=True).start()
+    forwarder = Forwarder()
+    folder = Forwarder.folder()
+    point = sandbox.endpoints([("mcp", f"http://127.0.0.1:{port}")])[0]
+    forwarder.open(folder, [point])
+    assert (folder / "0.sock").stat().st_mode & 0o777 == 0o600
+    client = socket.socket(socket.AF_UNIX)
+    client.settimeout(5)
+    client.connect(str(folder / "0.sock"))
+    client.sendall(b"hello")
+    assert client.recv(4096) == b"HELLO"
+    # The process exited: its sockets go, and a connection it left open is closed.
+    forwarder.close(folder)
+    assert not folder.exists()
+    assert client.recv(4096) == b""
+    client.close()
+    server.close()
