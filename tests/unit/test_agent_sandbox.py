@@ -149,6 +149,7 @@ def test_endpoints_keep_ports_rewrite_ip_literals_and_share_one_address() -> Non
     assert [(p.address, p.inside_url) for p in points] == [
         ("10.1.2.3:8000", "http://127.0.0.1:8000"), ("10.1.2.3:8000", "http://127.0.0.1:8000/models"),
         ("squad.internal:80", "http://squad.internal:20000")]
+    assert [p.address for p in sandbox.distinct(points)] == ["10.1.2.3:8000", "squad.internal:80"]
 
 
 def test_a_cli_in_a_hidden_folder_is_refused_not_run_bare(tmp_path: Path) -> None:

@@ -276,6 +276,7 @@ def prepare(
         points = sandboxing.endpoints([("mcp", config.base_url), ("model", config.model_proxy_base_url)])
         inside = {p.name: p.inside_url for p in points}
         seen = replace(config, base_url=inside["mcp"], model_proxy_base_url=inside.get("model", ""))
+        points = sandboxing.distinct(points)  # one forwarder per address
     settings_file, codex_file = folder / "claude" / "settings.json", folder / "codex" / "config.toml"
     _write_private(folder / "mcp.json", json.dumps(mcp_config(seen, run, session), indent=2))
     _write_private(settings_file, json.dumps(claude_settings(seen), indent=2))

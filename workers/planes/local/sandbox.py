@@ -155,6 +155,14 @@ def endpoints(urls: Sequence[tuple[str, str]]) -> tuple[Endpoint, ...]:
     return tuple(found)
 
 
+def distinct(points: Sequence[Endpoint]) -> tuple[Endpoint, ...]:
+    """One endpoint per address (the MCP server and the model endpoint may be one service)."""
+    seen: dict[str, Endpoint] = {}
+    for point in points:
+        seen.setdefault(point.address, point)
+    return tuple(seen.values())
+
+
 def inside_url(url: str, inside_port: int) -> str:
     parts = urlsplit(url)
     host = parts.hostname or "127.0.0.1"
