@@ -34,7 +34,7 @@ class Forwarder:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._servers: dict[Path, list[asyncio.AbstractServer]] = {}
-        self._connections: dict[Path, set[asyncio.Task[None]]] = {}  # (touched on the loop only)
+        self._connections: dict[Path, set[asyncio.StreamWriter]] = {}  # open ends (touched on the loop only)
         self._lock = threading.Lock()
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -62,34 +62,33 @@ class Forwarder:
             path = folder / f"{index}.sock"
 
             async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, to: Endpoint = point) -> None:
-                task = asyncio.current_task()
-                assert task is not None
-                self._connections.setdefault(folder, set()).add(task)
-                try:
-                    await self._carry(reader, writer, to)
-                finally:
-                    self._connections.get(folder, set()).discard(task)
+                await self._carry(reader, writer, to, self._connections.setdefault(folder, set()))
 
             servers.append(await asyncio.start_unix_server(accepted, path=str(path)))
             path.chmod(0o600)
         return servers
 
-    async def _carry(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, to: Endpoint) -> None:
+    @staticmethod
+    async def _carry(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, to: Endpoint,
+                     open_ends: set[asyncio.StreamWriter]) -> None:
         """One connection: the agent's half-close is passed on; once the address has answered
-        all it will (or on cancel), both ends are closed."""
+        all it will (or the launch is closed under it), both ends are closed."""
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(to.host, to.port)
         except OSError as exc:
             log.warning("sandbox_forward_failed", address=to.address, error=repr(exc))
             writer.close()
             return
+        ends = (writer, upstream_writer)
+        open_ends.update(ends)
         outbound = asyncio.ensure_future(_pump(reader, upstream_writer))
         try:
             await _pump(upstream_reader, writer)
         finally:
             outbound.cancel()
-            for w in (writer, upstream_writer):
-                w.close()
+            for end in ends:
+                end.close()
+                open_ends.discard(end)
 
     def close(self, folder: Path | None) -> None:
         """Stops listening for one launch and removes its folder."""
@@ -100,8 +99,8 @@ class Forwarder:
             async def shut() -> None:
                 for server in servers:
                     server.close()
-                for task in self._connections.pop(folder, set()):  # what the process left open
-                    task.cancel()
+                for end in self._connections.pop(folder, set()):  # what the process left open
+                    end.close()
 
             with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(shut(), self._loop).result(OPEN_TIMEOUT)
