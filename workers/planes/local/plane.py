@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import structlog
 
 from domain.shared import agent_tokens, ports
@@ -37,13 +36,12 @@ from domain.studio.brief import brief
 from domain.studio.policies.blockers import (
     AGENT_CLI_MISSING,
     AGENT_PROCESS_EXITED,
-    AGENT_SANDBOX_UNAVAILABLE,
     SOURCE_MATERIALIZATION_FAILED,
 )
 from domain.studio.policies.credentials import CredentialCheck
 from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED
 from domain.studio.session import PAUSED, READY, STOPPED, WAITING_FIRST_TOOL, WORKING
-from workers.planes.local import work
+from workers.planes.local import sandbox_steps, work
 from workers.planes.local.forward import Forwarder
 from workers.planes.local.launch import LocalConfig, MissingCommand, agent_identity, prepare
 from workers.planes.local.process import AgentProcess, ProcessPool
@@ -329,7 +327,7 @@ class LocalPlane:
         except SandboxUnavailable as exc:
             self.pool.cancel(key)
             self.forwarder.close(sockets)
-            return kept + [self._unconfined(s, str(exc))]
+            return kept + [sandbox_steps.unavailable_block(s.agent_id, self.config.sandbox.kind, str(exc))]
         except MissingCommand as exc:
             self.pool.cancel(key)
             self.forwarder.close(sockets)
@@ -476,26 +474,10 @@ class LocalPlane:
             handle.agent_id, handle.author, handle.run_id, handle.session_id, handle.step), why)
 
     def _name_heads(self, run: Any, steps: list[ports.Step]) -> list[ports.Step]:
-        return self._confined(run, work.name_heads(self.worktrees, run, steps))
-
-    def _confined(self, run: Any, steps: list[ports.Step]) -> list[ports.Step]:
-        """Each process start says how the process is confined (the session record and the
-        feed's armory show it)."""
-        handles = {h.agent_id: h for h in self.handles.values() if (h.tenant, h.run_id) == (run.tenant, run.run_id)}
-        return [
-            msgspec.structs.replace(step, confinement=handles[step.agent_id].confinement)
-            if isinstance(step, ports.StartProcess) and not step.confinement and step.agent_id in handles else step
-            for step in steps
-        ]
-
-    def _unconfined(self, s: Any, why: str) -> ports.Block:
-        """The sandbox cannot start: the session waits behind a wall that says why (it is never
-        run unconfined instead)."""
-        return ports.Block(
-            agent_id=s.agent_id, code=AGENT_SANDBOX_UNAVAILABLE,
-            message=f"The agent sandbox cannot start, so the agent was not run: {why}",
-            evidence={"sandbox": self.config.sandbox.kind, "reason": excerpt(why, 400)},
-        )
+        # Each process start also says how the process is confined.
+        confinements = {h.agent_id: h.confinement for h in self.handles.values()
+                        if (h.tenant, h.run_id) == (run.tenant, run.run_id)}
+        return sandbox_steps.confined(work.name_heads(self.worktrees, run, steps), confinements)
 
     def _settle_retiring(self, run: Any) -> list[ports.Step]:
         """The run's retired processes that have exited get their work committed."""
