@@ -40,6 +40,10 @@ try:
 except OSError as exc:
     seen["hidden"] = type(exc).__name__
 try:
+    seen["shadow"] = open("/etc/shadow").read()
+except OSError as exc:
+    seen["shadow"] = type(exc).__name__
+try:
     open("/etc/squadops-probe", "w")
     seen["root"] = "written"
 except OSError as exc:
@@ -103,6 +107,8 @@ def test_an_unprivileged_user_is_confined_the_same(base: Path) -> None:
         assert seen["other"] == "ConnectionRefusedError"
         assert seen["hidden"] == "FileNotFoundError"
         assert seen["root"] == "Read-only file system"
+        # The machine's password hashes are not the agent's to read (/dev/null on a nodev mount).
+        assert seen["shadow"] == "PermissionError"
         assert seen["uid"] == (NOBODY if as_root else os.getuid())
         assert max(seen["pids"]) < 20  # its own PID namespace: bwrap's init, sh, socat, the probe
         assert (worktree / "work.txt").read_text() == "done"

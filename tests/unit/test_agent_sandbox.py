@@ -75,6 +75,8 @@ def test_paths_the_root_is_read_only_the_worktree_git_and_config_writable_the_re
     assert {"/root", "/run", "/var/tmp"} <= set(tmpfs)
     assert str(data.resolve()) not in tmpfs  # (pytest's data dir is under /tmp, private already)
     assert set(_singles(argv, "--remount-ro")) == set(tmpfs[1:])
+    # The machine's own secrets on the read-only root are empty inside.
+    assert ("/dev/null", "/etc/shadow") in _pairs(argv, "--ro-bind") and "/etc/ssh" in tmpfs
     order = {a: i for i, a in reversed(list(enumerate(argv)))}
     assert order["--tmpfs"] < order["--bind"] < order["--remount-ro"]
     # The agent's transcripts stay out: only its settings files are shown, read-only, on top.

@@ -12,8 +12,8 @@ What a sandboxed agent sees (``bwrap_argv`` builds it):
   sandbox's own tmpfs, so the mount point can be made on the read-only root);
 - invisible (an empty read-only tmpfs over them, never mounted from the host): the data dir
   (the event store, other worktrees, other agents' folders and transcripts), the service's
-  checkout, the homes (``/root``, ``/home``), ``/run`` (the database's Unix socket) and
-  ``/var/tmp``;
+  checkout, the homes (``/root``, ``/home``), ``/run`` (the database's Unix socket),
+  ``/var/tmp`` and the machine's own secrets (``/etc/shadow``, ``/etc/ssh``, …);
 - network: its own namespace with loopback only. The service's MCP address and the model
   endpoint are reached through a forwarder: the plane listens on one Unix socket per
   address (``forward.Forwarder``, bound read-only at ``/run/squadops/net``), and inside,
@@ -49,6 +49,10 @@ SOCKETS_AT = Path("/run/squadops/net")
 SANDBOX_PATH = f"{CLIS_AT}/.bin:/usr/local/bin:/usr/bin:/bin"
 # Always hidden (tmpfs over them): homes, runtime sockets, shared scratch space.
 HIDDEN_ALWAYS = (Path("/root"), Path("/home"), Path("/run"), Path("/var/tmp"))
+# The machine's own secrets on the read-only root (readable when the service runs as root,
+# the owner): unreadable in the sandbox (a file is /dev/null on a nodev mount, which cannot be
+# opened; a folder is an empty tmpfs).
+MACHINE_SECRETS = (Path("/etc/shadow"), Path("/etc/gshadow"), Path("/etc/ssh"), Path("/etc/ssl/private"))
 FIRST_SPARE_PORT = 20000
 # Never hidden, whatever a setting says (a data dir of "/" would hide the system).
 ESSENTIAL = (Path("/usr"), Path("/etc"), Path("/bin"), Path("/lib"), Path("/lib64"), Path("/proc"), Path("/dev"))
@@ -231,9 +235,13 @@ def bwrap_argv(
         "--ro-bind", "/", "/",
         "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
     ]
+    hidden += [p for p in MACHINE_SECRETS if p.is_dir()]
     for path in hidden:
         if path.exists() and path != Path("/tmp") and Path("/tmp") not in path.parents:
             argv += ["--tmpfs", str(path)]
+    for path in MACHINE_SECRETS:
+        if path.is_file():
+            argv += ["--ro-bind", "/dev/null", str(path)]
     if config.clis is not None and config.clis.exists():
         argv += ["--ro-bind", str(config.clis), str(CLIS_AT)]
     for path in config.read_only:
