@@ -9,7 +9,7 @@ CLIS := .clis
 CLIS_STAMP := $(CLIS)/node_modules/.installed-$(shell cksum $(CLIS)/package-lock.json | cut -d' ' -f1)
 WITH_CLIS := PATH="$(CURDIR)/$(CLIS)/node_modules/.bin:$$PATH"
 
-.PHONY: install run test soak bench lint clean chromium clis
+.PHONY: install run test soak bench lint clean chromium clis sandbox
 
 install: $(STAMP)
 
@@ -20,10 +20,10 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-run: install clis
+run: install clis sandbox
 	$(WITH_CLIS) $(VENV)/bin/squadops serve --demo
 
-test: install chromium clis
+test: install chromium clis sandbox
 	$(WITH_CLIS) $(PY) -m pytest
 
 # Claude Code and Codex from npm, at the versions of .clis/package-lock.json; Node from
@@ -41,11 +41,16 @@ SOAK_SECONDS ?= 300
 soak: install
 	SQUADOPS_SOAK_SECONDS=$(SOAK_SECONDS) $(PY) -m pytest tests/fault -s
 
+# The agent sandbox of the local plane (issue 25): Debian's bubblewrap around every agent
+# process, and socat inside it to reach the MCP server and the model endpoint.
+sandbox:
+	@test -x /usr/bin/bwrap && test -x /usr/bin/socat || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap socat; }
+
 # The browser tests drive Debian's chromium (never a downloaded browser build).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-bench: install clis
+bench: install clis sandbox
 	$(WITH_CLIS) $(PY) -m bench
 
 lint: install

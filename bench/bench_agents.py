@@ -10,7 +10,8 @@ server to that live event reaching an SSE client of the office: the stream line'
 through the plane, the event store, the projector, the fan-out and the live endpoint.
 
 Memory: the service process's RSS with the 20 agents streaming, less its RSS before, per
-agent (what the plane and its records cost per agent), and the CLIs' own RSS per process.
+agent (what the plane and its records cost per agent), and the CLIs' own RSS per process (with everything it runs: under the sandbox, bwrap, its
+init and the forwarders too).
 """
 
 from __future__ import annotations
@@ -51,15 +52,19 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
+def _trees_rss_kib(pid: int) -> list[int]:
+    """For each child of ``pid``: the RSS of it and all its descendants (a sandboxed CLI runs
+    under bwrap's processes), from one pass over ``/proc``."""
+    parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
-                stat = (entry / "stat").read_text()
-                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-    return found
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+
+    def tree(root: int) -> int:
+        return _rss_kib(root) + sum(tree(child) for child, parent in parents.items() if parent == root)
+
+    return [tree(child) for child, parent in parents.items() if parent == pid]
 
 
 def _listen(base_url: str, run_id: str, received: dict[str, float], stop: threading.Event, ready: threading.Event,
@@ -98,9 +103,10 @@ def run(ctx: BenchContext) -> list[str]:
         return _measure(scripts, f"sqlite:///{database}")
 
 
-def _measure(scripts: dict[str, list[tuple[Any, ...]]], database_url: str) -> list[str]:
+def _measure(scripts: dict[str, list[tuple[Any, ...]]], database_url: str, runs: int = RUNS, **changes: Any) -> list[str]:
+    """The figures of ``runs`` runs (2 CLI processes each); ``changes`` are settings (the sandbox)."""
     with ScriptedModels(scripts, narrate=True) as models, real_squad(
-        database_url, models.url, local_max_processes=2 * RUNS, tick_seconds=0.02,
+        database_url, models.url, local_max_processes=2 * runs, tick_seconds=0.02, **changes,
     ) as svc:
         base_url = str(svc.http.base_url).rstrip("/")
         rss_before = _rss_kib(os.getpid())
@@ -110,7 +116,7 @@ def _measure(scripts: dict[str, list[tuple[Any, ...]]], database_url: str) -> li
         listeners = []
         run_ids = []
         started = time.perf_counter()
-        for _ in range(RUNS):
+        for _ in range(runs):
             answer = svc.http.post("/v1/admin/studio/runs", json={"template_id": "delivery-core", "project_slug": "acme"})
             run_id = answer.json()["run_id"]
             ready = threading.Event()
@@ -126,7 +132,7 @@ def _measure(scripts: dict[str, list[tuple[Any, ...]]], database_url: str) -> li
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not all(svc.run_status(r) == "completed" for r in run_ids):
             peak_rss = max(peak_rss, _rss_kib(os.getpid()))
-            kids = [_rss_kib(p) for p in _children(os.getpid())]
+            kids = _trees_rss_kib(os.getpid())
             if len([k for k in kids if k]) >= len(cli_rss):
                 cli_rss = [k for k in kids if k]
             time.sleep(0.2)
@@ -141,9 +147,9 @@ def _measure(scripts: dict[str, list[tuple[Any, ...]]], database_url: str) -> li
         for thread in listeners:
             thread.join(5)
         samples = [(received[text] - sent) * 1000 for text, sent in models.sent.items() if text in received]
-    agents = 2 * RUNS
+    agents = 2 * runs
     lines = [
-        f"{agents} real CLI processes ({RUNS} Claude Code + {RUNS} Codex), {TURNS} narrated steps each, "
+        f"{agents} real CLI processes ({runs} Claude Code + {runs} Codex), {TURNS} narrated steps each, "
         f"all runs completed in {elapsed:.1f} s",
         f"model answer -> stream line -> office SSE: p50 {percentile(samples, 50):.1f} ms, "
         f"p99 {percentile(samples, 99):.1f} ms over {len(samples)} of {len(models.sent)} steps",

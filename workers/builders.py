@@ -27,6 +27,7 @@ from workers.adapters.novu import NovuWorkflow
 from workers.adapters.portal_surfaces import LocalBoard, LocalCatalog, LocalDesign
 from workers.notify_relay import NotificationRelay
 from workers.planes.local import LocalConfig, LocalPlane
+from workers.planes.local.sandbox import SandboxConfig
 from workers.planes.simulator import SimulatorPlane
 from workers.settings import Settings, SettingsError, secret_value
 from workers.workspace_controller import ControllerConfig
@@ -123,6 +124,21 @@ def service_url(settings: Settings) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{settings.port}"
 
 
+def sandbox_config(settings: Settings) -> SandboxConfig:
+    """The agent sandbox: what it hides (the data dir, the event store's folder, the checkout)
+    and what it shows read-only (the pinned CLIs, ``SQUADOPS_AGENT_SANDBOX_READ_ONLY``)."""
+    checkout = Path(__file__).resolve().parents[1]
+    hidden = [Path(settings.data_dir), checkout]
+    if not settings.is_postgres:
+        hidden.append(settings.sqlite_path.resolve().parent)
+    return SandboxConfig(
+        kind=settings.agent_sandbox,
+        hidden=tuple(hidden),
+        read_only=tuple(Path(p) for p in settings.agent_sandbox_read_only.split(":") if p),
+        clis=checkout / ".clis" / "node_modules",
+    )
+
+
 def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> Any:
     """The execution plane C21 names: the simulator (default) or the local one."""
     if settings.execution_plane != "local":
@@ -140,6 +156,7 @@ def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> 
         model_proxy_token=settings.model_proxy_token,
         token_key=token_key,
         provider_fallback=settings.local_provider_fallback,
+        sandbox=sandbox_config(settings),
     )
     return LocalPlane(config, load_run=lambda tenant, run_id: event_store.get_or_none(run_key(tenant, run_id)))
 

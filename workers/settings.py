@@ -131,6 +131,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Extra command prefixes agents may run without asking (the project's build and test
     # commands), comma-separated: ``make check,tox -e py311``.
     local_allowed_commands: str = ""
+    # The agent sandbox (issue 25): bubblewrap around every agent process, or none (refused
+    # in production unless SQUADOPS_AGENT_SANDBOX_UNSAFE=1); extra host paths agents may read.
+    agent_sandbox: str = "bwrap"
+    agent_sandbox_unsafe: bool = False
+    agent_sandbox_read_only: str = ""
     # The address agents (and links) reach this service at; "" = the address it listens on.
     public_url: str = ""
     model_proxy_base_url: str = ""
@@ -363,6 +368,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             f"SQUADOPS_EXECUTION_PLANE must be one of {', '.join(EXECUTION_PLANES)}, "
             f"got {settings.execution_plane!r}"
         )
+    _check_sandbox(settings)
     if settings.local_max_processes < 1:
         raise SettingsError("SQUADOPS_LOCAL_MAX_PROCESSES must be at least 1")
     if settings.local_provider_fallback not in ("", *LOCAL_CLI_PROVIDERS):
@@ -391,6 +397,21 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "SQUADOPS_DATABASE_URL must start with postgresql:// or sqlite:///"
         )
     return settings
+
+
+def _check_sandbox(settings: Settings) -> None:
+    """``SQUADOPS_AGENT_SANDBOX``: ``bwrap`` (default) or ``none``, and ``none`` never silently
+    in production."""
+    if settings.agent_sandbox not in ("bwrap", "none"):
+        raise SettingsError(f"SQUADOPS_AGENT_SANDBOX must be 'bwrap' or 'none', got {settings.agent_sandbox!r}")
+    if settings.agent_sandbox == "none" and settings.env == "production" and not settings.agent_sandbox_unsafe:
+        raise SettingsError(
+            "SQUADOPS_AGENT_SANDBOX=none runs agents unconfined (they can read the service's secrets and data); "
+            "it is refused under SQUADOPS_ENV=production unless SQUADOPS_AGENT_SANDBOX_UNSAFE=1 is also set"
+        )
+    for path in settings.agent_sandbox_read_only.split(":"):
+        if path and not path.startswith("/"):
+            raise SettingsError(f"SQUADOPS_AGENT_SANDBOX_READ_ONLY holds absolute paths (':'-separated), got {path!r}")
 
 
 def _check_jobs(settings: Settings) -> None:

@@ -19,17 +19,24 @@ class Strict(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     pass
 
 
+class Confinement(Strict):
+    kind: str
+    writable_paths: list[str] = []
+    reachable_addresses: list[str] = []
+
+
 class Wall(Strict):
     code: str
     message: str
     recommended_action: str
 
 
-class ArmoryLoadout(Strict):
+class ArmoryLoadout(Strict, omit_defaults=True):  # (confinement only when a plane said it)
     mcp_server_ids: list[str]
     tool_names: dict[str, list[str]]
     execution_profile: str
     bundles: list[str]
+    confinement: Confinement | None = None  # how the agent's process is confined (local plane)
 
 
 class ProcessMetrics(Strict):

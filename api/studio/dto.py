@@ -47,7 +47,15 @@ class ExecuteResponse(msgspec.Struct, kw_only=True):
     follow_up: bool = False
 
 
-class SessionStateEntry(msgspec.Struct, kw_only=True):
+class Confinement(msgspec.Struct, kw_only=True):
+    """How an agent process is confined: ``bwrap`` or ``none``, what it may write and reach."""
+
+    kind: str
+    writable_paths: list[str] = []
+    reachable_addresses: list[str] = []
+
+
+class SessionStateEntry(msgspec.Struct, kw_only=True, omit_defaults=True):  # (confinement only when set)
     agent_id: str
     role_key: str
     agent_nickname: str
@@ -61,6 +69,7 @@ class SessionStateEntry(msgspec.Struct, kw_only=True):
     # agent CLI says it ran ("" until it named one).
     failed_tool_call_count: int = 0
     model_ran: str = ""
+    confinement: Confinement | None = None  # set once a process started on a plane that says
 
 
 class SessionStateResponse(msgspec.Struct, kw_only=True):
@@ -96,7 +105,7 @@ class PreviewRecord(msgspec.Struct, kw_only=True):
     note: str = ""
 
 
-class SessionRecord(msgspec.Struct, kw_only=True):
+class SessionRecord(msgspec.Struct, kw_only=True, omit_defaults=True):  # (confinement only when set)
     agent_id: str
     role_key: str
     agent_nickname: str
@@ -117,6 +126,7 @@ class SessionRecord(msgspec.Struct, kw_only=True):
     last_event_at: str
     failed_tool_call_count: int = 0
     model_ran: str = ""
+    confinement: Confinement | None = None
 
 
 class RunRecord(msgspec.Struct, kw_only=True):

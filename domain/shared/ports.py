@@ -20,6 +20,8 @@ class StartProcess(Step, tag="start_process"):
     llm_session_id: str
     workspace_name: str
     model_ran: str = ""
+    # How the plane confines the process (kind, writable_paths, reachable_addresses); empty: not said.
+    confinement: dict[str, Any] | None = None
 
 
 class RestartProcess(Step, tag="restart_process"):

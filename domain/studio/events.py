@@ -159,6 +159,8 @@ class ProcessStarted(StudioEvent, tag="AgentSession.ProcessStarted"):
     at: str
     tick: int = 0
     model_ran: str = ""
+    # How the process is confined (kind, writable_paths, reachable_addresses); None before issue 25.
+    confinement: dict[str, Any] | None = None
 
 
 class ControllerActionObserved(StudioEvent, tag="AgentSession.ControllerActionObserved"):

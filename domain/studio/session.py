@@ -150,6 +150,7 @@ class AgentSession(SessionCommands, Aggregate):
         at: str,
         tick: int,
         model_ran: str = "",
+        confinement: dict[str, Any] | None = None,
     ) -> None:
         self.llm_session_id = llm_session_id
         self.workspace_name = workspace_name
@@ -158,6 +159,7 @@ class AgentSession(SessionCommands, Aggregate):
         self._move(ev.ProcessStarted(
             llm_session_id=llm_session_id, skill_ids=skill_ids, mcp_server_ids=mcp_server_ids,
             workspace_name=workspace_name, attempt=attempt, at=at, tick=tick, model_ran=model_ran,
+            confinement=confinement,
         ))
         self.status_tick = tick
 

@@ -42,6 +42,7 @@ class SessionCommands:
         at: str,
         tick: int = 0,
         model_ran: str = "",
+        confinement: dict[str, Any] | None = None,
     ) -> None:
         """The agent process started: skills and tool servers are resolved only now;
         ``model_ran`` is the model its CLI says it runs (or the one it was configured with)."""
@@ -57,6 +58,7 @@ class SessionCommands:
             at=at,
             tick=tick,
             model_ran=model_ran,
+            **({"confinement": confinement} if confinement else {}),
         )
 
     def observe_controller_action(self, action: str, summary: str, at: str) -> None:

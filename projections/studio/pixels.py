@@ -262,6 +262,8 @@ def _started(agent: dict[str, Any], private: dict[str, Any], e: ev.ProcessStarte
     for server in armory["mcp_server_ids"]:
         private["tools"].setdefault(server, [])
     arm(armory, private["tools"])
+    if e.confinement:  # how the process is confined (absent from feeds of older events)
+        armory["confinement"] = dict(e.confinement)
 
 
 def _controller(agent: dict[str, Any], private: dict[str, Any], e: ev.ControllerActionObserved) -> None:

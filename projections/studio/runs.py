@@ -65,6 +65,12 @@ def _switched(session: dict[str, Any], e: ev.ProcessSwitched) -> None:
     session["agent_speed"] = process.get("speed", session["agent_speed"])
 
 
+def _process_started(session: dict[str, Any], e: ev.ProcessStarted) -> None:
+    session["llm_session_id"] = e.llm_session_id
+    if e.confinement:  # (absent from records of events stored before the sandbox)
+        session["confinement"] = dict(e.confinement)
+
+
 def _tool_called(session: dict[str, Any], e: ev.ToolCalled) -> None:
     session["tool_call_count"] += 1
 

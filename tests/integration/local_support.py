@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from workers.planes.local import LocalPlane
 from workers.settings import Settings
 
 STANDIN = Path(__file__).with_name("standin_agent.py")
+SANDBOX_PYTHON = "/usr/bin/python3"
 STUDIO = "/v1/admin/studio"
 PLANE = "/control-plane/studio"
 PROJECT = {
@@ -47,7 +47,10 @@ def local_settings(database_url: str, data_dir: Path, plan: dict[str, Any], port
         "execution_plane": "local",
         "data_dir": str(data_dir),
         "port": port,  # agents reach /mcp at the address the service listens on
-        "local_agent_command": f"{sys.executable} {STANDIN} --plan {plan_file}",
+        # The sandbox shows the machine's Python, the stand-in and its plan (read-only); the
+        # test's own interpreter (a virtualenv in the checkout, under a home) stays hidden.
+        "local_agent_command": f"{SANDBOX_PYTHON} {STANDIN} --plan {plan_file}",
+        "agent_sandbox_read_only": f"{STANDIN.parent}:{plan_file}",
         "local_first_tool_seconds": 30.0,
         "local_stop_grace_seconds": 2.0,
     }
@@ -148,3 +151,16 @@ def gone(pid: int) -> bool:
     """The process has exited and been reaped (no zombie left)."""
     return not Path(f"/proc/{pid}").exists()
 
+
+def process_group(pgid: int) -> list[int]:
+    """Every live process of the group (a sandboxed agent: bwrap, its init, the CLI, its tools)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry.name))
+    return members

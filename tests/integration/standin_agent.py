@@ -6,7 +6,8 @@ MCP server its ``--mcp-config`` names (expanding ``${VAR}`` in headers as Claude
 calls the squad's tools over HTTP for ``squad`` steps, and writes the stream lines the
 real CLI would. Its plan (``--plan plan.json``) maps an agent id to one list of steps per
 attempt; what it saw (brief, environment, argv) is kept in ``.standin/`` of its worktree, and its
-attempts are counted beside its MCP config.
+attempts are counted in its ``HOME`` (the agent's private folder). It needs only the standard
+library, so it runs under the machine's ``/usr/bin/python3`` inside the agent sandbox.
 
 Steps: ``["text", str]``, ``["tool", name, input]``, ``["squad", tool, arguments]``,
 ``["garbage", str]``, ``["stderr", str]``, ``["commit", path, content]``,
@@ -185,8 +186,8 @@ def main() -> int:
     args, _ = parser.parse_known_args()
     brief = sys.stdin.read()
     agent = os.environ["SQUADOPS_AGENT_ID"]
-    # Attempts are counted beside the MCP config (outside the worktree, which may be recreated).
-    counter = Path(os.environ["SQUADOPS_MCP_CONFIG"]).with_name("standin-attempts")
+    # Attempts are counted in its own home (outside the worktree, which may be recreated).
+    counter = Path(os.environ["HOME"]) / "standin-attempts"
     attempt = (len(counter.read_text().split()) if counter.exists() else 0) + 1
     counter.write_text(" ".join(str(n) for n in range(1, attempt + 1)))
     seen = Path(".standin")

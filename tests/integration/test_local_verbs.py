@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from tests.helpers import eventually
-from tests.integration.local_support import gone, served, worktree_list
+from tests.integration.local_support import gone, process_group, served, worktree_list
 from workers.planes.local.process import process_state
 
 PLAN = {
@@ -60,15 +60,24 @@ def test_verbs_signal_the_agent_process(sqlite_url: str, tmp_path: Path) -> None
         eventually(lambda: (tree / "notes.txt").exists())
         assert str(tree.resolve()) in worktree_list(svc.repository("assembly"))
 
-        # pause: SIGSTOP, the kernel shows the process stopped; resume: SIGCONT.
-        svc.verb(run_id, planner, {"verb": "pause_session", "reason": "look at it"})
-        eventually(lambda: process_state(pid) == "T")
-        svc.verb(run_id, planner, {"verb": "queue_request", "wake_target": "planner", "message": "go on"})
-        eventually(lambda: process_state(pid) in ("S", "R"))
+        # It runs in the agent sandbox (issue 25): bwrap, its init and the CLI in one process group.
+        assert svc.sessions(run_id)["planner"]["confinement"]["kind"] == "bwrap"
+        group = process_group(pid)
+        assert pid in group and len(group) >= 3, group
+        cli = [p for p in group if "standin_agent.py" in Path(f"/proc/{p}/cmdline").read_text()]
+        assert cli, group
 
-        # restart_workspace: the process ends, the worktree is checked out afresh from its branch.
+        # pause: SIGSTOP, the kernel shows every process of the sandbox stopped, the CLI inside
+        # too; resume: SIGCONT.
+        svc.verb(run_id, planner, {"verb": "pause_session", "reason": "look at it"})
+        eventually(lambda: all(process_state(p) == "T" for p in group))
+        svc.verb(run_id, planner, {"verb": "queue_request", "wake_target": "planner", "message": "go on"})
+        eventually(lambda: all(process_state(p) in ("S", "R") for p in group))
+
+        # restart_workspace: the process ends (the whole sandbox), the worktree is checked out
+        # afresh from its branch.
         svc.verb(run_id, planner, {"verb": "restart_workspace", "reason": "dirty checkout"})
-        eventually(lambda: gone(pid))
+        eventually(lambda: gone(pid) and not any(Path(f"/proc/{p}").exists() for p in cli))
         second = svc.pid(run_id, "planner", other_than=pid)
         svc.wait_status(run_id, "planner", "working")
         assert (tree / "plan.md").read_text() == "# lanes\n"  # committed work survives

@@ -23,9 +23,9 @@ from domain.studio.control import ControlIntent
 from domain.studio.policies.walls import wall_for
 from tests.conftest import settings_for
 from tests.helpers import eventually
-from tests.integration.local_support import PROJECT, STANDIN
+from tests.integration.local_support import PROJECT, SANDBOX_PYTHON, STANDIN
 from workers.bootstrap import Container, build
-from workers.planes.local import LocalPlane
+from workers.planes.local import LocalConfig, LocalPlane
 
 TENANT = "default"
 
@@ -38,6 +38,12 @@ def local(sqlite_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> It
     container.projects.create_project(tenant=TENANT, request=PROJECT, created_by="op@example.com")
     yield container
     container.close()
+
+
+def standin_config(config: LocalConfig, plan: Path) -> LocalConfig:
+    """The plane running the stand-in CLI (the machine's Python; the sandbox shows it and its plan)."""
+    return dataclasses.replace(config, command=f"{SANDBOX_PYTHON} {STANDIN} --plan {plan}", sandbox=dataclasses.replace(
+        config.sandbox, read_only=(STANDIN.parent, plan)))
 
 
 def start_run(container: Container) -> str:
@@ -105,6 +111,33 @@ def test_a_worktree_that_cannot_be_made_goes_to_the_fresh_workspace_policy(local
     assert planner.workspace_generation == 1  # the policy's one fresh workspace was used; the operator has it now
 
 
+@pytest.mark.parametrize("local", [{"local_agent_command": ""}], indirect=True)
+def test_a_sandbox_that_cannot_start_is_the_sessions_wall_never_a_bare_run(local: Container, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"planner": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}]}')
+    plane = local.plane
+    assert isinstance(plane, LocalPlane)
+    config = standin_config(plane.config, plan)
+    plane.config = dataclasses.replace(config, sandbox=dataclasses.replace(
+        config.sandbox, bwrap=str(tmp_path / "no-bwrap")))
+    run_id = start_run(local)
+    planner = until(local, run_id, lambda: (s := session(local, run_id, "planner")).live_status == "blocked" and s)
+    assert planner.blocker_code == "agent_sandbox_unavailable"
+    assert "bubblewrap is not installed" in planner.blocker_message
+    assert "SQUADOPS_AGENT_SANDBOX=none" in planner.blocker_message
+    assert plane.process_of(planner.id) is None and plane.pool.live_count() == 0  # nothing ran unconfined
+    wall = wall_for(planner.blocker_code, planner.blocker_message)  # what the feed and the office show
+    assert (wall.message, wall.recommended_action) == (planner.blocker_message, "retry_prompt")
+
+    # Once bubblewrap is there, the wall's verb starts the agent, confined.
+    plane.config = config
+    local.studio.control.control_session(tenant=TENANT, run_id=run_id, agent_id="planner", actor="op",
+                                         intent=ControlIntent(verb="retry_prompt", reason="bwrap installed"))
+    until(local, run_id, lambda: session(local, run_id, "planner").live_status == "working")
+    started = events(local, run_id, "planner", "ProcessStarted")
+    assert started[-1].confinement["kind"] == "bwrap"
+
+
 @pytest.mark.parametrize("local", [{"local_max_processes": 1, "local_agent_command": ""}], indirect=True)
 def test_at_most_the_bound_runs_and_the_rest_wait_in_order(local: Container, tmp_path: Path) -> None:
     plan = tmp_path / "plan.json"
@@ -112,7 +145,7 @@ def test_at_most_the_bound_runs_and_the_rest_wait_in_order(local: Container, tmp
                     ' "planner": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}]}')
     plane = local.plane
     assert isinstance(plane, LocalPlane)
-    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan}")
+    plane.config = standin_config(plane.config, plan)
     run_id = start_run(local)
     # The curator asked first (agents are visited in order): it runs, the planner waits.
     until(local, run_id, lambda: session(local, run_id, "curator").live_status == "working")
@@ -137,7 +170,7 @@ def test_a_tick_whose_save_failed_is_planned_again_with_what_the_process_wrote(l
                     '[["tool", "Grep", {"pattern": "TODO"}], ["text", "found two"], ["hang", 120]]}]}')
     plane = local.plane
     assert isinstance(plane, LocalPlane)
-    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan}")
+    plane.config = standin_config(plane.config, plan)
     run_id = start_run(local)
     app = local
     until(local, run_id, lambda: plane.process_of(session(local, run_id, "curator").id) is not None)
@@ -168,7 +201,7 @@ def test_after_a_restart_the_plane_owns_up_to_lost_processes_and_sweeps_old_work
     plan.write_text('{"curator": [{"format": "claude", "steps": [["tool", "Grep", {}], ["hang", 120]]}]}')
     plane = local.plane
     assert isinstance(plane, LocalPlane)
-    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan}")
+    plane.config = standin_config(plane.config, plan)
     run_id = start_run(local)
     until(local, run_id, lambda: session(local, run_id, "curator").live_status == "working")
     tree = plane.worktrees.path_for(TENANT, run_id, "curator")

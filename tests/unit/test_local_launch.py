@@ -16,6 +16,7 @@ from tests.helpers import eventually
 from workers.builders import service_url
 from workers.planes.local.launch import Launch, LocalConfig, MissingCommand, prepare
 from workers.planes.local.process import AgentProcess, ProcessPool, process_state
+from workers.planes.local.sandbox import SandboxConfig
 from workers.settings import SettingsError, load_settings
 
 
@@ -44,7 +45,9 @@ def _run_and_session(provider: str, model: str = "") -> tuple[SimpleNamespace, S
 
 
 def _config(tmp_path: Path, **changes: object) -> LocalConfig:
-    values: dict = {"data_dir": tmp_path, "base_url": "http://127.0.0.1:8000", "token_key": "k"} | changes
+    # The CLIs' own configuration, unconfined (tests/unit/test_agent_sandbox.py has the sandbox).
+    values: dict = {"data_dir": tmp_path, "base_url": "http://127.0.0.1:8000", "token_key": "k",
+                    "sandbox": SandboxConfig(kind="none")} | changes
     return LocalConfig(**values)
 
 
@@ -63,18 +66,18 @@ def test_each_provider_has_its_cli_and_is_told_where_the_squad_tools_are(tmp_pat
                            "--settings", str(folder / "claude" / "settings.json"), "--allowedTools", "mcp__squadops"]
     config = json.loads(mcp_file.read_text())["mcpServers"]["squadops"]
     assert config == {"type": "http", "url": "http://127.0.0.1:8000/mcp", "headers": {
-        "Authorization": "Bearer ${SQUADOPS_MCP_TOKEN}", "X-Squadops-Agent": "default/run-9/backend"}}
+        "Authorization": "Bearer ${SQUAD_MCP_TOKEN}", "X-Squadops-Agent": "default/run-9/backend"}}
     assert mcp_file.stat().st_mode & 0o777 == 0o600
     permissions = json.loads((folder / "claude" / "settings.json").read_text())["permissions"]
     assert {"Bash(git add:*)", "Bash(git commit:*)", "Bash(tox -e py311:*)", "mcp__squadops"} <= set(permissions["allow"])
     assert "Bash(git push:*)" in permissions["deny"] and not any(rule in ("Bash", "Bash(*)") for rule in permissions["allow"])
-    assert claude.env["SQUADOPS_MCP_TOKEN"] == "tok" and "SQUADOPS_DATABASE_URL" not in claude.env
+    assert claude.env["SQUAD_MCP_TOKEN"] == "tok" and "SQUADOPS_DATABASE_URL" not in claude.env
     assert "AWS_SECRET_ACCESS_KEY" not in claude.env  # an allow-list of the machine's variables
-    assert {k: claude.env[k] for k in ("SQUADOPS_RUN_ID", "SQUADOPS_SESSION_ID", "SQUADOPS_AGENT_ID",
-                                       "SQUADOPS_ROLE_KEY", "SQUADOPS_BASE_URL")} == {
-        "SQUADOPS_RUN_ID": "run-9", "SQUADOPS_SESSION_ID": "ses-1", "SQUADOPS_AGENT_ID": "backend",
-        "SQUADOPS_ROLE_KEY": "role_backend", "SQUADOPS_BASE_URL": "http://127.0.0.1:8000"}
-    assert claude.env["SQUADOPS_BRANCH"] == "squad/run-9/backend" and claude.cwd == tmp_path
+    # Of SQUADOPS_* only the agent's ids (issue 25).
+    assert {k: v for k, v in claude.env.items() if k.startswith("SQUADOPS_")} == {
+        "SQUADOPS_RUN_ID": "run-9", "SQUADOPS_SESSION_ID": "ses-1", "SQUADOPS_AGENT_ID": "backend"}
+    assert claude.cwd == tmp_path and claude.confinement == {"kind": "none", "writable_paths": [],
+                                                              "reachable_addresses": []}
     assert (claude.env["ANTHROPIC_BASE_URL"], claude.env["ANTHROPIC_AUTH_TOKEN"]) == ("https://proxy.example", "pt")
     # Its configuration lives in its own folder, never in the user's home; commits carry its identity.
     assert (claude.env["HOME"], claude.env["CLAUDE_CONFIG_DIR"]) == (str(folder / "home"), str(folder / "claude"))
@@ -84,7 +87,7 @@ def test_each_provider_has_its_cli_and_is_told_where_the_squad_tools_are(tmp_pat
     git_dir = tmp_path / "repos" / "default" / "acme" / "backend.git"
     codex = prepare(proxied, run, session, tmp_path, "tok", "brief", git_dirs=[git_dir])
     assert codex.argv == ["codex", "exec", "--json", "--model", "gpt-squad"]
-    assert codex.env["CODEX_HOME"] == str(folder / "codex") and codex.env["SQUADOPS_MODEL_PROXY_TOKEN"] == "pt"
+    assert codex.env["CODEX_HOME"] == str(folder / "codex") and codex.env["SQUAD_MODEL_TOKEN"] == "pt"
     assert "OPENAI_API_KEY" not in codex.env  # Codex reads its provider's env_key, nothing else
     toml = tomllib.loads((folder / "codex" / "config.toml").read_text())
     assert (toml["model"], toml["approval_policy"], toml["sandbox_mode"]) == ("gpt-squad", "never", "workspace-write")
@@ -92,9 +95,9 @@ def test_each_provider_has_its_cli_and_is_told_where_the_squad_tools_are(tmp_pat
     assert toml["model_provider"] == "squadops"
     assert toml["model_providers"]["squadops"] == {
         "name": "squadops model endpoint", "base_url": "https://proxy.example/v1",
-        "env_key": "SQUADOPS_MODEL_PROXY_TOKEN", "wire_api": "responses"}
+        "env_key": "SQUAD_MODEL_TOKEN", "wire_api": "responses"}
     assert toml["mcp_servers"]["squadops"] == {
-        "url": "http://127.0.0.1:8000/mcp", "bearer_token_env_var": "SQUADOPS_MCP_TOKEN",
+        "url": "http://127.0.0.1:8000/mcp", "bearer_token_env_var": "SQUAD_MCP_TOKEN",
         "default_tools_approval_mode": "approve"}
 
     overridden = prepare(_config(tmp_path, command="my-agent --fast 'two words'"), run, session, tmp_path, "t", "b")

@@ -91,6 +91,7 @@ class StepEffects:
                     at=at,
                     tick=tick,
                     model_ran=step.model_ran,
+                    confinement=step.confinement,
                 )
             case ports.RestartProcess():
                 if session.ended:

@@ -27,6 +27,7 @@ CHECKPOINT_MISSING = "runtime_memory_checkpoint_missing"
 AGENT_CLI_MISSING = "agent_cli_missing"
 AGENT_PROCESS_EXITED = "agent_process_exited"
 AGENT_PERMISSION_DENIED = "agent_permission_denied"
+AGENT_SANDBOX_UNAVAILABLE = "agent_sandbox_unavailable"
 
 BLOCKERS: dict[str, str] = {
     FIRST_TOOL_REQUIRED: "Process started (llm_session_id set) but the required first tool call was not made.",
@@ -43,6 +44,7 @@ BLOCKERS: dict[str, str] = {
     AGENT_CLI_MISSING: "The agent CLI of the session's provider cannot be run on this machine.",
     AGENT_PROCESS_EXITED: "The agent process ended without reporting a result.",
     AGENT_PERMISSION_DENIED: "The agent CLI denied tool calls the work needed (its permission denials).",
+    AGENT_SANDBOX_UNAVAILABLE: "The agent sandbox (bubblewrap) cannot start on this machine; the agent is never run bare.",
 }
 
 # Evidence labels are not blockers: they mark an event, never stop an agent.

@@ -27,6 +27,9 @@ RECOMMENDED: dict[str, str] = {
     "agent_cli_missing": "switch_agent_process",
     "agent_process_exited": "retry_prompt",
     "agent_permission_denied": "retry_prompt",
+    # The sandbox cannot start (bubblewrap missing, no user namespaces): the wall says why;
+    # once the machine is fixed, ``retry_prompt`` starts the process, confined.
+    "agent_sandbox_unavailable": "retry_prompt",
 }
 
 # Walls whose message is the blocker's own (it names the provider, the tools denied ...).

@@ -14,8 +14,13 @@ user's home), and points ``HOME``, ``CLAUDE_CONFIG_DIR`` and ``CODEX_HOME`` ther
   among its writable roots (so ``git commit`` works), the squad's MCP server with its
   tools approved, and a model provider built from the model endpoint settings.
 
-The token that names the agent to the MCP server is in ``SQUADOPS_MCP_TOKEN``, never in a
-file; the model endpoint's token is in the environment only.
+The token that names the agent to the MCP server is in ``SQUAD_MCP_TOKEN``, never in a
+file; the model endpoint's token is in ``SQUAD_MODEL_TOKEN`` (and ``ANTHROPIC_AUTH_TOKEN``),
+in the environment only. Of ``SQUADOPS_*`` the agent sees only its run, session and agent ids.
+
+Under the sandbox (``SQUADOPS_AGENT_SANDBOX=bwrap``, the default; ``sandbox``) the command
+runs inside bubblewrap, and every URL the agent is given (MCP, model endpoint) is the one
+it reaches from inside: a loopback port that the sandbox forwards to the real address.
 """
 
 from __future__ import annotations
@@ -23,18 +28,20 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from domain.studio.agent_tools import SERVER
-from domain.studio.brief import branch_name
 from domain.studio.process import CLAUDE_CODE_CLI, CODEX
 from domain.studio.roster import role_name
+from workers.planes.local import sandbox as sandboxing
+from workers.planes.local.sandbox import SandboxConfig
 
-TOKEN_VARIABLE = "SQUADOPS_MCP_TOKEN"
-MODEL_TOKEN_VARIABLE = "SQUADOPS_MODEL_PROXY_TOKEN"
+TOKEN_VARIABLE = "SQUAD_MCP_TOKEN"
+MODEL_TOKEN_VARIABLE = "SQUAD_MODEL_TOKEN"
 PROVIDER_NAME = "squadops"
 # The machine's variables an agent CLI may see (everything else of the service stays out).
 PASSED_THROUGH = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "USER", "LOGNAME", "SHELL",
@@ -66,6 +73,7 @@ class LocalConfig:
     agent_domain: str = "agents.squadops.local"
     allowed_commands: tuple[str, ...] = ()
     provider_fallback: str = ""
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
     @property
     def mcp_url(self) -> str:
@@ -86,6 +94,14 @@ class Launch:
     provider: str = ""
     model: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    sandbox: sandboxing.Plan | None = None  # None: the process runs bare (SQUADOPS_AGENT_SANDBOX=none)
+
+    @property
+    def confinement(self) -> dict[str, Any]:
+        """How the process is confined, as the session record and the feed show it."""
+        if self.sandbox is None:
+            return sandboxing.Confinement(sandboxing.NONE).as_dict()
+        return self.sandbox.confinement.as_dict()
 
 
 def base_command(config: LocalConfig, provider: str, model: str) -> list[str]:
@@ -200,8 +216,8 @@ def with_configuration(argv: list[str], config: LocalConfig, folder: Path) -> li
 
 
 def agent_env(config: LocalConfig, run: Any, session: Any, token: str, folder: Path, worktree: Path) -> dict[str, str]:
-    """The process environment: an allow-list of the machine's, the agent's identity, its own
-    configuration folders, its git author and the model endpoint."""
+    """The process environment: an allow-list of the machine's, the agent's ids, its own
+    configuration folders, its git author, its MCP token and the model endpoint."""
     env = {k: v for k, v in os.environ.items() if k in PASSED_THROUGH}
     author = agent_identity(config, session.role_key)
     env.update(
@@ -217,18 +233,10 @@ def agent_env(config: LocalConfig, run: Any, session: Any, token: str, folder: P
         SQUADOPS_RUN_ID=run.run_id,
         SQUADOPS_SESSION_ID=session.session_id,
         SQUADOPS_AGENT_ID=session.agent_id,
-        SQUADOPS_ROLE_KEY=session.role_key,
-        SQUADOPS_BASE_URL=config.base_url,
-        SQUADOPS_TENANT_ID=run.tenant,
-        SQUADOPS_MCP_URL=config.mcp_url,
-        SQUADOPS_MCP_CONFIG=str(folder / "mcp.json"),
-        SQUADOPS_WORKTREE=str(worktree),
-        SQUADOPS_BRANCH=branch_name(run.run_id, session.agent_id),
     )
     env[TOKEN_VARIABLE] = token
     if config.model_proxy_base_url:
-        env.update(SQUADOPS_MODEL_PROXY_BASE_URL=config.model_proxy_base_url,
-                   ANTHROPIC_BASE_URL=config.model_proxy_base_url.rstrip("/"))
+        env.update(ANTHROPIC_BASE_URL=config.model_proxy_base_url.rstrip("/"))
     if config.model_proxy_token:
         env.update({MODEL_TOKEN_VARIABLE: config.model_proxy_token, "ANTHROPIC_AUTH_TOKEN": config.model_proxy_token})
     return env
@@ -241,12 +249,14 @@ def agent_dir(config: LocalConfig, run: Any, agent_id: str) -> Path:
 
 def prepare(
     config: LocalConfig, run: Any, session: Any, worktree: Path, token: str, stdin: str,
-    git_dirs: Sequence[Path] = (),
+    git_dirs: Sequence[Path] = (), sockets: Path | None = None,
 ) -> Launch:
-    """Everything a launch needs; raises ``MissingCommand`` when no CLI fits the provider.
+    """Everything a launch needs; raises ``MissingCommand`` when no CLI fits the provider and
+    ``sandbox.SandboxUnavailable`` when the sandbox cannot confine it.
 
     ``git_dirs`` are the worktree's git metadata folders (its own and the repository's),
-    which a sandboxed CLI must be able to write for ``git commit`` to work.
+    which a sandboxed CLI must be able to write for ``git commit`` to work; ``sockets`` is the
+    folder of the forwarder's Unix sockets (the sandbox's only way out).
     """
     process = session.process or {}
     provider, model = str(process.get("provider", "")), str(process.get("model", ""))
@@ -254,18 +264,57 @@ def prepare(
     if not argv:
         raise MissingCommand("SQUADOPS_LOCAL_AGENT_COMMAND is empty.")
     folder = agent_dir(config, run, session.agent_id)
-    for sub in ("home", "claude", "codex", "tmp"):
-        (folder / sub).mkdir(parents=True, exist_ok=True)
-    _write_private(folder / "mcp.json", json.dumps(mcp_config(config, run, session), indent=2))
-    _write_private(folder / "claude" / "settings.json", json.dumps(claude_settings(config), indent=2))
-    _write_private(folder / "codex" / "config.toml", codex_config(config, model, list(git_dirs)))
+    subfolders = [folder / sub for sub in ("home", "claude", "codex", "tmp")]
+    for sub in subfolders:
+        sub.mkdir(parents=True, exist_ok=True)
+    points: tuple[sandboxing.Endpoint, ...] = ()
+    seen = config  # the configuration as the agent sees it (its URLs from inside the sandbox)
+    if config.sandbox.enabled:
+        why = sandboxing.unavailable(config.sandbox)
+        if why:
+            raise sandboxing.SandboxUnavailable(why)
+        points = sandboxing.endpoints([("mcp", config.base_url), ("model", config.model_proxy_base_url)])
+        inside = {p.name: p.inside_url for p in points}
+        seen = replace(config, base_url=inside["mcp"], model_proxy_base_url=inside.get("model", ""))
+        points = sandboxing.distinct(points)  # one forwarder per address
+    settings_file, codex_file = folder / "claude" / "settings.json", folder / "codex" / "config.toml"
+    _write_private(folder / "mcp.json", json.dumps(mcp_config(seen, run, session), indent=2))
+    _write_private(settings_file, json.dumps(claude_settings(seen), indent=2))
+    _write_private(codex_file, codex_config(seen, model, list(git_dirs)))
     (folder / "author").write_text(agent_identity(config, session.role_key) + "\n")
+    argv = with_configuration(argv, config, folder)
+    env = agent_env(seen, run, session, token, folder, worktree)
+    plan = None
+    if config.sandbox.enabled:
+        writable = [worktree, *git_dirs, *subfolders]
+        hosts = None
+        if any(not sandboxing.is_ip(p.host) for p in points):
+            hosts = folder / "hosts"
+            _write_private(hosts, sandboxing.hosts_file(points))
+            hosts.chmod(0o644)
+        if shutil.which(argv[0], path=os.environ.get("PATH", "")) is None:
+            # (bare, Popen would fail on it; under bwrap, bwrap would start and then fail)
+            raise MissingCommand(f"The agent CLI {argv[0]!r} cannot be run (No such file or directory); install it "
+                                 "or set SQUADOPS_LOCAL_AGENT_COMMAND.")
+        command = [sandboxing.resolve_program(config.sandbox, argv[0], os.environ.get("PATH", "")), *argv[1:]]
+        argv = sandboxing.bwrap_argv(
+            config.sandbox, command, cwd=worktree, writable=writable,
+            read_only_files=[folder / "mcp.json", settings_file, codex_file], points=points,
+            sockets=sockets if points else None, hosts=hosts,
+        )
+        env = sandboxing.sandbox_env(env)
+        plan = sandboxing.Plan(
+            confinement=sandboxing.Confinement(
+                sandboxing.BWRAP, tuple(str(p) for p in writable), tuple(p.address for p in points)),
+            endpoints=points, sockets=sockets if points else None, command=tuple(command),
+        )
     return Launch(
-        argv=with_configuration(argv, config, folder),
-        env=agent_env(config, run, session, token, folder, worktree),
+        argv=argv,
+        env=env,
         cwd=worktree,
         stdin=stdin,
         transcript=folder / f"attempt-{session.process_attempt + 1}.jsonl",
         provider=provider,
         model=model,
+        sandbox=plan,
     )

@@ -38,9 +38,11 @@ from domain.studio.policies.blockers import (
 )
 from domain.studio.policies.credentials import CredentialCheck
 from domain.studio.session import PAUSED, READY, STOPPED, WAITING_FIRST_TOOL, WORKING
-from workers.planes.local import walls, work
+from workers.planes.local import sandbox_steps, walls, work
+from workers.planes.local.forward import Forwarder
 from workers.planes.local.launch import LocalConfig, MissingCommand, agent_identity, prepare
 from workers.planes.local.process import AgentProcess, ProcessPool
+from workers.planes.local.sandbox import SandboxUnavailable
 from workers.planes.local.worktrees import WorktreeError, Worktrees
 
 log = structlog.get_logger("squadops.local_plane")
@@ -72,6 +74,7 @@ class Handle:
     exit_tick: int = -1
     ended_at: float = 0.0
     paused_at: float = 0.0
+    confinement: dict[str, Any] = field(default_factory=dict)
 
 
 class LocalPlane:
@@ -87,6 +90,7 @@ class LocalPlane:
         self.sweep_seconds = sweep_seconds
         self.worktrees = Worktrees(config.data_dir)
         self.pool = ProcessPool(config.max_processes)
+        self.forwarder = Forwarder()  # the sandboxed agents' only way out (their MCP and model addresses)
         self.handles: dict[str, Handle] = {}
         self.marks: dict[str, tuple[int, int]] = {}  # key -> (workspace_restarts, generation) of its worktree
         self.workspaces: dict[str, Path] = {}  # workspace name -> worktree
@@ -175,7 +179,7 @@ class LocalPlane:
 
     def close(self) -> None:
         """Stops every process and commits what each left uncommitted (worktrees stay for the
-        runs that go on after a restart)."""
+        runs that go on after a restart); the sandboxes' forwarders stop last."""
         with self._lock:
             ending = list(self.handles.values()) + list(self.retiring.values())
             self.handles.clear()
@@ -186,6 +190,7 @@ class LocalPlane:
         for handle in ending:
             if handle.process.wait(max(deadline - time.monotonic(), 0.0)):
                 self._keep_work(handle, "service stopped")
+        self.forwarder.close_all()
 
     def probe_workspace(self, lease: Any) -> str:
         """A worktree of this machine is ``connected`` while it is a git worktree."""
@@ -309,16 +314,23 @@ class LocalPlane:
         self.workspaces[workspace_name] = worktree
         identity = agent_tokens.AgentIdentity(run.tenant, run.run_id, s.session_id, s.agent_id)
         argv: list[str] = []
+        sockets = Forwarder.folder() if self.config.sandbox.enabled else None
         try:
             launch = prepare(self.config, run, s, worktree, agent_tokens.sign(self.config.token_key, identity), brief(run, s),
-                             git_dirs=self.worktrees.git_dirs(worktree))
-            argv = launch.argv
-            process = AgentProcess(launch)
+                             git_dirs=self.worktrees.git_dirs(worktree), sockets=sockets)
+            argv = list(launch.sandbox.command) if launch.sandbox else launch.argv
+            process = AgentProcess(launch, self.forwarder)
+        except SandboxUnavailable as exc:
+            self.pool.cancel(key)
+            self.forwarder.close(sockets)
+            return kept + [sandbox_steps.unavailable_block(s.agent_id, self.config.sandbox.kind, str(exc))]
         except MissingCommand as exc:
             self.pool.cancel(key)
+            self.forwarder.close(sockets)
             return kept + [self._missing(s, str(exc))]
         except OSError as exc:  # no such binary, not executable, ...
             self.pool.cancel(key)
+            self.forwarder.close(sockets)
             program = argv[0] if argv else "the agent CLI"
             return kept + [self._missing(s, f"The agent CLI {program!r} cannot be run ({exc.strerror or exc}); install it "
                                      "or set SQUADOPS_LOCAL_AGENT_COMMAND.")]
@@ -327,11 +339,12 @@ class LocalPlane:
             key=key, tenant=run.tenant, run_id=run.run_id, agent_id=s.agent_id, process=process,
             workspace_name=workspace_name, expected_attempt=s.process_attempt + 1,
             translator=StepTranslator(s.agent_id), session_id=s.session_id, worktree=worktree, author=author,
-            step=s.current_step,
+            step=s.current_step, confinement=launch.confinement,
         )
         steps: list[ports.Step] = kept + [self._log(
             s.agent_id, "info",
-            f"process {process.pid} started in {worktree}: {excerpt(shlex.join(argv), 300)}", "stdout",
+            f"process {process.pid} started in {worktree}{' (sandbox: bwrap)' if launch.sandbox else ''}: "
+            f"{excerpt(shlex.join(argv), 300)}", "stdout",
         )]
         if s.mailbox:
             steps.append(ports.ControllerAction(agent_id=s.agent_id, action="agent_mailbox",
@@ -447,7 +460,10 @@ class LocalPlane:
             handle.agent_id, handle.author, handle.run_id, handle.session_id, handle.step), why)
 
     def _name_heads(self, run: Any, steps: list[ports.Step]) -> list[ports.Step]:
-        return work.name_heads(self.worktrees, run, steps)
+        # Each process start also says how the process is confined.
+        confinements = {h.agent_id: h.confinement for h in self.handles.values()
+                        if (h.tenant, h.run_id) == (run.tenant, run.run_id)}
+        return sandbox_steps.confined(work.name_heads(self.worktrees, run, steps), confinements)
 
     def _settle_retiring(self, run: Any) -> list[ports.Step]:
         """The run's retired processes that have exited get their work committed."""

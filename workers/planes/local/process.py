@@ -1,7 +1,8 @@
 """Agent processes of the local plane, and the bounded pool they run in.
 
 An ``AgentProcess`` is one CLI subprocess in its own process group (so signals reach the
-tools it spawned too): its brief goes to stdin, which is then closed; reader threads keep
+tools it spawned too; under the sandbox, the group holds bwrap, its init, the forwarders
+and the CLI, and the sandbox dies with bwrap): its brief goes to stdin, which is then closed; reader threads keep
 its stdout lines (for the stream parser, and in a transcript file) and the tail of its
 stderr. Pause and resume are SIGSTOP/SIGCONT; stop is SIGTERM, then SIGKILL after a grace.
 
@@ -20,6 +21,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from workers.planes.local.forward import Forwarder
 from workers.planes.local.launch import Launch
 
 STDERR_TAIL = 40
@@ -29,8 +31,14 @@ STDERR_DRAIN_SECONDS = 2.0  # how long an exited process's stderr is still read 
 class AgentProcess:
     """A running agent CLI and what it has written so far."""
 
-    def __init__(self, launch: Launch) -> None:
+    def __init__(self, launch: Launch, forwarder: Forwarder | None = None) -> None:
         self.launch = launch
+        plan = launch.sandbox
+        # A sandboxed process reaches its allowed addresses through the forwarder's sockets,
+        # listening before it starts and closed once it has exited.
+        self._forwarder = forwarder if plan is not None and plan.sockets is not None else None
+        if self._forwarder is not None and plan is not None and plan.sockets is not None:
+            self._forwarder.open(plan.sockets, plan.endpoints)
         self.started_at = time.monotonic()
         self.paused = False
         self.stopping = False
@@ -41,15 +49,19 @@ class AgentProcess:
         self._lock = threading.Lock()
         self._eof = threading.Event()
         self._stderr_eof = threading.Event()
-        self.popen = subprocess.Popen(
-            launch.argv,
-            cwd=launch.cwd,
-            env=launch.env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        try:
+            self.popen = subprocess.Popen(
+                launch.argv,
+                cwd=launch.cwd,
+                env=launch.env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError:
+            self._close_forwarding()
+            raise
         self.pid = self.popen.pid
         for target in (self._write_brief, self._read_stdout, self._read_stderr):
             threading.Thread(target=target, name=f"agent-{self.pid}-{target.__name__}", daemon=True).start()
@@ -78,6 +90,7 @@ class AgentProcess:
                 with self._lock:
                     self._lines.append(raw.decode("utf-8", errors="replace"))
         self.exit_code = self.popen.wait()
+        self._close_forwarding()
         # Its last stderr lines may still be in the pipe: "finished" promises they were read
         # (a child left holding stderr open bounds the wait).
         self._stderr_eof.wait(STDERR_DRAIN_SECONDS)
@@ -95,6 +108,10 @@ class AgentProcess:
                         self._new_errors.append(text)
         finally:
             self._stderr_eof.set()
+
+    def _close_forwarding(self) -> None:
+        if self._forwarder is not None and self.launch.sandbox is not None:
+            self._forwarder.close(self.launch.sandbox.sockets)
 
     def take_lines(self) -> list[str]:
         """Stdout lines read since the last call."""
