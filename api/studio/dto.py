@@ -55,7 +55,7 @@ class Confinement(msgspec.Struct, kw_only=True):
     reachable_addresses: list[str] = []
 
 
-class SessionStateEntry(msgspec.Struct, kw_only=True, omit_defaults=True):  # (confinement only when set)
+class SessionStateEntry(msgspec.Struct, kw_only=True):
     agent_id: str
     role_key: str
     agent_nickname: str
@@ -105,7 +105,7 @@ class PreviewRecord(msgspec.Struct, kw_only=True):
     note: str = ""
 
 
-class SessionRecord(msgspec.Struct, kw_only=True, omit_defaults=True):  # (confinement only when set)
+class SessionRecord(msgspec.Struct, kw_only=True):
     agent_id: str
     role_key: str
     agent_nickname: str

@@ -65,12 +65,6 @@ def _switched(session: dict[str, Any], e: ev.ProcessSwitched) -> None:
     session["agent_speed"] = process.get("speed", session["agent_speed"])
 
 
-def _process_started(session: dict[str, Any], e: ev.ProcessStarted) -> None:
-    session["llm_session_id"] = e.llm_session_id
-    if e.confinement:  # (absent from records of events stored before the sandbox)
-        session["confinement"] = dict(e.confinement)
-
-
 def _tool_called(session: dict[str, Any], e: ev.ToolCalled) -> None:
     session["tool_call_count"] += 1
 
@@ -86,6 +80,8 @@ def _process_started(session: dict[str, Any], e: ev.ProcessStarted) -> None:
     session["llm_session_id"] = e.llm_session_id
     if e.model_ran or "model_ran" in session:
         session["model_ran"] = e.model_ran
+    if e.confinement:  # (absent from records of events stored before the sandbox)
+        session["confinement"] = dict(e.confinement)
 
 
 def _model_reported(session: dict[str, Any], e: ev.ModelReported) -> None:

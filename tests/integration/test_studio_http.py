@@ -75,8 +75,10 @@ def test_execute_runs_ticks_until_agents_join_by_handoff_and_sessions_complete(h
             "agent_id", "role_key", "agent_nickname", "session_id", "llm_session_id",
             "live_status", "current_step", "blocker_code", "tool_call_count",
             "failed_tool_call_count", "model_ran",  # (issue 21: counted apart; the model the CLI ran)
+            "confinement",  # (issue 25: how the process is confined; null where the plane says nothing)
         }
         assert session["failed_tool_call_count"] == 0 and session["model_ran"] == ""  # the simulator fails none, names none
+        assert session["confinement"] is None
     reports = http.get(f"{BASE}/runs/{run_id}/reports").json()
     # One report per tick that changed something; together they cover every tick.
     assert reports[0]["tick"] == 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -230,7 +229,7 @@ def standin(local: Container, tmp_path: Path, plan: dict[str, Any], **config: An
     plan_file.write_text(json.dumps(plan))
     plane = local.plane
     assert isinstance(plane, LocalPlane)
-    plane.config = dataclasses.replace(plane.config, command=f"{sys.executable} {STANDIN} --plan {plan_file}", **config)
+    plane.config = dataclasses.replace(standin_config(plane.config, plan_file), **config)
     return plane
 
 
@@ -303,11 +302,14 @@ def test_a_provider_with_no_cli_here_is_walled_with_a_switch_or_falls_back(
     plan_file.write_text(json.dumps({"tester-admin": works, "tester-guest": works}))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "claude").write_text(f'#!/bin/sh\nexec {sys.executable} {STANDIN} --plan {plan_file} "$@"\n')
+    (bin_dir / "claude").write_text(f'#!/bin/sh\nexec {SANDBOX_PYTHON} {STANDIN} --plan {plan_file} "$@"\n')
     (bin_dir / "claude").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     plane = local.plane
     assert isinstance(plane, LocalPlane)
+    # The sandbox shows the stand-in, its plan and this ``claude`` (read-only), as it would the real CLI.
+    plane.config = dataclasses.replace(plane.config, sandbox=dataclasses.replace(
+        plane.config.sandbox, read_only=(STANDIN.parent, plan_file, bin_dir)))
     run_id = start_run(local)
     local.studio.control.control_session(tenant=TENANT, run_id=run_id, agent_id="planner", actor="op",
                                          intent=ControlIntent(verb="handoff_agent", target_agent_id="tester-admin"))
