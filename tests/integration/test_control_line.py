@@ -54,6 +54,8 @@ DOMAIN_WALLS = [
     ("agent_cli_missing", {"provider": "codex"}, False),
     ("agent_process_exited", {"exit_code": 3, "runner_signal": "detached runner process not alive"}, True),
     ("agent_permission_denied", {"denied_tools": ["Write", "Bash"], "denial_count": 2}, True),
+    # Raised at launch when bubblewrap cannot start (tests/service/test_local_plane.py raises it for real).
+    ("agent_sandbox_unavailable", {"sandbox": "bwrap", "reason": "bwrap is not installed"}, False),
 ]
 WATCHER_WALLS = {"project_assets_lookup_failed"}
 
