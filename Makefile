@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# The pages, with the dev identity (loopback only), on 127.0.0.1:$(OPEN_PORT); the API on 8000.
+OPEN_PORT ?= 8080
 run: install
-	$(VENV)/bin/squadops serve --demo
+	$(VENV)/bin/squadops serve --demo --open $(OPEN_PORT)
 
 test: install chromium
 	$(PY) -m pytest

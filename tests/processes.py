@@ -32,6 +32,8 @@ def service_env(settings: Settings, **extra: str) -> dict[str, str]:
         "SQUADOPS_LIVE_STREAM_NAME": settings.live_stream_name,
         "SQUADOPS_LIVE_SUBJECT_PREFIX": settings.live_subject_prefix,
         "SQUADOPS_LOG_LEVEL": "warning",
+        # The test's own data dir (worktrees, secrets the embedded default keeps), never ./var.
+        "SQUADOPS_DATA_DIR": settings.data_dir,
         # The workspace controller's own port: any free one (8001, the default, may be taken
         # by another test process or by `make run`).
         "SQUADOPS_CONTROLLER_PORT": "0",

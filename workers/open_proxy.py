@@ -6,6 +6,11 @@ this proxy does: it drops any edge header the browser sent, adds the dev claims 
 signed assertion when ``SQUADOPS_EDGE_JWT_KEY`` is set), and forwards to the service,
 streaming the answer back as it comes (the live channel is a stream that never ends).
 It listens on the loopback interface only: the claims it adds are nobody's to share.
+
+Same origin only: a request whose ``Host`` is not this proxy's own loopback address (a
+DNS-rebinding page), whose ``Origin`` is another origin, or that the browser marks as
+cross-site (``Sec-Fetch-Site``) is forwarded without any claims, so another site open in
+the same browser cannot act as the dev identity.
 """
 
 from __future__ import annotations
@@ -27,6 +32,31 @@ _REQUEST_DROP = {
 }
 _RESPONSE_DROP = {b"connection", b"keep-alive", b"transfer-encoding", b"trailer", b"upgrade", b"proxy-authenticate"}
 _EDGE_PREFIX = b"x-edge-"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+# Sec-Fetch-Site values of a request the page made itself, or the person typed/bookmarked.
+_OWN_FETCH_SITES = {b"same-origin", b"none"}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a listening address) is the loopback interface."""
+    return host in ("127.0.0.1", "localhost", "::1", "[::1]") or host.startswith("127.")
+
+
+def same_origin(scope: dict[str, Any]) -> bool:
+    """Whether the request comes from this proxy's own pages (or straight from the person)."""
+    server = scope.get("server") or ("", 0)
+    headers = {name.lower(): value for name, value in scope.get("headers", [])}
+    own_hosts = {f"{name}:{server[1]}".encode() for name in LOOPBACK_NAMES}
+    if server[1] == 80:
+        own_hosts |= {name.encode() for name in LOOPBACK_NAMES}
+    host = headers.get(b"host", b"")
+    if host not in own_hosts:
+        return False
+    origin = headers.get(b"origin")
+    if origin is not None and origin != b"http://" + host:
+        return False
+    site = headers.get(b"sec-fetch-site")
+    return site is None or site in _OWN_FETCH_SITES
 
 
 def dev_claims(email: str, groups: str, jwt_key: str = "") -> Callable[[], list[tuple[bytes, bytes]]]:
@@ -88,7 +118,7 @@ class EdgeProxy:
             (name, value)
             for name, value in scope["headers"]
             if name.lower() not in _REQUEST_DROP and not name.lower().startswith(_EDGE_PREFIX)
-        ] + self.claims()
+        ] + (self.claims() if same_origin(scope) else [])
         target = self.upstream + scope.get("raw_path", scope["path"].encode()).decode("latin-1")
         if scope.get("query_string"):
             target += "?" + scope["query_string"].decode("latin-1")
