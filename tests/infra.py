@@ -100,7 +100,7 @@ class NatsServer:
         while not reachable("127.0.0.1", self.port, 0.2):
             if time.monotonic() > deadline:
                 raise RuntimeError("nats-server did not start")
-            time.sleep(0.05)
+            time.sleep(0.05)  # the poll interval of this bounded wait
         return self
 
     def stop(self) -> None:

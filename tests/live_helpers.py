@@ -90,7 +90,7 @@ class LiveServer:
         while not self.server.started:
             if time.monotonic() > deadline or not self.thread.is_alive():
                 raise RuntimeError("uvicorn did not start")
-            time.sleep(0.01)
+            time.sleep(0.01)  # the poll interval of this bounded wait
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -127,7 +127,7 @@ class ServiceProcess:
                 raise RuntimeError(f"{self.name} exited while starting (code {self.exit_code()}): {self.log_tail()}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.name} not ready within {timeout:.0f}s: {self.log_tail()}")
-            time.sleep(0.1)
+            time.sleep(0.1)  # the poll interval of this bounded wait
 
     def ready(self) -> bool:
         if self.port is not None:

@@ -83,7 +83,7 @@ class ProxyServer:
                     return self
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise RuntimeError("squadops open did not start")
-            time.sleep(0.05)
+            time.sleep(0.05)  # the poll interval of this bounded wait
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

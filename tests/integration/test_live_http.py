@@ -105,7 +105,7 @@ async def wait_for_events(events: list[Any], count: int, timeout: float = 30.0) 
     for _ in range(int(timeout / 0.02)):
         if len(events) >= count:
             return
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the poll interval of this bounded wait
     raise AssertionError(f"only {len(events)} events arrived")
 
 
