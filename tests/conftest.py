@@ -1,4 +1,5 @@
-"""Shared fixtures: real PostgreSQL and NATS, one database per test, both backends.
+"""Shared fixtures: real PostgreSQL and NATS, one database per test, both backends (the
+HTTP tests on PostgreSQL only: ``backends_for``).
 
 A test's PostgreSQL database is a copy of the session's template (``pg_template``), which
 holds the schema ``build`` creates: its tables exist from the start, at the cost of a file
@@ -65,9 +66,29 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'squadops.db'}"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+BACKENDS = ("sqlite", "postgres")
+
+
+def backends_for(path: str) -> tuple[str, ...]:
+    """The backends a test module's ``database_url`` tests run on: the HTTP tests
+    (``tests/integration/*_http.py``) on PostgreSQL, the production backend, where
+    concurrency shows; every other test (the store, recorder, follower, projector and
+    rebuild contracts in tests/service, the live fan-out, the job runner ...) on both. The
+    HTTP layer is the same over either store, which those contract tests hold alike."""
+    if path.startswith("tests/integration/") and path.endswith("_http.py"):
+        return ("postgres",)
+    return BACKENDS
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "database_url" in metafunc.fixturenames:
+        path = metafunc.definition.nodeid.split("::", 1)[0]
+        metafunc.parametrize("database_url", backends_for(path), indirect=True)
+
+
+@pytest.fixture
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """Both backends: the embedded SQLite default and the real PostgreSQL server."""
+    """A backend (``backends_for``): the embedded SQLite default or the real PostgreSQL server."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'squadops.db'}"
     else:
