@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
 from tests import infra
 from workers.cli import OPERATOR, SUPER_ADMIN
@@ -33,6 +33,38 @@ def chromium_path() -> str:
         if found:
             return found
     pytest.fail("chromium is not installed: `make test` installs it (apt-get install -y chromium)")
+
+
+class Chromium:
+    """Debian's chromium under Playwright, started on first use."""
+
+    def __init__(self) -> None:
+        self.playwright: Playwright | None = None
+        self.browser: Browser | None = None
+
+    def get(self) -> Browser:
+        if self.browser is None:
+            self.playwright = sync_playwright().start()
+            self.browser = self.playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        return self.browser
+
+    def close(self) -> None:
+        if self.browser is not None:
+            self.browser.close()
+            self.browser = None
+        if self.playwright is not None:
+            self.playwright.stop()
+            self.playwright = None
+
+
+CHROMIUM = Chromium()
+
+
+@pytest.fixture
+def browser() -> Browser:
+    """The worker's chromium (started on first use; tests/e2e/conftest.py stops it after the
+    last browser test of a stretch); each test opens its own context with ``opened``."""
+    return CHROMIUM.get()
 
 
 @contextmanager
