@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from eventsourcing.persistence import StoredEvent
 from litestar.testing import TestClient
@@ -176,11 +177,16 @@ def test_a_projector_stuck_on_an_event_is_behind(database_url: str) -> None:
                 state=b'{"timestamp":{"_type_":"datetime_iso","_data_":"2026-01-01T00:00:00+00:00"}}',
             )
             container.event_store.recorder.insert_events([poison])
-            ready = eventually(lambda: (r := http.get("/readyz")).status_code == 503 and r, timeout=10)
-            assert ready.json()["code"] == "read_model_lagging"
-            health = http.get("/healthz").json()
-            runs = health["projectors"]["runs"]
-            assert health["status"] == "degraded" and runs["state"] == "behind" and runs["running"]
+
+            def stuck() -> tuple[httpx.Response, dict] | None:
+                """Not ready, and the health says why: runs is behind, yet running."""
+                ready, health = http.get("/readyz"), http.get("/healthz").json()
+                runs = health["projectors"]["runs"]
+                lagging = ready.status_code == 503 and ready.json()["code"] == "read_model_lagging"
+                behind = health["status"] == "degraded" and runs["state"] == "behind" and runs["running"]
+                return (ready, runs) if lagging and behind else None
+
+            ready, runs = eventually(stuck, timeout=10)
             assert runs["lag"] >= 1 and runs["lag_seconds"] > 0.3
     finally:
         container.close()
