@@ -20,11 +20,19 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# The pages, with the dev identity (loopback only), on 127.0.0.1:$(OPEN_PORT); the API on 8000.
+OPEN_PORT ?= 8080
 run: install clis sandbox
-	$(WITH_CLIS) $(VENV)/bin/squadops serve --demo
+	$(WITH_CLIS) $(VENV)/bin/squadops serve --demo --open $(OPEN_PORT)
 
+# The suite over TEST_WORKERS processes (pytest-xdist; it mostly waits on servers and
+# subprocesses), a module's tests on one worker (its module-scoped fixtures built once), in
+# collection order (tests/conftest.py starts the longest modules first); the 15 slowest
+# tests listed at the end. pytest's exit 5 (no test ran) fails.
+TEST_WORKERS ?= 4
 test: install chromium clis sandbox
-	$(WITH_CLIS) $(PY) -m pytest
+	@$(WITH_CLIS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=15 $(PYTEST_ARGS); code=$$?; \
+	  if [ $$code -eq 5 ]; then echo "make test: pytest ran no test (exit 5)" >&2; fi; exit $$code
 
 # Claude Code and Codex from npm, at the versions of .clis/package-lock.json; Node from
 # Debian's nodejs when the machine has none.

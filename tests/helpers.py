@@ -31,7 +31,7 @@ def eventually(probe: Callable[[], T | None], timeout: float = 20.0, interval: f
         last = probe()
         if last:
             return last
-        time.sleep(interval)
+        time.sleep(interval)  # the poll interval of this bounded wait
     raise AssertionError(f"condition not met within {timeout}s; last answer: {last!r}")
 
 

@@ -59,16 +59,49 @@ def with_database(admin_url: str, dbname: str) -> str:
 
 
 @contextlib.contextmanager
-def fresh_database(admin_url: str) -> Iterator[str]:
-    """A database of its own for one test, dropped afterwards."""
+def fresh_database(admin_url: str, template: str = "") -> Iterator[str]:
+    """A database of its own for one test, dropped afterwards; a copy of ``template`` (a
+    database holding the service's schema, ``template_database``) when one is named."""
     name = f"squadops_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
     try:
         yield with_database(admin_url, name)
     finally:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def template_database(admin_url: str) -> Iterator[str]:
+    """A database holding the service's schema (what ``build`` creates: the event store's
+    and the read models' tables), for ``fresh_database`` to copy: a test's database then
+    starts with its tables made, in a file copy rather than a few hundred statements.
+    One per test session (per xdist worker: nobody else connects to it while it is copied)."""
+    from workers.bootstrap import build
+    from workers.settings import Settings
+
+    name = f"squadops_template_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with tempfile.TemporaryDirectory(prefix="squadops-template-") as data_dir:
+            build(Settings(database_url=with_database(admin_url, name), log_level="warning", data_dir=data_dir)).close()
+        _until_unused(admin_url, name)
+        yield name
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _until_unused(admin_url: str, name: str, timeout: float = 10.0) -> None:
+    """Until no session is connected to database ``name`` (a copy needs it alone)."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,)).fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"database {name} still has sessions after {timeout}s")
+            time.sleep(0.05)  # the poll interval of this bounded wait
 
 
 def nats_server_binary() -> str:
@@ -100,7 +133,7 @@ class NatsServer:
         while not reachable("127.0.0.1", self.port, 0.2):
             if time.monotonic() > deadline:
                 raise RuntimeError("nats-server did not start")
-            time.sleep(0.05)
+            time.sleep(0.05)  # the poll interval of this bounded wait
         return self
 
     def stop(self) -> None:

@@ -90,7 +90,7 @@ class LiveServer:
         while not self.server.started:
             if time.monotonic() > deadline or not self.thread.is_alive():
                 raise RuntimeError("uvicorn did not start")
-            time.sleep(0.01)
+            time.sleep(0.01)  # the poll interval of this bounded wait
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -149,6 +149,42 @@ def bulk_previews(container: Container, run_id: str, count: int, tenant: str = "
     for n in range(count):
         run.share_preview({"url": f"https://preview.example/{n}", "status": "live"}, app.clock())
     app.event_store.save(run)
+
+
+MARKER_URL = "https://marker.example/"
+
+
+def append_marker(container: Container, run_id: str, tenant: str = "default") -> str:
+    """One more live event of the run (a preview whose URL says "marker"), saved after
+    everything a test compares: its event id. A subscriber that received it has received
+    whatever came before it in the log, so a duplicate of any of those would have shown."""
+    run = container.studio.runs.get_run(tenant, run_id)
+    run.share_preview({"url": MARKER_URL + uuid.uuid4().hex[:8], "status": "live"}, container.clock())
+    container.event_store.save(run)
+    return str(container.event_store.max_position())
+
+
+def event_id(item: Any) -> str:
+    """The event id of an SSE event, a WebSocket message, a fan-out (id, subject) pair or an id."""
+    if isinstance(item, SseEvent):
+        return item.id
+    if isinstance(item, dict):
+        return str(item["event_id"])
+    if isinstance(item, int):
+        return str(item)
+    return str(item[0])
+
+
+async def until_marker(marker: str, *collected: list[Any], timeout: float = 30.0) -> None:
+    """Until every collector received the marker; then it is taken out of each of them, so
+    what they hold is compared as it was, everything after the marker included."""
+    deadline = time.monotonic() + timeout
+    while not all(any(event_id(x) == marker for x in c) for c in collected):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"marker {marker} not received; counts {[len(c) for c in collected]}")
+        await asyncio.sleep(0.02)  # the poll interval of this wait
+    for c in collected:
+        c[:] = [x for x in c if event_id(x) != marker]
 
 
 # -- Server-Sent Events ----------------------------------------------------------------------

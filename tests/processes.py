@@ -32,6 +32,8 @@ def service_env(settings: Settings, **extra: str) -> dict[str, str]:
         "SQUADOPS_LIVE_STREAM_NAME": settings.live_stream_name,
         "SQUADOPS_LIVE_SUBJECT_PREFIX": settings.live_subject_prefix,
         "SQUADOPS_LOG_LEVEL": "warning",
+        # The test's own data dir (worktrees, secrets the embedded default keeps), never ./var.
+        "SQUADOPS_DATA_DIR": settings.data_dir,
         # The workspace controller's own port: any free one (8001, the default, may be taken
         # by another test process or by `make run`).
         "SQUADOPS_CONTROLLER_PORT": "0",
@@ -125,7 +127,7 @@ class ServiceProcess:
                 raise RuntimeError(f"{self.name} exited while starting (code {self.exit_code()}): {self.log_tail()}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.name} not ready within {timeout:.0f}s: {self.log_tail()}")
-            time.sleep(0.1)
+            time.sleep(0.1)  # the poll interval of this bounded wait
 
     def ready(self) -> bool:
         if self.port is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Sequence
@@ -58,6 +59,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     from api.app import create_app
     from api.server import serve
     from workers.bootstrap import SERVE_WORKERS, build
+    from workers.embedded_defaults import with_embedded_defaults
     from workers.heap import collect_young_less_often, freeze_startup_heap
 
     if args.host:
@@ -69,6 +71,18 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    pages_socket = None
+    if args.open is not None:
+        refusal = dev_identity_refusal(settings)
+        if refusal:
+            print(f"configuration error: {refusal}", file=sys.stderr)
+            return 2
+        try:
+            pages_socket = loopback_socket(args.open)
+        except OSError as exc:
+            print(f"configuration error: --open cannot listen on 127.0.0.1:{args.open}: {exc}", file=sys.stderr)
+            return 2
+    settings = with_embedded_defaults(settings)
     container = build(settings)
     if args.demo or settings.demo:
         seed_demo(container.projects)
@@ -76,14 +90,56 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     app = create_app(container, workers=workers)
     freeze_startup_heap()  # full collections walk only what serving makes (workers/heap.py)
     collect_young_less_often()
+    pages = start_dev_identity(settings, pages_socket) if pages_socket is not None else None
     print(f"squadops listening on http://{settings.host}:{settings.port} ({container.store.dialect})", file=sys.stderr)
     # SIGTERM: live streams are told to reconnect, requests in flight finish, workers commit.
     serve(
         app, host=settings.host, port=settings.port, drain=app.state["hub"].drain,
         header_read_timeout=settings.header_read_timeout_seconds,
     )
+    if pages is not None:
+        pages.should_exit = True
     container.close()
     return 0
+
+
+def dev_identity_refusal(settings: Settings) -> str:
+    """Why the dev identity proxy may not run with these settings ("" when it may)."""
+    from workers.embedded_defaults import is_production
+    from workers.open_proxy import is_loopback
+
+    if is_production(settings):
+        return "--open (the dev identity proxy) never runs with SQUADOPS_ENV=production"
+    if not is_loopback(settings.host):
+        return f"--open (the dev identity proxy) runs only on a loopback address, not {settings.host!r}"
+    return ""
+
+
+def loopback_socket(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1:``port`` (taken now, so a busy port fails at once)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def start_dev_identity(settings: Settings, sock: socket.socket) -> Any:
+    """``squadops open``'s proxy in a thread of this process: the pages, as the dev operator."""
+    import uvicorn
+
+    from workers.open_proxy import EdgeProxy, dev_claims
+
+    host = "[::1]" if settings.host in ("::1", "[::1]") else settings.host
+    proxy = EdgeProxy(f"http://{host}:{settings.port}", dev_claims(OPERATOR, SUPER_ADMIN, settings.edge_jwt_key))
+    server = uvicorn.Server(uvicorn.Config(proxy, log_level="warning", timeout_graceful_shutdown=2))
+    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="dev-identity", daemon=True).start()
+    port = sock.getsockname()[1]
+    print(f"squadops pages: http://127.0.0.1:{port}/ (dev identity {OPERATOR}, {SUPER_ADMIN})", file=sys.stderr)
+    return server
 
 
 def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
@@ -94,6 +150,9 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     if args.name not in known:
         print(f"unknown worker {args.name!r}; workers: {', '.join(known)}", file=sys.stderr)
         return 2
+    from workers.embedded_defaults import with_embedded_defaults
+
+    settings = with_embedded_defaults(settings)
     if args.name == "watcher":
         from workers.assign import watcher_settings
 
@@ -221,6 +280,10 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=0)
     serve.add_argument("--demo", action="store_true", help="seed the demo project")
     serve.add_argument("--workers", default="all", help="'all', 'none', or a comma list")
+    serve.add_argument(
+        "--open", type=int, nargs="?", const=8080, default=None, metavar="PORT",
+        help="also serve the pages with the dev identity on 127.0.0.1:PORT (default 8080, 0: any free port; dev, loopback only)",
+    )
     serve.set_defaults(func=cmd_serve)
 
     worker = sub.add_parser("worker", help="run one worker in this process")

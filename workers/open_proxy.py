@@ -39,6 +39,11 @@ _EDGE_PREFIX = b"x-edge-"
 _SAME_SITE = ("same-origin", "none")
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a listening address) is the loopback interface."""
+    return host in ("127.0.0.1", "localhost", "::1", "[::1]") or host.startswith("127.")
+
+
 def own_request(scope: dict[str, Any]) -> bool:
     """Whether a request came from a page of the proxy's own origin (see the module)."""
     headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}

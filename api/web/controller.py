@@ -127,7 +127,8 @@ def error_page(status: int, code: str, detail: str) -> Response[str]:
     if status == 401:
         hint = (
             f"These pages rely on the edge proxy's identity headers ({EMAIL_HEADER}, {GROUPS_HEADER}). "
-            "In development, open them through `squadops open`, which adds dev claims."
+            "In development, `make run` serves them with a dev identity at http://127.0.0.1:8080/ "
+            "(the first address it prints); `squadops open` does the same for a service started otherwise."
         )
     body = render(
         "error",

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
 from tests import infra
 from workers.cli import OPERATOR, SUPER_ADMIN
@@ -35,12 +35,36 @@ def chromium_path() -> str:
     pytest.fail("chromium is not installed: `make test` installs it (apt-get install -y chromium)")
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        yield launched
-        launched.close()
+class Chromium:
+    """Debian's chromium under Playwright, started on first use."""
+
+    def __init__(self) -> None:
+        self.playwright: Playwright | None = None
+        self.browser: Browser | None = None
+
+    def get(self) -> Browser:
+        if self.browser is None:
+            self.playwright = sync_playwright().start()
+            self.browser = self.playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        return self.browser
+
+    def close(self) -> None:
+        if self.browser is not None:
+            self.browser.close()
+            self.browser = None
+        if self.playwright is not None:
+            self.playwright.stop()
+            self.playwright = None
+
+
+CHROMIUM = Chromium()
+
+
+@pytest.fixture
+def browser() -> Browser:
+    """The worker's chromium (started on first use; tests/e2e/conftest.py stops it after the
+    last browser test of a stretch); each test opens its own context with ``opened``."""
+    return CHROMIUM.get()
 
 
 @contextmanager
@@ -91,7 +115,7 @@ class ProxyServer:
                     return self
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise RuntimeError("squadops open did not start")
-            time.sleep(0.05)
+            time.sleep(0.05)  # the poll interval of this bounded wait
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

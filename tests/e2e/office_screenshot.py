@@ -60,7 +60,7 @@ def main(target: str) -> None:
             blocked = page.locator('[data-pixel-state="blocked"]').first
             (blocked if blocked.count() else page.locator("[data-agent-id]").first).click()
             page.locator("[data-panel]").wait_for()
-            time.sleep(1.0)
+            time.sleep(1.0)  # pacing: the sprites settle into their animation before the picture
             page.screenshot(path=target, full_page=False)
             browser.close()
 

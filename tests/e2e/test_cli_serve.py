@@ -24,6 +24,7 @@ def served(tmp_path: Path) -> Iterator[dict[str, str]]:
     env = {
         **os.environ,
         "SQUADOPS_DATABASE_URL": f"sqlite:///{tmp_path / 'squadops.db'}",
+        "SQUADOPS_DATA_DIR": str(tmp_path / "data"),
         "SQUADOPS_TICK_SECONDS": "0.05",
         "SQUADOPS_LOG_LEVEL": "warning",
         "SQUADOPS_BASE_URL": f"http://127.0.0.1:{port}",

@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from tests.conftest import ADMIN, settings_for
-from tests.e2e.browser import ProxyServer, browser, opened  # noqa: F401 (fixture)
+from tests.e2e.browser import ProxyServer, opened
 from tests.helpers import DEMO_LIKE, eventually
 from tests.live_helpers import LiveServer, expected_events, served
 
@@ -70,7 +70,7 @@ def dock_event_ids(page: Page) -> list[int]:
     return page.eval_on_selector_all('#dock-list [data-kind="live"]', "els => els.map(e => Number(e.dataset.id))")
 
 
-def test_an_operator_watches_steers_and_scrubs_a_run_in_the_browser(service: LiveServer, browser: Browser) -> None:  # noqa: F811
+def test_an_operator_watches_steers_and_scrubs_a_run_in_the_browser(service: LiveServer, browser: Browser) -> None:
     http = httpx.Client(base_url=service.url, headers=ADMIN, timeout=30)
     answer = http.post("/v1/project-factory/projects", json=DEMO_LIKE)
     assert answer.status_code == 201, answer.text
@@ -185,7 +185,7 @@ BUCKETS = ["active", "moving", "waiting", "blocked", "idle", "completed"]
 
 
 def test_the_office_header_shows_the_runs_surfaces_and_each_agent_its_nickname_and_tool(
-    service: LiveServer, browser: Browser  # noqa: F811
+    service: LiveServer, browser: Browser
 ) -> None:
     http = httpx.Client(base_url=service.url, headers=ADMIN, timeout=30)
     try:

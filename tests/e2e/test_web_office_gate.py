@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Browser
 
 from tests.conftest import ADMIN, settings_for
-from tests.e2e.browser import browser, opened  # noqa: F401 (fixture)
+from tests.e2e.browser import opened
 from tests.helpers import DEMO_LIKE
 from tests.live_helpers import LiveServer, served
 
@@ -28,7 +28,7 @@ def service(tmp_path: Path) -> Iterator[LiveServer]:
         yield server
 
 
-def test_the_office_shows_the_gate_publishing_its_run_live(service: LiveServer, browser: Browser) -> None:  # noqa: F811
+def test_the_office_shows_the_gate_publishing_its_run_live(service: LiveServer, browser: Browser) -> None:
     http = httpx.Client(base_url=service.url, headers=ADMIN, timeout=30)
     try:
         assert http.post("/v1/project-factory/projects", json=DEMO_LIKE).status_code == 201

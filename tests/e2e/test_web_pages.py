@@ -16,7 +16,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from domain.studio.commands.runs import run_seed
 from tests.conftest import ADMIN, settings_for
-from tests.e2e.browser import CONTRAST_JS, browser, opened  # noqa: F401 (fixture)
+from tests.e2e.browser import CONTRAST_JS, opened
 from tests.helpers import DEMO_LIKE, eventually
 from tests.live_helpers import served_process
 from workers.bootstrap import build
@@ -112,7 +112,7 @@ def focused_agent(page: Page) -> str:
     return page.evaluate("document.activeElement?.dataset?.agentId || ''")
 
 
-def test_fifty_agents_paint_fast_and_the_office_is_usable_by_keyboard(crowded: tuple[str, str], browser: Browser) -> None:  # noqa: F811
+def test_fifty_agents_paint_fast_and_the_office_is_usable_by_keyboard(crowded: tuple[str, str], browser: Browser) -> None:
     url, run_id = crowded
     truth = {a["agent_id"]: a for a in feed(url, run_id)["pixel_agents"]}
     assert len(truth) >= AGENTS
@@ -175,7 +175,7 @@ def test_fifty_agents_paint_fast_and_the_office_is_usable_by_keyboard(crowded: t
         assert page.evaluate(CONTRAST_JS) == []
 
 
-def test_a_blocked_agent_offers_its_recommended_action_first(crowded: tuple[str, str], browser: Browser) -> None:  # noqa: F811
+def test_a_blocked_agent_offers_its_recommended_action_first(crowded: tuple[str, str], browser: Browser) -> None:
     url, run_id = crowded
     blocked = next(a for a in feed(url, run_id)["pixel_agents"] if a["pixel_state"] == "blocked")
     wall = blocked["wall"]
@@ -219,7 +219,7 @@ def test_a_blocked_agent_offers_its_recommended_action_first(crowded: tuple[str,
     eventually(unblocked, timeout=10)
 
 
-def test_the_board_meets_contrast_and_links_every_run(crowded: tuple[str, str], browser: Browser) -> None:  # noqa: F811
+def test_the_board_meets_contrast_and_links_every_run(crowded: tuple[str, str], browser: Browser) -> None:
     url, run_id = crowded
     with opened(browser, extra_http_headers=ADMIN) as page:
         page.goto(f"{url}/")
@@ -238,7 +238,7 @@ def test_the_board_meets_contrast_and_links_every_run(crowded: tuple[str, str], 
         assert page.evaluate(CONTRAST_JS) == []
 
 
-def test_the_portal_home_shows_the_portal_endpoints_or_says_they_are_absent(crowded: tuple[str, str], browser: Browser) -> None:  # noqa: F811
+def test_the_portal_home_shows_the_portal_endpoints_or_says_they_are_absent(crowded: tuple[str, str], browser: Browser) -> None:
     url, _ = crowded
     workspace = httpx.get(f"{url}/v1/portal/workspace", headers=ADMIN)
     with opened(browser, extra_http_headers=ADMIN) as page:
@@ -261,7 +261,7 @@ def test_the_portal_home_shows_the_portal_endpoints_or_says_they_are_absent(crow
 FIGURE_STYLE = "([id, prop]) => getComputedStyle(document.querySelector(`[data-agent-id=\"${id}\"] .figure`))[prop]"
 
 
-def test_characters_walk_when_moving_and_grey_out_when_resolved(crowded: tuple[str, str], browser: Browser) -> None:  # noqa: F811
+def test_characters_walk_when_moving_and_grey_out_when_resolved(crowded: tuple[str, str], browser: Browser) -> None:
     url, run_id = crowded
     agents = feed(url, run_id)["pixel_agents"]
     moving = [a["agent_id"] for a in agents if a["pixel_state"] == "moving"]
@@ -287,7 +287,7 @@ def test_characters_walk_when_moving_and_grey_out_when_resolved(crowded: tuple[s
         assert STATE_TEXT["resolved"] in label
 
 
-def test_the_office_runs_under_its_own_content_security_policy(crowded: tuple[str, str], browser: Browser) -> None:  # noqa: F811
+def test_the_office_runs_under_its_own_content_security_policy(crowded: tuple[str, str], browser: Browser) -> None:
     # The other browser tests bypass the CSP for their probes; here the page's own scripts
     # run under it (script-src 'self'), and waiting uses selectors only (no eval).
     url, run_id = crowded

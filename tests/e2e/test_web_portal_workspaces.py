@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from tests.conftest import ADMIN, settings_for
-from tests.e2e.browser import CONTRAST_JS, browser, opened  # noqa: F401 (fixture)
+from tests.e2e.browser import CONTRAST_JS, opened
 from tests.infra import free_port
 from tests.live_helpers import service_process
 
@@ -50,7 +50,7 @@ def ready_portal(page: Page, url: str) -> None:
     page.wait_for_function("document.getElementById('workspaces').dataset.state !== 'loading'")
 
 
-def test_a_contributor_sees_notifications_and_launches_then_releases_a_workspace(served: str, browser: Browser) -> None:  # noqa: F811
+def test_a_contributor_sees_notifications_and_launches_then_releases_a_workspace(served: str, browser: Browser) -> None:
     sent = httpx.post(f"{served}/v1/portal/notifications/test", headers=DEV, timeout=30)
     assert sent.status_code == 202, sent.text
     with opened(browser, extra_http_headers=DEV) as page:
@@ -81,7 +81,7 @@ def test_a_contributor_sees_notifications_and_launches_then_releases_a_workspace
     assert [(w["workspace_scope"], w["status"]) for w in listed["items"]] == [(scope, "suspended")]
 
 
-def test_a_viewer_is_refused_a_workspace_on_the_page(served: str, browser: Browser) -> None:  # noqa: F811
+def test_a_viewer_is_refused_a_workspace_on_the_page(served: str, browser: Browser) -> None:
     with opened(browser, extra_http_headers=VIEWER) as page:
         ready_portal(page, served)
         page.fill("#ws-project", "acme")

@@ -45,7 +45,7 @@ class Faults:
         self.timeline.note(f"phase: {name}")
 
     def settle(self, seconds: float) -> None:
-        time.sleep(seconds)
+        time.sleep(seconds)  # pacing: load runs this long between faults
 
     def run_cycles(self, plan: FaultPlan) -> int:
         """At least one cycle; another only while one more (as long as the longest so far)
@@ -125,7 +125,7 @@ class Faults:
             self.problems.append(f"PostgreSQL did not stop: {exc!r:.300}")
             return
         self.timeline.note("PostgreSQL stopped")
-        time.sleep(plan.postgres_down_seconds)
+        time.sleep(plan.postgres_down_seconds)  # pacing: the outage lasts this long
         try:
             self.servers.postgres.start()
         except Exception as exc:
@@ -147,7 +147,7 @@ class Faults:
             self.problems.append(f"NATS did not stop: {exc!r:.300}")
             return
         self.timeline.note("NATS stopped")
-        time.sleep(plan.nats_down_seconds)
+        time.sleep(plan.nats_down_seconds)  # pacing: the outage lasts this long
         self.servers.nats.start()
         self.phase("nats back")
         self.timeline.note("NATS started again")
@@ -160,5 +160,5 @@ class Faults:
 
 
 def _sleep(seconds: float) -> bool:
-    time.sleep(seconds)
+    time.sleep(seconds)  # pacing: a phase of the scenario lasts this long
     return True

@@ -76,7 +76,7 @@ class LiveSubscriber:
             tasks = [asyncio.create_task(self._follow(client, s, n)) for n, s in enumerate(self.subscriptions)]
             added = time.monotonic()
             while not self._stop.is_set() and time.monotonic() < self.deadline:
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.2)  # pacing: subscribers are added a few at a time
                 if self.pick is None or len(self.subscriptions) >= self.max_subscriptions:
                     continue
                 if time.monotonic() - added < self.add_every:
@@ -105,7 +105,7 @@ class LiveSubscriber:
                 sub.failures[type(exc).__name__] += 1
             except Exception as exc:  # a malformed frame: shown in the report
                 sub.failures[f"client: {exc!r:.100}"] += 1
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # pacing: a client reconnects after a short pause, as browsers do
 
     async def _stream(self, client: httpx.AsyncClient, url: str, sub: Subscription, last: str) -> None:
         headers = {"Last-Event-ID": last}

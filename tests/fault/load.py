@@ -209,7 +209,7 @@ class Load:
                 if answer is not None and answer.status_code == 201:
                     self.slug = answer.json()["project_slug"]
                     break
-                time.sleep(1)
+                time.sleep(1)  # pacing: a client retrying after a refusal
         if not self.slug:
             raise RuntimeError("the project could not be created")
         threads = [threading.Thread(target=self._launcher, args=(n, deadline), name=f"launch-{n}") for n in range(8)]
@@ -230,7 +230,7 @@ class Load:
                 if not self.launch(http):
                     with self._lock:
                         self.launched -= 1
-                    time.sleep(0.5)
+                    time.sleep(0.5)  # pacing: a client retrying after a refusal
 
     def launch(self, http: httpx.Client) -> bool:
         body = {"template_id": "delivery-core", "project_slug": self.slug}
@@ -245,7 +245,7 @@ class Load:
                 return True
             if executed is None:  # unknown whether it was recorded: the run is not counted as scheduled
                 break
-            time.sleep(0.5)
+            time.sleep(0.5)  # pacing: a client retrying after a refusal
         self.runs.add(run_id, "ready")
         return True
 

@@ -105,7 +105,7 @@ class Postgres:
             except psycopg.OperationalError:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(0.2)
+                time.sleep(0.2)  # the poll interval of this bounded wait
 
     def stop(self, mode: str = "fast", timeout: float = 60) -> None:
         """``fast``: disconnects every client and shuts down cleanly; ``immediate``: a crash."""

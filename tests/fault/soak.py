@@ -101,7 +101,7 @@ def wait_caught_up(settings: Settings, timeout: float) -> tuple[bool, int, dict[
             behind = {n: positions.get(n, 0) for n in names if positions.get(n, 0) < head}
             if not behind or time.monotonic() > deadline:
                 return not behind, head, behind
-            time.sleep(0.5)
+            time.sleep(0.5)  # the poll interval of this bounded wait
     finally:
         store.close()
         app.close()
@@ -161,7 +161,7 @@ def run_soak(config: SoakConfig) -> SoakReport:
         )
         live.start()
         load.start()
-        time.sleep(config.warmup_seconds)
+        time.sleep(config.warmup_seconds)  # pacing: load and subscribers run before the first fault
         faults = Faults(topology, servers, recorder, timeline)
         report.cycles = faults.run_cycles(FaultPlan(seconds=config.seconds, faults=config.faults))
 

@@ -218,7 +218,7 @@ class Topology:
         while time.monotonic() < deadline:
             if all(p.ready() for p in self.processes["api"]):
                 return True
-            time.sleep(0.5)
+            time.sleep(0.5)  # the poll interval of this bounded wait
         return False
 
     # -- supervision -------------------------------------------------------------------------

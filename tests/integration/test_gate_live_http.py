@@ -14,7 +14,16 @@ from domain.gate.thread import thread_key_id
 from projections.engine.runner import NotificationSource
 from tests.conftest import ADMIN
 from tests.helpers import DEMO_LIKE
-from tests.live_helpers import SseEvent, live_settings, served, sse_events, topic, wait_published
+from tests.live_helpers import (
+    SseEvent,
+    append_marker,
+    live_settings,
+    served,
+    sse_events,
+    topic,
+    until_marker,
+    wait_published,
+)
 
 GATE = "/v1/admin/gate"
 STEPS = 11  # started, planned, committed, pull request, 3 check runs, comment, evidence, promotion, completed
@@ -30,7 +39,7 @@ async def until(events: list[SseEvent], count: int) -> None:
     for _ in range(1500):
         if sum(e.event == "gate" for e in events) >= count:
             return
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the poll interval of this bounded wait (30 s)
     raise AssertionError(f"only {len(events)} events arrived")
 
 
@@ -50,7 +59,8 @@ async def test_gate_steps_stream_to_the_runs_office_and_resume_from_the_log(sqli
             answer = await http.post(f"{GATE}/threads/{run_id}/run", json={"agent_key": "backend"})
             assert answer.status_code == 200, answer.text
             await until(got, STEPS)
-            await asyncio.sleep(0.2)  # a duplicate would show here
+            # A later event of the run reaches the client: a duplicate would have shown before it.
+            await until_marker(await asyncio.to_thread(append_marker, server.container, run_id), got)
             reader.cancel()
 
             envs = NotificationSource(server.container.event_store.recorder).read(1, 100_000)
@@ -63,7 +73,7 @@ async def test_gate_steps_stream_to_the_runs_office_and_resume_from_the_log(sqli
             subscribed = asyncio.Event()
             again = asyncio.create_task(collect(http, run_id, resumed, subscribed, last_event_id=launched_at))
             await until(resumed, STEPS)
-            await asyncio.sleep(0.2)
+            await until_marker(await asyncio.to_thread(append_marker, server.container, run_id), resumed)
             again.cancel()
             resumed_gate = [e for e in resumed if e.event == "gate"]
             assert [(e.id, e.data) for e in resumed_gate] == [(e.id, e.data) for e in got]  # the log says the same

@@ -55,7 +55,7 @@ def follow(
                 return job, seen
         else:  # not projected yet: never a 404 once the enqueue's position is given
             assert answer.status_code == 404 and not seen, answer.text
-        time.sleep(0.02)
+        time.sleep(0.02)  # the poll interval of this bounded wait: a client following its job
     raise AssertionError(f"job {job_id} did not end; statuses seen: {seen}")
 
 

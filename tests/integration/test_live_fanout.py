@@ -24,11 +24,13 @@ from tests import infra
 from tests.helpers import eventually
 from tests.live_helpers import (
     all_expected,
+    append_marker,
     bulk_previews,
     delete_stream,
     live_settings,
     simulate,
     stream_contents,
+    until_marker,
     wait_published,
 )
 from workers.bootstrap import Container, build
@@ -65,13 +67,12 @@ async def test_every_live_event_reaches_nats_once_in_log_order(live: Container) 
         await asyncio.to_thread(wait_published, live)
         expected = [(eid, f"{settings.live_subject_prefix}.{suffix}") for eid, suffix in all_expected(live)]
         assert len(expected) > 30
-        for _ in range(200):
-            if len(received) >= len(expected):
-                break
-            await asyncio.sleep(0.02)
+        # A later event reaches the subscriber: a duplicate of any before it would have shown.
+        marker = await asyncio.to_thread(append_marker, live, run_ids[0])
+        await until_marker(marker, received)
         assert received == expected
         stored = await stream_contents(settings.nats_url, settings.live_stream_name)
-        assert [(eid, subject) for eid, subject, _ in stored] == expected
+        assert [(eid, subject) for eid, subject, _ in stored if str(eid) != marker] == expected
         assert {subject for _, subject in expected} == {
             f"{settings.live_subject_prefix}.tenant.default.run.{r}" for r in run_ids
         }
@@ -149,10 +150,8 @@ async def test_a_nats_outage_loses_nothing_and_delivers_nothing_twice(sqlite_url
         expected = [eid for eid, _ in all_expected(container)]
         stored = await stream_contents(server.url, settings.live_stream_name)
         assert [eid for eid, _, _ in stored] == expected
-        for _ in range(300):
-            if len(delivered) >= len(expected):
-                break
-            await asyncio.sleep(0.05)
+        # A later event reaches the hub: a duplicate of any before it would have shown.
+        await until_marker(await asyncio.to_thread(append_marker, container, run_ids[0]), delivered, timeout=60)
         assert delivered == expected
     finally:
         await hub.stop()
@@ -196,10 +195,9 @@ async def test_a_fanout_killed_mid_batch_republishes_without_duplicates(pg_url: 
             while held < 300 and time.monotonic() < deadline:
                 with contextlib.suppress(nats.js.errors.NotFoundError):
                     held = (await js.stream_info(settings.live_stream_name)).state.messages
-                await asyncio.sleep(0.002)
+                await asyncio.sleep(0.002)  # a tight poll: the kill must land mid-publication
             worker.send_signal(signal.SIGKILL)
             worker.wait(10)
-            await asyncio.sleep(0.2)
             held = (await js.stream_info(settings.live_stream_name)).state.messages
         finally:
             await nc.close()
@@ -217,7 +215,7 @@ async def test_a_fanout_killed_mid_batch_republishes_without_duplicates(pg_url: 
 
 
 async def test_a_read_model_rebuild_never_refires_the_fanout(live: Container) -> None:
-    await asyncio.to_thread(simulate, live, 1, 20)
+    run_ids = await asyncio.to_thread(simulate, live, 1, 20)
     await asyncio.to_thread(wait_published, live)
     before = await stream_contents(live.settings.nats_url, live.settings.live_stream_name)
     fanout_position = live.fanout.position()
@@ -229,7 +227,9 @@ async def test_a_read_model_rebuild_never_refires_the_fanout(live: Container) ->
     assert report.position == live.event_store.max_position()
     assert all(live.store.position(p.name) == report.position for p in live.runner.projectors)
     live.fanout.wake()
-    await asyncio.sleep(0.5)
-
     assert live.fanout.position() == fanout_position
-    assert await stream_contents(live.settings.nats_url, live.settings.live_stream_name) == before
+    # The fan-out goes on past the rebuild: it publishes one later event, and nothing else.
+    marker = await asyncio.to_thread(append_marker, live, run_ids[0])
+    await asyncio.to_thread(wait_published, live)
+    after = await stream_contents(live.settings.nats_url, live.settings.live_stream_name)
+    assert after[:-1] == before and [str(after[-1][0])] == [marker]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 from urllib.parse import urlencode
 
@@ -15,12 +16,13 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import ADMIN
-from tests.helpers import DEMO_LIKE
+from tests.helpers import DEMO_LIKE, eventually
 from tests.live_helpers import (
     LIVE,
     STUDIO,
     LiveServer,
     SseEvent,
+    append_marker,
     bulk_previews,
     expected_events,
     live_settings,
@@ -28,6 +30,7 @@ from tests.live_helpers import (
     sse_events,
     stream_contents,
     topic,
+    until_marker,
     wait_published,
 )
 
@@ -79,14 +82,12 @@ async def collect_ws(
 
 
 async def until_complete(server: LiveServer, run_id: str, *collected: list[Any], after: int = 0) -> list[dict[str, Any]]:
-    """Waits until every collector holds as many events as the run has (after ``after``)."""
+    """The run's events (after ``after``), once every collector received a marker event
+    appended after them: a duplicate of any of them would have arrived before it."""
     await asyncio.to_thread(wait_published, server.container)
     expected = [x for x in expected_events(server.container, run_id) if int(x["event_id"]) > after]
-    for _ in range(1500):
-        if all(len(c) >= len(expected) for c in collected):
-            break
-        await asyncio.sleep(0.02)
-    await asyncio.sleep(0.1)  # anything beyond would be a duplicate: give it a moment to show
+    marker = await asyncio.to_thread(append_marker, server.container, run_id)
+    await until_marker(marker, *collected)
     return expected
 
 
@@ -104,7 +105,7 @@ async def wait_for_events(events: list[Any], count: int, timeout: float = 30.0) 
     for _ in range(int(timeout / 0.02)):
         if len(events) >= count:
             return
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the poll interval of this bounded wait
     raise AssertionError(f"only {len(events)} events arrived")
 
 
@@ -128,7 +129,7 @@ async def test_sse_and_websocket_subscribers_get_every_event_once_in_order(datab
             assert wave.status_code == 202, wave.text
             assert (await http.post(f"{STUDIO}/runs/{run_id}/execute")).status_code == 202
             assert (await http.post(f"{STUDIO}/runs/{run_id}/preview", json={"url": "https://p.example"})).status_code == 200
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # pacing: the run ticks (agents join) before it is ended
             await end_run(http, run_id)
             expected = await until_complete(server, run_id, sse_events_, ws_items)
             stop(sse, ws)
@@ -151,15 +152,16 @@ async def test_a_resumed_sse_client_misses_nothing_and_sees_nothing_twice(sqlite
             second = await collect_sse(http, run_id, last_event_id=first[-1].id, limit=6)
             # The WebSocket resumes the same way (query parameter).
             third = await collect_ws(ws_url(server, run_id, last_event_id=second[-1].id), limit=5)
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # pacing: the run goes on while no client is connected
             await end_run(http, run_id)
             rest: list[SseEvent] = []
             task = asyncio.create_task(collect_sse(http, run_id, last_event_id=third[-1]["event_id"], into=rest))
+            every = expected_events(server.container, run_id)  # the run's, before the marker
             expected = await until_complete(server, run_id, rest, after=int(third[-1]["event_id"]))
             stop(task)
 
         ids = [e.id for e in first + second] + [x["event_id"] for x in third] + [e.id for e in rest]
-        assert ids == [x["event_id"] for x in expected_events(server.container, run_id)]
+        assert ids == [x["event_id"] for x in every]
         assert [e.id for e in rest] == [x["event_id"] for x in expected]
 
 
@@ -203,13 +205,14 @@ async def test_the_embedded_broker_streams_and_replays_beyond_its_buffer(sqlite_
             live_only = asyncio.create_task(collect_sse(http, run_id, subscribed=live_subscribed, into=live))
             await asyncio.wait_for(asyncio.gather(subscribed.wait(), live_subscribed.wait()), 10)
             assert (await http.post(f"{STUDIO}/runs/{run_id}/execute")).status_code == 202
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.3)  # pacing: the run ticks (agents join) before it is ended
             await end_run(http, run_id)
-            expected = await until_complete(server, run_id, got, after=3)
+            every = expected_events(server.container, run_id)  # the run's, before the marker
+            expected = await until_complete(server, run_id, got, live, after=3)
             stop(task, live_only)
 
         assert [e.json() for e in got] == expected
-        expected = expected_events(server.container, run_id)
+        expected = every
         # The live-only subscriber saw a suffix: everything after it subscribed, nothing before.
         assert [e.json() for e in live] == expected[len(expected) - len(live):]
         assert live[0].json()["event_name"] == "execution_requested"
@@ -227,12 +230,15 @@ async def test_heartbeat_comments_keep_an_idle_stream_open(sqlite_url: str) -> N
                     async for chunk in response.aiter_raw():
                         chunks.append(chunk)
 
+            started = time.monotonic()
             reader = asyncio.create_task(read())
-            await asyncio.sleep(1.1)
+            await asyncio.to_thread(eventually, lambda: b"".join(chunks).count(b": heartbeat\n\n") >= 3, 10, 0.01)
+            took = time.monotonic() - started
             reader.cancel()
         text = b"".join(chunks).decode()
         assert text.startswith("retry: 2000\n: subscribed\n\n")
-        assert 2 <= text.count(": heartbeat\n\n") <= 7
+        # Three heartbeats 0.2 s apart: no sooner than two intervals, and not long after.
+        assert 0.4 <= took < 5, took
 
 
 # -- who may subscribe (C1, C2, C3) ---------------------------------------------------------

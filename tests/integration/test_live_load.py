@@ -66,7 +66,7 @@ async def test_a_thousand_subscribers_stay_connected_and_each_gets_every_event(s
         await asyncio.wait_for(asyncio.gather(*(s.wait() for s in subscribed)), 45)
 
         assert (await http.post(f"{STUDIO}/runs/{run_id}/execute")).status_code == 202
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # pacing: the run ticks (agents join) before it is ended
         cleaned = await http.post(f"{STUDIO}/runs/{run_id}/cleanup", json={"reason": "load test over"})
         assert cleaned.status_code in (200, 409)
 
@@ -79,7 +79,7 @@ async def test_a_thousand_subscribers_stay_connected_and_each_gets_every_event(s
         wanted = [every if n % 2 == 0 else after_subscribing for n in range(SUBSCRIBERS)]
         deadline = time.monotonic() + 45
         while time.monotonic() < deadline and any(len(r) < len(w) for r, w in zip(received, wanted, strict=True)):
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # the poll interval of this bounded wait (45 s)
 
         failed = [t for t in tasks if t.done()]
         assert not failed, failed[0].exception()  # every subscriber is still connected

@@ -10,7 +10,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from eventsourcing.persistence import InfrastructureFactory, IntegrityError, OperationalError, StoredEvent
+from eventsourcing.persistence import (
+    InfrastructureFactory,
+    IntegrityError,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.utils import Environment
 
 from domain.shared.event_store import EventStore

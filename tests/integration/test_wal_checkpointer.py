@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
 
 from projections.engine.store import Change, Row, SqliteDocStore
-from tests.helpers import DEMO_LIKE
+from tests.helpers import DEMO_LIKE, eventually
 from workers.bootstrap import build
 from workers.eventstore.sqlite import WalCheckpointer
 from workers.settings import Settings
@@ -41,10 +40,7 @@ def test_the_service_connections_never_checkpoint_and_keep_full_sync(tmp_path: P
             assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert container.store._conn().execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0  # type: ignore[attr-defined]
         checkpointer = container.store.checkpointer  # type: ignore[attr-defined]
-        deadline = time.monotonic() + 30
-        while checkpointer.runs < 2 and time.monotonic() < deadline:  # its thread runs by itself
-            time.sleep(0.05)
-        assert checkpointer.runs >= 2
+        eventually(lambda: checkpointer.runs >= 2, timeout=30)  # its thread runs by itself
         assert checkpointer.last is not None and checkpointer.last.busy == 0
         assert checkpointer.last.moved == checkpointer.last.wal_frames
     finally:

@@ -128,3 +128,40 @@ def test_squadops_open_replaces_the_claims_a_browser_sends(tmp_path: Path) -> No
         spoofed, board = asyncio.run(ask())
         assert spoofed.status_code == 200 and "dev@example.com" in spoofed.text and "ceo@example.com" not in spoofed.text
         assert board.status_code == 200 and board.json()["runs"] == []
+
+
+def test_the_dev_identity_goes_to_its_own_origin_only(tmp_path: Path) -> None:
+    """Another site open in the same browser (a form, a fetch, a link, a DNS-rebinding
+    page) gets nothing through the proxy: it refuses the request (403), so no claims."""
+    settings = settings_for(f"sqlite:///{tmp_path / 'squadops.db'}")
+    with served(settings, workers=("projector",)) as server:
+        proxy = EdgeProxy(server.url, dev_claims("dev@example.com", "/org/platform/roles/super_admin"))
+        transport = httpx.ASGITransport(app=proxy)
+        own = {"origin": "http://127.0.0.1:8080", "sec-fetch-site": "same-origin"}
+        others = [
+            {"origin": "http://evil.example"},
+            {"origin": "http://127.0.0.1:9999"},
+            {"origin": "null"},
+            {"sec-fetch-site": "cross-site"},
+            {"sec-fetch-site": "same-site"},
+            {"host": "evil.example:8080"},
+            {"host": "evil.example:8080", "origin": "http://evil.example:8080", "sec-fetch-site": "same-origin"},
+        ]
+
+        async def ask() -> list[tuple[dict[str, str], int, int]]:
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8080") as client:
+                found = []
+                for headers in [own, {"sec-fetch-site": "none"}, {"host": "localhost:8080"}, *others]:
+                    page = await client.get("/", headers=headers)
+                    launch = await client.post(
+                        "/v1/project-factory/projects", json={"project_key": "p"}, headers=headers
+                    )
+                    found.append((headers, page.status_code, launch.status_code))
+                return found
+
+        import asyncio
+
+        answers = asyncio.run(ask())
+        assert [a[1] for a in answers[:3]] == [200, 200, 200]
+        assert answers[0][2] == 201  # the page's own request acts as the dev identity
+        assert [(h, page, post) for h, page, post in answers[3:] if (page, post) != (403, 403)] == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import psycopg
 import pytest
 
 from projections.engine.docs import Projector
@@ -163,6 +164,16 @@ def test_runner_waits_on_a_gap_then_accepts_it_after_the_timeout(sqlite_url: str
         container.close()
 
 
+def listening(url: str, channel: str) -> bool:
+    """Whether a session of this database has run ``LISTEN`` on ``channel`` (and stays)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = %s",
+            (f'LISTEN "{channel}"',),
+        ).fetchone()
+    return bool(row and row[0])
+
+
 def test_postgres_listen_wakes_a_runner_in_another_process(pg_url: str) -> None:
     """An append by another process reaches a runner that would otherwise poll only every 30 s."""
     reader = build(settings_for(pg_url, projection_poll_seconds=30.0))
@@ -170,7 +181,8 @@ def test_postgres_listen_wakes_a_runner_in_another_process(pg_url: str) -> None:
     try:
         reader.runner.poll_seconds = 30.0
         reader.start(("projector",))
-        time.sleep(0.3)  # LISTEN established
+        channel = reader.event_store.recorder.channel_name  # type: ignore[attr-defined]
+        eventually(lambda: listening(pg_url, channel), timeout=10, interval=0.02)
         writer.projects.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
         target = writer.event_store.max_position()
         started = time.monotonic()

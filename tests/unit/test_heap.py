@@ -36,7 +36,7 @@ def test_the_youngest_generation_is_collected_less_often_and_the_older_ones_as_b
     before = gc.get_threshold()
     try:
         assert collect_young_less_often() == (YOUNG_THRESHOLD, before[1], before[2]) == gc.get_threshold()
-        assert YOUNG_THRESHOLD > before[0]
+        assert before[0] < YOUNG_THRESHOLD
         # A pass's worth of objects alive at once (7 young collections at Python's 700).
         gc.collect(0)
         collections = gc.get_stats()[0]["collections"]

@@ -127,7 +127,12 @@ async def test_a_subscriber_too_slow_for_its_queue_catches_up_by_replay(setup) -
     assert await anext(stream) == []
     for _ in range(4):  # 120 events, 80 for run a: more than its queue of 50 holds
         await hub.publish(log.append(30))  # type: ignore[attr-defined]
-    await asyncio.sleep(0.05)
+    # The hub dispatched all 120 before the subscriber reads: its queue overflowed.
+    for _ in range(500):
+        if hub.cursor >= log.messages[-1].seq:
+            break
+        await asyncio.sleep(0.01)  # the poll interval (5 s at most): the loop dispatches meanwhile
+    assert hub.cursor == log.messages[-1].seq
     assert await collect(stream, ids(log, RUN_A)[-1]) == ids(log, RUN_A)
     await stream.aclose()
     assert log.reads  # the part the buffer no longer held came from the log

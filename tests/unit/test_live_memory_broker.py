@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections.abc import Callable
 
 from projections.studio.live_channel import LiveMessage
 from workers.live_broker import MemoryBroker
@@ -42,16 +44,27 @@ async def test_followers_get_each_message_once_in_order_on_their_own_loop() -> N
     worker = threading.Thread(target=fanout_thread, name="fanout")
     worker.start()
     worker.join()
-    for _ in range(100):
-        if len(received) == 50:
-            break
-        await asyncio.sleep(0.01)
-    assert received == list(range(2, 52))
+    # A later message arrives: every duplicate of those before it would have arrived first.
+    broker.publish_now([msg(52)])
+    await until(lambda: 52 in received)
+    assert received == list(range(2, 53))
     assert threads == {threading.current_thread().name}
+
+    # Unfollowed: a follower still following gets the next message; the unfollowed one not.
+    others: list[int] = []
+    await broker.follow(lambda batch: others.extend(m.event_id for m in batch))
     await broker.unfollow(on_messages)
     broker.publish_now([msg(60)])
-    await asyncio.sleep(0.02)
-    assert received[-1] == 51
+    await until(lambda: others == [60])
+    assert received[-1] == 52
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Until ``condition`` holds, turning the loop (where followers are called)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.005)  # the poll interval: the loop runs the followers meanwhile
 
 
 async def test_history_answers_the_subject_after_an_id_up_to_a_cursor_and_the_floor() -> None:

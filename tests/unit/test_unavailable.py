@@ -123,10 +123,10 @@ def test_only_the_waits_spend_the_budget_not_the_requests_other_work() -> None:
         time.sleep(0.25)  # the command's own work (git, a UDP exchange) is not waiting
         left = [wait_budget(1.0)]
         with waiting():
-            time.sleep(0.12)
+            time.sleep(0.12)  # a wait for a connection, which spends the budget
         left.append(wait_budget(1.0))
         with waiting():
-            time.sleep(0.12)
+            time.sleep(0.12)  # a wait for a connection, which spends the budget
         left.append(wait_budget(1.0))
         return left
 
