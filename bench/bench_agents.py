@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from bench.context import BenchContext, percentile
+from bench.context import BenchContext, percentile, scratch_sqlite
 from projections.studio.live_channel import topic_for
 from tests.conftest import ADMIN
 from tests.integration.real_clis import real_squad
@@ -96,11 +96,8 @@ def _follow(base_url: str, run_id: str, received: dict[str, float], stop: thread
 def run(ctx: BenchContext) -> list[str]:
     del ctx  # SQLite, the embedded default
     scripts = {"planner": _script("planner"), "curator": _script("curator")}
-    database = Path("var") / f"bench-agents-{os.getpid()}.db"
-    database.parent.mkdir(exist_ok=True)
-    with contextlib.ExitStack() as cleanup:
-        cleanup.callback(lambda: [p.unlink(missing_ok=True) for p in database.parent.glob(database.name + "*")])
-        return _measure(scripts, f"sqlite:///{database}")
+    with scratch_sqlite("bench-agents") as database_url:
+        return _measure(scripts, database_url)
 
 
 def _measure(scripts: dict[str, list[tuple[Any, ...]]], database_url: str, runs: int = RUNS, **changes: Any) -> list[str]:

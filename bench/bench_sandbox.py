@@ -13,16 +13,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 import time
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from bench.bench_agents import _measure, _script
-from bench.context import BenchContext, percentile
+from bench.context import BenchContext, percentile, scratch_sqlite
 from domain.shared import agent_tokens
 from tests.integration.real_clis import real_squad
 from tests.integration.scripted_models import ScriptedModels
@@ -86,15 +83,11 @@ def _starts(svc: Any) -> list[str]:
 def run(ctx: BenchContext) -> list[str]:
     del ctx  # SQLite, the embedded default
     scripts = {"planner": _script("planner"), "curator": _script("curator")}
-    database = Path("var") / f"bench-sandbox-{os.getpid()}.db"
-    database.parent.mkdir(exist_ok=True)
-    with contextlib.ExitStack() as cleanup:
-        cleanup.callback(lambda: [p.unlink(missing_ok=True) for p in database.parent.glob(database.name + "*")])
-        with ScriptedModels(scripts) as models, real_squad(f"sqlite:///{database}", models.url) as svc:
-            lines = _starts(svc)
-        for mode in MODES:
-            for p in database.parent.glob(database.name + "*"):
-                p.unlink(missing_ok=True)
-            figures = _measure(scripts, f"sqlite:///{database}", runs=STREAM_RUNS, agent_sandbox=mode)
-            lines += [f"[{mode}] {line}" for line in figures]
-        return lines
+    with scratch_sqlite("bench-sandbox") as database_url, ScriptedModels(scripts) as models, \
+            real_squad(database_url, models.url) as svc:
+        lines = _starts(svc)
+    for mode in MODES:
+        with scratch_sqlite(f"bench-sandbox-{mode}") as database_url:
+            figures = _measure(scripts, database_url, runs=STREAM_RUNS, agent_sandbox=mode)
+        lines += [f"[{mode}] {line}" for line in figures]
+    return lines

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from tests import infra
@@ -28,6 +30,18 @@ class BenchContext:
 
     def __exit__(self, *exc: Any) -> None:
         self._stack.close()
+
+
+@contextlib.contextmanager
+def scratch_sqlite(name: str) -> Iterator[str]:
+    """A SQLite URL under ``var/`` for one benchmark, its files removed afterwards."""
+    database = Path("var") / f"{name}-{os.getpid()}.db"
+    database.parent.mkdir(exist_ok=True)
+    try:
+        yield f"sqlite:///{database}"
+    finally:
+        for path in database.parent.glob(database.name + "*"):
+            path.unlink(missing_ok=True)
 
 
 def percentile(samples: list[float], q: float) -> float:
