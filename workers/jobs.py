@@ -68,7 +68,7 @@ class JobRunner:
 
     def due(self) -> list[_Due]:
         """Jobs due now, earliest first (as the read model has them)."""
-        rows = self.store.scan("jobs", p=QUEUE_PARTITION, before=f"{self.clock()}|~", limit=self.batch)
+        rows = self.store.scan("jobs", partition=QUEUE_PARTITION, before=f"{self.clock()}|~", limit=self.batch)
         return [_due(row.body) for row in rows]
 
     def run_once(self) -> int:

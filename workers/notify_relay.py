@@ -46,7 +46,7 @@ class NotificationRelay:
         """Delivers what the outbox holds past the cursor; answers how many were triggered."""
         fired = 0
         try:
-            page = self.store.scan(OUTBOX, p="outbox", after=self.after, limit=500)
+            page = self.store.scan(OUTBOX, partition="outbox", after=self.after, limit=500)
         except Exception as exc:  # the read model is not there yet
             log.warning("outbox_unreadable", error=repr(exc))
             return 0
@@ -60,7 +60,7 @@ class NotificationRelay:
                                     url=item["url"], source_ref=item["source_ref"], project_slug=item["project_slug"])
                 self.workflow.trigger(tenant=item["tenant"], subscriber=subscriber, note=note)
                 fired += 1
-            self.after = row.s
+            self.after = row.sort_key
         return fired
 
     def start(self) -> None:

@@ -30,7 +30,7 @@ _decode = msgspec.json.Decoder(dict).decode
 
 
 def queue_entries(store: DocStore, limit: int = 10_000) -> list[QueueEntry]:
-    rows = store.scan("runs", p="queue", limit=limit)
+    rows = store.scan("runs", partition="queue", limit=limit)
     entries = []
     for row in rows:
         doc = _decode(row.body)

@@ -102,12 +102,12 @@ class WorkspaceController:
     def _queue(self, status: str, limit: int = 10_000) -> Iterator[dict[str, Any]]:
         after, seen = "", 0
         while seen < limit:
-            rows = self.store.scan(TABLE, p=QUEUE_PARTITION, st=status, after=after, limit=min(500, limit - seen))
+            rows = self.store.scan(TABLE, partition=QUEUE_PARTITION, status=status, after=after, limit=min(500, limit - seen))
             for row in rows:
                 yield _decode(row.body)
             if len(rows) < 500:
                 return
-            seen, after = seen + len(rows), rows[-1].s
+            seen, after = seen + len(rows), rows[-1].sort_key
 
     def sample(self, status: str) -> list[str]:
         return [q["workspace_scope"] for q in self._queue(status, SAMPLE)]

@@ -218,17 +218,17 @@ class ControlPlaneReads:
         last, more = before, False
         for _ in range(SCAN_PAGES):
             page = self.store.scan(
-                "fleet", p=fleet_partition(tenant), before=last, g=project_slug, st=status, limit=batch, descending=True
+                "fleet", partition=fleet_partition(tenant), before=last, group=project_slug, status=status, limit=batch, descending=True
             )
             for row in page:
-                if allowed is not None and row.g not in allowed:
-                    last = row.s
+                if allowed is not None and row.group not in allowed:
+                    last = row.sort_key
                     continue
                 if len(rows) == limit:
                     more = True
                     break
                 rows.append(_row.decode(row.body))
-                last = row.s
+                last = row.sort_key
             if more or len(page) < batch:
                 break
         else:

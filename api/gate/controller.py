@@ -64,7 +64,7 @@ def run_thread(
 @get("/threads/{thread_key:str}/runs", sync_to_thread=True, summary="Runs of a gate thread")
 def thread_runs(thread_key: KeyPath, state: State, caller: CallerDep) -> GateRunList:
     store: DocStore = part(state, "store")
-    rows = store.scan("gate_runs", p=gate_runs_partition(caller.tenant, thread_key), limit=500)
+    rows = store.scan("gate_runs", partition=gate_runs_partition(caller.tenant, thread_key), limit=500)
     return GateRunList(items=[_run.decode(row.body) for row in rows])
 
 

@@ -41,7 +41,7 @@ class JobReads:
         return _job.decode(raw)
 
     def checkpoints(self, tenant: str) -> list[SyncCheckpoint]:
-        rows = self.store.scan("sync_checkpoints", p=checkpoints_partition(tenant), limit=MAX_CHECKPOINTS)
+        rows = self.store.scan("sync_checkpoints", partition=checkpoints_partition(tenant), limit=MAX_CHECKPOINTS)
         return [_checkpoint.decode(row.body) for row in rows]
 
     def checkpoint(self, tenant: str, connector_id: str, scope: str) -> SyncCheckpoint:

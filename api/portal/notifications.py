@@ -99,7 +99,7 @@ def send_test(state: State, caller: CallerDep) -> Response[TestSent]:
 @get("/notifications", sync_to_thread=True, summary="The caller's inbox")
 def inbox(state: State, caller: CallerDep, unread_only: UnreadOnly = False, limit: Limit = 50) -> NotificationList:
     store = part(state, "reads").store
-    rows = store.scan(INBOX, p=inbox_partition(caller.tenant, caller.subject_key), limit=1000, descending=True)
+    rows = store.scan(INBOX, partition=inbox_partition(caller.tenant, caller.subject_key), limit=1000, descending=True)
     notes = [_note.decode(r.body) for r in rows]
     unread = [n for n in notes if not n.read_at]
     shown = (unread if unread_only else notes)[:limit]

@@ -83,13 +83,13 @@ class Reads:
     def reports(self, tenant: str, run_id: str, *, after_tick: int = 0, limit: int = 500) -> list[TickReport]:
         self.run_doc(tenant, run_id)
         rows = self.store.scan(
-            "runs", p=report_partition(tenant, run_id), after=f"{after_tick:09d}", limit=limit
+            "runs", partition=report_partition(tenant, run_id), after=f"{after_tick:09d}", limit=limit
         )
         return [_reports.decode(row.body) for row in rows]
 
     def handoff_trail(self, tenant: str, run_id: str) -> HandoffTrail:
         doc = self.run_doc(tenant, run_id)
-        rows = self.store.scan("runs", p=handoff_partition(tenant, run_id), limit=100_000)
+        rows = self.store.scan("runs", partition=handoff_partition(tenant, run_id), limit=100_000)
         return HandoffTrail(
             run_id=run_id,
             handoff_count=doc["handoff_count"],

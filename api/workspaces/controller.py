@@ -112,7 +112,7 @@ def launch(
 
 @get("/dev_workspace/workspaces", sync_to_thread=True, summary="The caller's own workspace records")
 def list_workspaces(state: State, caller: CallerDep) -> WorkspaceList:
-    rows = read_models(state).store.scan(TABLE, p=employee_partition(caller.tenant, caller.subject_key), limit=500)
+    rows = read_models(state).store.scan(TABLE, partition=employee_partition(caller.tenant, caller.subject_key), limit=500)
     cfg = config(state)
     return WorkspaceList(items=[workspace_out(_decode(r.body), cfg) for r in rows])
 

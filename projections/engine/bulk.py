@@ -23,7 +23,7 @@ from projections.engine.unavailable import unavailable
 
 log = structlog.get_logger("squadops.lookups")
 
-Newest = dict[tuple[str, str], list[tuple[str, str, bytes | None]]]  # (model, p) -> [(s, key, body)], newest first
+Newest = dict[tuple[str, str], list[tuple[str, str, bytes | None]]]  # (model, partition) -> [(sort key, key, body)], newest first
 
 
 def read_many(
@@ -53,16 +53,16 @@ def read_many(
                 raise
             log.warning("lookup_failed", read_model=name, error=repr(exc))
     newest: Newest = {}
-    for name, ps in partitions.items():
-        for p in ps:
+    for name, names_partitions in partitions.items():
+        for partition in names_partitions:
             try:
-                rows = store.scan(name, p=p, limit=limit, descending=True)
+                rows = store.scan(name, partition=partition, limit=limit, descending=True)
             except Exception as exc:
                 if unavailable(exc) is not None:
                     raise
                 log.warning("lookup_failed", read_model=name, error=repr(exc))
                 rows = []
-            newest[(name, p)] = [(r.s, r.key, r.body) for r in rows]
+            newest[(name, partition)] = [(r.sort_key, r.key, r.body) for r in rows]
     return found, newest
 
 

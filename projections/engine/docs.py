@@ -24,10 +24,12 @@ decode = msgspec.json.Decoder(dict).decode
 
 
 class Meta(msgspec.Struct, frozen=True, gc=False):
-    p: str = ""
-    g: str = ""
-    s: str = ""
-    st: str = ""
+    """A document's attributes to list it by (``Row`` without the key and body)."""
+
+    partition: str = ""
+    group: str = ""
+    sort_key: str = ""
+    status: str = ""
 
 
 _ABSENT = object()
@@ -36,7 +38,9 @@ _ABSENT = object()
 class Docs(Protocol):
     def get(self, key: str) -> dict[str, Any] | None: ...
 
-    def put(self, key: str, doc: dict[str, Any], *, p: str = "", g: str = "", s: str = "", st: str = "") -> None: ...
+    def put(
+        self, key: str, doc: dict[str, Any], *, partition: str = "", group: str = "", sort_key: str = "", status: str = ""
+    ) -> None: ...
 
     def delete(self, key: str) -> None: ...
 
@@ -101,8 +105,10 @@ class MemoryDocs:
         entry = self.docs.get(key)
         return entry[1] if entry else None
 
-    def put(self, key: str, doc: dict[str, Any], *, p: str = "", g: str = "", s: str = "", st: str = "") -> None:
-        self.docs[key] = (Meta(p, g, s, st), doc)
+    def put(
+        self, key: str, doc: dict[str, Any], *, partition: str = "", group: str = "", sort_key: str = "", status: str = ""
+    ) -> None:
+        self.docs[key] = (Meta(partition, group, sort_key, status), doc)
         self.deleted.discard(key)
         self.dirty.add(key)
 
@@ -114,14 +120,14 @@ class MemoryDocs:
     def rows(self) -> Iterator[Row]:
         for key in sorted(self.docs):
             meta, doc = self.docs[key]
-            yield Row(key, meta.p, meta.g, meta.s, meta.st, encode(doc))
+            yield Row(key, meta.partition, meta.group, meta.sort_key, meta.status, encode(doc))
 
     def take_changes(self) -> tuple[list[Row], list[str]]:
         """Rows written and keys deleted since the last call."""
         upserts = []
         for key in sorted(self.dirty):
             meta, doc = self.docs[key]
-            upserts.append(Row(key, meta.p, meta.g, meta.s, meta.st, encode(doc)))
+            upserts.append(Row(key, meta.partition, meta.group, meta.sort_key, meta.status, encode(doc)))
         deletes = sorted(self.deleted)
         self.dirty = set()
         self.deleted = set()
@@ -239,9 +245,11 @@ class BatchDocs:
         self.cache[key] = doc
         return doc
 
-    def put(self, key: str, doc: dict[str, Any], *, p: str = "", g: str = "", s: str = "", st: str = "") -> None:
+    def put(
+        self, key: str, doc: dict[str, Any], *, partition: str = "", group: str = "", sort_key: str = "", status: str = ""
+    ) -> None:
         self.cache[key] = doc
-        self.meta[key] = Meta(p, g, s, st)
+        self.meta[key] = Meta(partition, group, sort_key, status)
         self.dirty.add(key)
         self.deleted.discard(key)
 
@@ -257,5 +265,5 @@ class BatchDocs:
             meta = self.meta[key]
             body = encode(self.cache[key])
             self.sizes[key] = len(body)
-            upserts.append(Row(key, meta.p, meta.g, meta.s, meta.st, body))
+            upserts.append(Row(key, meta.partition, meta.group, meta.sort_key, meta.status, body))
         return upserts, sorted(self.deleted)

@@ -21,10 +21,10 @@ log = structlog.get_logger("squadops.lookups")
 
 
 class Newest(NamedTuple):
-    """The newest ``limit`` rows of partition ``p`` of read model ``name``, by sort key."""
+    """The newest ``limit`` rows of ``partition`` of read model ``name``, by sort key."""
 
     name: str
-    p: str
+    partition: str
     limit: int
 
 
@@ -52,7 +52,7 @@ def fetch(
     rows: dict[str, list[bytes]] = {}
     for part, scan in scans.items():
         try:
-            rows[part] = [r.body for r in store.scan(scan.name, p=scan.p, limit=scan.limit, descending=True)]
+            rows[part] = [r.body for r in store.scan(scan.name, partition=scan.partition, limit=scan.limit, descending=True)]
         except Exception as exc:
             if unavailable(exc) is not None:  # no part can be answered: fail the lookup
                 raise
@@ -76,7 +76,7 @@ def _union(
             selects.append(
                 f"(SELECT {index} AS i, s, v FROM {table_name(scan.name)} WHERE p = %s ORDER BY s DESC LIMIT %s)"
             )
-            params += [scan.p, scan.limit]
+            params += [scan.partition, scan.limit]
     sql = " UNION ALL ".join(selects)
     result = store.reading(lambda conn: conn.execute(sql, params, prepare=True).fetchall())  # type: ignore[attr-defined]
     found: dict[str, bytes | None] = dict.fromkeys(docs)

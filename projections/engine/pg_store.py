@@ -120,23 +120,24 @@ class PostgresDocStore(DocStore):
         self,
         name: str,
         *,
-        p: str,
+        partition: str,
         after: str = "",
         before: str = "",
-        g: str | None = None,
-        st: str | None = None,
+        group: str | None = None,
+        status: str | None = None,
         limit: int = 100,
         descending: bool = False,
     ) -> list[Row]:
         sql, params = self.scan_query(
-            name, "%s", p=p, after=after, before=before, g=g, st=st, limit=limit, descending=descending
+            name, "%s", partition=partition, after=after, before=before, group=group, status=status,
+            limit=limit, descending=descending,
         )
         rows = self.reading(lambda conn: conn.execute(sql, params).fetchall())
-        return [Row(k, p_, g_, s_, st_, bytes(v)) for k, p_, g_, s_, st_, v in rows]
+        return [Row(*row[:5], bytes(row[5])) for row in rows]
 
-    def count(self, name: str, *, p: str) -> int:
+    def count(self, name: str, *, partition: str) -> int:
         sql = f"SELECT COUNT(*) FROM {table_name(name)} WHERE p = %s"
-        row = self.reading(lambda conn: conn.execute(sql, (p,)).fetchone())
+        row = self.reading(lambda conn: conn.execute(sql, (partition,)).fetchone())
         return int(row[0])
 
     def _write_rows(self, conn: Any, table: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
@@ -198,7 +199,7 @@ class PostgresDocStore(DocStore):
     def dump(self, name: str) -> list[Row]:
         sql = f"SELECT k, p, g, s, st, v FROM {table_name(name)} ORDER BY k"
         rows = self.reading(lambda conn: conn.execute(sql).fetchall())
-        return [Row(k, p, g, s, st, bytes(v)) for k, p, g, s, st, v in rows]
+        return [Row(*row[:5], bytes(row[5])) for row in rows]
 
     def close(self) -> None:
         if self._shadowing is not None:

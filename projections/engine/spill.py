@@ -86,14 +86,16 @@ class SpillDocs:
             return None
         self.reloaded += 1
         doc = decode(row.body)
-        self.docs[key] = (Meta(row.p, row.g, row.s, row.st), doc)
+        self.docs[key] = (Meta(row.partition, row.group, row.sort_key, row.status), doc)
         self.line[key] = (0, len(row.body) + ENTRY_BYTES)  # page 0: placed by the next settle
         self.bytes += len(row.body) + ENTRY_BYTES
         self.touched.setdefault(key, False)
         return doc
 
-    def put(self, key: str, doc: dict[str, Any], *, p: str = "", g: str = "", s: str = "", st: str = "") -> None:
-        self.docs[key] = (Meta(p, g, s, st), doc)
+    def put(
+        self, key: str, doc: dict[str, Any], *, partition: str = "", group: str = "", sort_key: str = "", status: str = ""
+    ) -> None:
+        self.docs[key] = (Meta(partition, group, sort_key, status), doc)
         self.touched[key] = True
         self.deleted.discard(key)
 
@@ -146,7 +148,7 @@ class SpillDocs:
             freed += size
             if key in dirty:
                 dirty.discard(key)
-                leaving.append(Row(key, meta.p, meta.g, meta.s, meta.st, encode(doc)))
+                leaving.append(Row(key, meta.partition, meta.group, meta.sort_key, meta.status, encode(doc)))
         self.bytes -= freed
         return freed
 
@@ -180,7 +182,7 @@ class SpillDocs:
             rows = []
             for key in order[start : start + SHADOW_BATCH]:
                 meta, doc = self.docs[key]
-                rows.append(Row(key, meta.p, meta.g, meta.s, meta.st, encode(doc)))
+                rows.append(Row(key, meta.partition, meta.group, meta.sort_key, meta.status, encode(doc)))
             self._write(rows)
         self._write([])
 
@@ -190,7 +192,7 @@ class SpillDocs:
         upserts = []
         for key in sorted(self.dirty):
             meta, doc = self.docs[key]
-            upserts.append(Row(key, meta.p, meta.g, meta.s, meta.st, encode(doc)))
+            upserts.append(Row(key, meta.partition, meta.group, meta.sort_key, meta.status, encode(doc)))
         deletes = sorted(self.deleted)
         self.dirty, self.deleted = set(), set()
         return upserts, deletes

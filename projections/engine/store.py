@@ -1,8 +1,9 @@
 """Read-model storage beside the events: one table per read model plus tracking positions.
 
 Every read model is a table ``rm_<name>`` of JSON documents, each with a key and four
-indexed attributes: ``p`` (partition, e.g. a run's reports), ``g`` (group, e.g. a project),
-``s`` (sort key) and ``st`` (status). A projector's row changes and its new position are
+attributes to list them by: ``partition`` (e.g. a run's reports), ``group`` (e.g. a
+project), ``sort_key`` and ``status``. In SQL the columns are ``k, p, g, s, st, v`` (key,
+partition, group, sort key, status, the document's bytes). A projector's row changes and its new position are
 committed in one transaction, guarded by the position it started from, so a crash resumes
 where it stopped and two runners never apply the same events twice.
 """
@@ -23,10 +24,10 @@ TRACKING = "rm_tracking"
 
 class Row(NamedTuple):
     key: str
-    p: str
-    g: str
-    s: str
-    st: str
+    partition: str
+    group: str
+    sort_key: str
+    status: str
     body: bytes
 
 
@@ -117,17 +118,19 @@ class DocStore(ABC):
         self,
         name: str,
         *,
-        p: str,
+        partition: str,
         after: str = "",
         before: str = "",
-        g: str | None = None,
-        st: str | None = None,
+        group: str | None = None,
+        status: str | None = None,
         limit: int = 100,
         descending: bool = False,
-    ) -> list[Row]: ...
+    ) -> list[Row]:
+        """The rows of ``partition`` by sort key (strictly between ``after`` and ``before``
+        when given), only those of ``group`` / ``status`` when given."""
 
     @abstractmethod
-    def count(self, name: str, *, p: str) -> int: ...
+    def count(self, name: str, *, partition: str) -> int: ...
 
     def commit(
         self,
@@ -149,22 +152,22 @@ class DocStore(ABC):
         name: str,
         mark: str,
         *,
-        p: str,
+        partition: str,
         after: str,
         before: str,
-        g: str | None,
-        st: str | None,
+        group: str | None,
+        status: str | None,
         limit: int,
         descending: bool,
     ) -> tuple[str, list[Any]]:
         """The SQL of ``scan`` with ``mark`` as the parameter placeholder."""
         sql = f"SELECT k, p, g, s, st, v FROM {table_name(name)} WHERE p = {mark}"
-        params: list[Any] = [p]
+        params: list[Any] = [partition]
         for clause, value in (("s >", after), ("s <", before)):
             if value:
                 sql += f" AND {clause} {mark}"
                 params.append(value)
-        for column, value in (("g", g), ("st", st)):
+        for column, value in (("g", group), ("st", status)):
             if value is not None:
                 sql += f" AND {column} = {mark}"
                 params.append(value)
@@ -294,21 +297,22 @@ class SqliteDocStore(DocStore):
         self,
         name: str,
         *,
-        p: str,
+        partition: str,
         after: str = "",
         before: str = "",
-        g: str | None = None,
-        st: str | None = None,
+        group: str | None = None,
+        status: str | None = None,
         limit: int = 100,
         descending: bool = False,
     ) -> list[Row]:
         sql, params = self.scan_query(
-            name, "?", p=p, after=after, before=before, g=g, st=st, limit=limit, descending=descending
+            name, "?", partition=partition, after=after, before=before, group=group, status=status,
+            limit=limit, descending=descending,
         )
-        return [Row(k, p_, g_, s_, st_, bytes(v)) for k, p_, g_, s_, st_, v in self._conn().execute(sql, params)]
+        return [Row(*row[:5], bytes(row[5])) for row in self._conn().execute(sql, params)]
 
-    def count(self, name: str, *, p: str) -> int:
-        row = self._conn().execute(f"SELECT COUNT(*) FROM {table_name(name)} WHERE p = ?", (p,)).fetchone()
+    def count(self, name: str, *, partition: str) -> int:
+        row = self._conn().execute(f"SELECT COUNT(*) FROM {table_name(name)} WHERE p = ?", (partition,)).fetchone()
         return int(row[0])
 
     def _write_rows(self, conn: sqlite3.Connection, table: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
@@ -354,7 +358,7 @@ class SqliteDocStore(DocStore):
 
     def dump(self, name: str) -> list[Row]:
         rows = self._conn().execute(f"SELECT k, p, g, s, st, v FROM {table_name(name)} ORDER BY k")
-        return [Row(k, p, g, s, st, bytes(v)) for k, p, g, s, st, v in rows]
+        return [Row(*row[:5], bytes(row[5])) for row in rows]
 
     def close(self) -> None:
         with self._all_lock:

@@ -33,7 +33,7 @@ class ProposalsProjector(Projector):
         if not proposal_id:
             return
         doc = {"run_id": env.run_id, "project_slug": launched.project_slug, "launched_at": env.at}
-        docs.put(proposal_doc_key(env.tenant, proposal_id), doc, p=f"proposals/{env.tenant}", s=proposal_id)
+        docs.put(proposal_doc_key(env.tenant, proposal_id), doc, partition=f"proposals/{env.tenant}", sort_key=proposal_id)
 
 
 class _Proposal(msgspec.Struct):

@@ -39,4 +39,4 @@ class GateRunsProjector(Projector):
                 return
             records[str(attempt)] = found
         fold(records, thread_key, event)
-        docs.put(key, records[str(attempt)], p=gate_runs_partition(tenant, thread_key), s=f"{attempt:010d}")
+        docs.put(key, records[str(attempt)], partition=gate_runs_partition(tenant, thread_key), sort_key=f"{attempt:010d}")

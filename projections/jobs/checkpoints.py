@@ -43,4 +43,4 @@ class CheckpointsProjector(Projector):
                 return
             doc = found
             doc.update(cursor_value=event.cursor_value, meta=event.meta, updated_at=max(doc["updated_at"], event.at))
-        docs.put(key, doc, p=checkpoints_partition(tenant), s=f"{connector_id}/{scope}")
+        docs.put(key, doc, partition=checkpoints_partition(tenant), sort_key=f"{connector_id}/{scope}")

@@ -61,7 +61,7 @@ class IdentityLinksProjector(Projector):
                 self.take(link, event)
             else:
                 link.update(linked=False, provider_user_id="", provider_username="", attributes={})
-        docs.put(key, link, p=f"links/{tenant}/{subject_id}", s=provider)
+        docs.put(key, link, partition=f"links/{tenant}/{subject_id}", sort_key=provider)
         if not isinstance(event, ev.IdentityUnlinked):
             self.index_subject(tenant, link, docs)
 
@@ -102,5 +102,5 @@ class IdentityLinksProjector(Projector):
             holder = (docs.get(lookup) or {}).get("subject_id", "")
             if field == "email" and holder and holder != subject_id and holder == own_subject_id(tenant, value):
                 continue  # an e-mail answers the subject whose key it is, whoever else states it
-            docs.put(lookup, {"subject_id": subject_id}, p=f"subject-names/{tenant}")
-        docs.put(key, subject, p=f"subjects/{tenant}", s=subject["subject_key"])
+            docs.put(lookup, {"subject_id": subject_id}, partition=f"subject-names/{tenant}")
+        docs.put(key, subject, partition=f"subjects/{tenant}", sort_key=subject["subject_key"])

@@ -61,13 +61,13 @@ class JobsProjector(Projector):
             self.fold(doc, event)
         assert doc is not None
         job_id = doc["id"]
-        docs.put(job_doc_key(tenant, job_id), doc, p=f"jobs/{tenant}", s=f"{doc['created_at']}|{job_id}", st=doc["status"])
+        docs.put(job_doc_key(tenant, job_id), doc, partition=f"jobs/{tenant}", sort_key=f"{doc['created_at']}|{job_id}", status=doc["status"])
         queue_key = queue_doc_key(tenant, job_id)
         if doc["status"] in (SUCCEEDED, FAILED):
             docs.delete(queue_key)
         else:
             entry = {"tenant": tenant, "job_id": job_id, "due_at": doc["due_at"], "status": doc["status"]}
-            docs.put(queue_key, entry, p=QUEUE_PARTITION, s=queue_sort(doc["due_at"], tenant, job_id), st=doc["status"])
+            docs.put(queue_key, entry, partition=QUEUE_PARTITION, sort_key=queue_sort(doc["due_at"], tenant, job_id), status=doc["status"])
 
     @staticmethod
     def fold(doc: dict[str, Any], event: Any) -> None:

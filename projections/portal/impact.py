@@ -57,11 +57,11 @@ class ImpactProjector(Projector):
                            for p in out["participants"] if p["project_role"] in ("owner", "maintainer")],
                 "required_tests": tests,
             }
-            docs.put(f"impact-project/{tenant}/{slug}", doc, p=f"impact-project/{tenant}", s=slug)
+            docs.put(f"impact-project/{tenant}/{slug}", doc, partition=f"impact-project/{tenant}", sort_key=slug)
             return
         run_id = env.run_id
         if isinstance(e, ev.RunLaunched):
-            docs.put(f"impact-run/{tenant}/{run_id}", {"project_slug": e.project_slug}, p="impact-run")
+            docs.put(f"impact-run/{tenant}/{run_id}", {"project_slug": e.project_slug}, partition="impact-run")
             return
         link = docs.get(f"impact-run/{tenant}/{run_id}")
         if link is None:
@@ -72,21 +72,21 @@ class ImpactProjector(Projector):
                 return
             doc = {"pr_ref": _pr_ref(e), "pr_url": e.pr_url, "repository_key": e.repository_key,
                    "repo": f"{e.pr_owner}/{e.pr_repo}", "run_id": run_id, "at": env.at}
-            docs.put(f"impact-pr/{tenant}/{pos}", doc, p=f"impact-pr/{tenant}/{slug}", s=pos)
+            docs.put(f"impact-pr/{tenant}/{pos}", doc, partition=f"impact-pr/{tenant}/{slug}", sort_key=pos)
         elif isinstance(e, ev.Blocked):
             doc = {"run_id": run_id, "code": e.code, "message": e.message, "at": env.at}
-            docs.put(f"impact-fail/{tenant}/{pos}", doc, p=f"impact-fail/{tenant}/{slug}", s=pos)
+            docs.put(f"impact-fail/{tenant}/{pos}", doc, partition=f"impact-fail/{tenant}/{slug}", sort_key=pos)
 
 
 def _rows(store: DocStore, p: str, limit: int) -> list[dict[str, Any]]:
-    return [_decode(r.body) for r in store.scan(NAME, p=p, limit=limit, descending=True)]
+    return [_decode(r.body) for r in store.scan(NAME, partition=p, limit=limit, descending=True)]
 
 
 def impact(
     store: DocStore, tenant: str, readable: set[str], *, issue_ref: str, pr_ref: str, asset_ref: str, limit: int
 ) -> dict[str, Any]:
     """The impact projection of the query, over the projects the caller may read."""
-    projects = [_decode(r.body) for r in store.scan(NAME, p=f"impact-project/{tenant}", limit=10_000)]
+    projects = [_decode(r.body) for r in store.scan(NAME, partition=f"impact-project/{tenant}", limit=10_000)]
     projects = [p for p in projects if p["project_slug"] in readable]
     prs = {p["project_slug"]: _rows(store, f"impact-pr/{tenant}/{p['project_slug']}", limit) for p in projects}
     matched: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []

@@ -35,7 +35,7 @@ class NotifyOutboxProjector(Projector):
         e, tenant, run_id = env.event, env.tenant, env.run_id
         link_key = f"outbox-run/{tenant}/{run_id}"
         if isinstance(e, ev.RunLaunched):
-            docs.put(link_key, {"project_slug": e.project_slug}, p="outbox-run")
+            docs.put(link_key, {"project_slug": e.project_slug}, partition="outbox-run")
             return
         link = docs.get(link_key)
         if link is None:
@@ -58,7 +58,7 @@ class NotifyOutboxProjector(Projector):
             "url": f"{FEED}?project_slug={slug}&run_id={run_id}",
             "source_ref": f"event:{env.position}",
         }
-        docs.put(outbox_key(env.position), doc, p="outbox", s=f"{env.position:012d}")
+        docs.put(outbox_key(env.position), doc, partition="outbox", sort_key=f"{env.position:012d}")
 
 
 class InboxProjector(Projector):
@@ -72,7 +72,7 @@ class InboxProjector(Projector):
             note = e.notification
             doc = {**note, "via": e.via, "created_at": e.at, "read_at": ""}
             docs.put(f"inbox/{tenant}/{subject}/{note['notification_id']}", doc,
-                     p=inbox_partition(tenant, subject), s=f"{e.at}|{note['notification_id']}", st="unread")
+                     partition=inbox_partition(tenant, subject), sort_key=f"{e.at}|{note['notification_id']}", status="unread")
             return
         if not isinstance(e, pv.NotificationRead):
             return
@@ -80,5 +80,5 @@ class InboxProjector(Projector):
         doc = docs.get(key)
         if doc is not None:
             doc["read_at"] = e.at
-            docs.put(key, doc, p=inbox_partition(tenant, subject), s=f"{doc['created_at']}|{doc['notification_id']}",
-                     st="read")
+            docs.put(key, doc, partition=inbox_partition(tenant, subject), sort_key=f"{doc['created_at']}|{doc['notification_id']}",
+                     status="read")

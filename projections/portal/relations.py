@@ -61,7 +61,7 @@ class RelationsProjector(Projector):
                 if isinstance(e, pe.ParticipantAdded):
                     tuples += project_tuples(slug, [{"subject_key": e.subject_key, "project_role": e.project_role}])
                 doc["tuples"] = msgspec.to_builtins(sorted(set(tuples)))
-                docs.put(relations_key(env.tenant, slug), doc, p=relations_partition(env.tenant), s=slug)
+                docs.put(relations_key(env.tenant, slug), doc, partition=relations_partition(env.tenant), sort_key=slug)
             return
         if not isinstance(e, pe.ProjectCreated):
             return
@@ -75,7 +75,7 @@ class RelationsProjector(Projector):
             owner_group_paths=_strings(pick(request, "owner_group_paths", [])),
         )
         doc = {"object": project_ref(slug), "tuples": msgspec.to_builtins(tuples)}
-        docs.put(relations_key(tenant, slug), doc, p=relations_partition(tenant), s=slug)
+        docs.put(relations_key(tenant, slug), doc, partition=relations_partition(tenant), sort_key=slug)
 
 
 def store_graph(store: DocStore, copies: ReadCopies | None = None) -> TupleGraph:
@@ -98,13 +98,13 @@ def store_graph(store: DocStore, copies: ReadCopies | None = None) -> TupleGraph
             return
         after = ""
         while True:
-            page = store.scan(NAME, p=relations_partition(tenant), after=after, limit=1000)
+            page = store.scan(NAME, partition=relations_partition(tenant), after=after, limit=1000)
             for row in page:
                 doc = _decode(row.body)
                 yield doc.object, doc.tuples
             if len(page) < 1000:
                 return
-            after = page[-1].s
+            after = page[-1].sort_key
 
     return TupleGraph(tuples_of, objects_of)
 

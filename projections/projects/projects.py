@@ -177,14 +177,14 @@ class ProjectsProjector(Projector):
         if isinstance(e, pe.ProjectCreated):
             tenant, slug = env.tenant, e.project_slug
             doc = project_out(tenant, slug, e.settings(), e.created_by, e.created_at)
-            docs.put(project_doc_key(tenant, slug), doc, p=f"projects/{tenant}", s=slug)
+            docs.put(project_doc_key(tenant, slug), doc, partition=f"projects/{tenant}", sort_key=slug)
             return
         if env.kind in PROVISIONING:
             slug = env.scope[2] if len(env.scope) > 2 else ""
             project = docs.get(project_doc_key(env.tenant, slug))
             if project is not None:
                 apply_provisioning(project, e)
-                docs.put(project_doc_key(env.tenant, slug), project, p=f"projects/{env.tenant}", s=slug)
+                docs.put(project_doc_key(env.tenant, slug), project, partition=f"projects/{env.tenant}", sort_key=slug)
             return
         tenant, run_id = env.tenant, env.run_id
         if isinstance(e, ev.RunLaunched):
@@ -192,7 +192,7 @@ class ProjectsProjector(Projector):
             project = docs.get(key)
             if project is None:
                 return
-            docs.put(f"run-project/{tenant}/{run_id}", {"project_slug": e.project_slug}, p="run-project")
+            docs.put(f"run-project/{tenant}/{run_id}", {"project_slug": e.project_slug}, partition="run-project")
             entry = {
                 "run_id": run_id,
                 "run_key": run_id,
@@ -205,7 +205,7 @@ class ProjectsProjector(Projector):
             history = [entry] + [h for h in project["ai_run_history"] if h["run_id"] != run_id]
             project["ai_run_history"] = history[: self.history_limit]
             project["updated_at"] = max(project["updated_at"], env.at)
-            docs.put(key, project, p=f"projects/{tenant}", s=project["project_slug"])
+            docs.put(key, project, partition=f"projects/{tenant}", sort_key=project["project_slug"])
             return
         link = docs.get(f"run-project/{tenant}/{run_id}")
         if link is None:
@@ -218,4 +218,4 @@ class ProjectsProjector(Projector):
             if entry["run_id"] == run_id:
                 entry["status"] = "completed" if isinstance(e, ev.RunCompleted) else "cleaned_up"
                 entry["updated_at"] = env.at
-        docs.put(key, project, p=f"projects/{tenant}", s=project["project_slug"])
+        docs.put(key, project, partition=f"projects/{tenant}", sort_key=project["project_slug"])

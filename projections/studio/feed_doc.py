@@ -257,7 +257,7 @@ class _MemoryView(View):
                 parts[part] = encode(doc) if doc is not None else None
             rows = {}
             for part, scan in feed_scans(tenant, run_id, MAX_LIMIT).items():
-                newest = sorted(self._partition(scan.name).get(scan.p, []), reverse=True)[: scan.limit]
+                newest = sorted(self._partition(scan.name).get(scan.partition, []), reverse=True)[: scan.limit]
                 rows[part] = [encode(self.docs[scan.name].docs[key][1]) for _, key in newest]
             answers[(tenant, run_id)] = (parts, rows)
         return answers
@@ -268,8 +268,8 @@ class _MemoryView(View):
             index = {}
             docs = self.docs.get(name)
             for key, (meta, _) in (docs.docs.items() if docs is not None else ()):
-                if meta.p:
-                    index.setdefault(meta.p, []).append((meta.s, key))
+                if meta.partition:
+                    index.setdefault(meta.partition, []).append((meta.sort_key, key))
             self._partitions[name] = index
         return index
 
@@ -279,7 +279,7 @@ class _MemoryView(View):
         return {
             key.rpartition("/")[2]
             for key, (meta, _) in (board.docs.items() if board is not None else ())
-            if key.startswith(prefix) and meta.g == project_slug
+            if key.startswith(prefix) and meta.group == project_slug
         }
 
 

@@ -140,15 +140,15 @@ class StoreView(View):
     def project_runs(self, tenant: str, project_slug: str) -> set[str]:
         runs, after = set(), ""
         while True:
-            page = self.store.scan("fleet", p=fleet_partition(tenant), g=project_slug, after=after, limit=PAGE)
+            page = self.store.scan("fleet", partition=fleet_partition(tenant), group=project_slug, after=after, limit=PAGE)
             runs |= {row.key.rpartition("/")[2] for row in page}
             if len(page) < PAGE:
                 break
-            after = page[-1].s
+            after = page[-1].sort_key
         board = self.batches.get("fleet")
         if board is not None:
-            runs |= {k.rpartition("/")[2] for k in board.dirty if board.meta[k].g == project_slug
-                     and board.meta[k].p == fleet_partition(tenant)}
+            runs |= {k.rpartition("/")[2] for k in board.dirty if board.meta[k].group == project_slug
+                     and board.meta[k].partition == fleet_partition(tenant)}
         return runs
 
     def gather(self, wanted: Mapping[Run, str]) -> dict[Run, Parts]:
@@ -163,7 +163,7 @@ class StoreView(View):
         partitions: dict[str, set[str]] = {}
         for run_scans in scans.values():
             for scan in run_scans.values():
-                partitions.setdefault(scan.name, set()).add(scan.p)
+                partitions.setdefault(scan.name, set()).add(scan.partition)
         limit = max((s.limit for run_scans in scans.values() for s in run_scans.values()), default=0)
         limit += max((len(self.batches[n].deleted) for n in partitions if n in self.batches), default=0)
         found, newest = read_many(self.store, unknown, partitions, limit)
@@ -183,7 +183,7 @@ class StoreView(View):
             parts = {part: docs[(name, key)] for part, (name, key) in reads[run].items()}
             lanes = {}
             for part, scan in scans[run].items():
-                items = chosen[(scan.name, scan.p)][: scan.limit]
+                items = chosen[(scan.name, scan.partition)][: scan.limit]
                 lanes[part] = [body for _, key, _ in items if (body := rows.get((scan.name, key))) is not None]
             answers[run] = (parts, lanes)
         return answers
@@ -208,7 +208,7 @@ class StoreView(View):
         if batch is None:
             return stored[:limit]
         rows = [r for r in stored if r[1] not in batch.deleted and r[1] not in batch.dirty]
-        rows += [(batch.meta[key].s, key, None) for key in self._partition(batch).get(p, ())]
+        rows += [(batch.meta[key].sort_key, key, None) for key in self._partition(batch).get(p, ())]
         rows.sort(reverse=True)
         return rows[:limit]
 
@@ -217,17 +217,17 @@ class StoreView(View):
         if index is None:
             index = {}
             for key in batch.dirty:
-                index.setdefault(batch.meta[key].p, []).append(key)
+                index.setdefault(batch.meta[key].partition, []).append(key)
             self._by_partition[batch.name] = index
         return index
 
     def every_run(self) -> dict[Run, str]:
         """Every run on the board with its project (the batch's new rows too)."""
-        runs = {(row.p.partition("/")[2], row.key.rpartition("/")[2]): row.g for row in self.store.dump("fleet")}
+        runs = {(row.partition.partition("/")[2], row.key.rpartition("/")[2]): row.group for row in self.store.dump("fleet")}
         board = self.batches.get("fleet")
         if board is not None:
             for key in board.dirty:
-                runs[(board.meta[key].p.partition("/")[2], key.rpartition("/")[2])] = board.meta[key].g
+                runs[(board.meta[key].partition.partition("/")[2], key.rpartition("/")[2])] = board.meta[key].group
         return {run: project_slug for run, project_slug in runs.items() if project_slug}
 
 

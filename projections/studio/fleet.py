@@ -83,7 +83,7 @@ class FleetProjector(Projector):
                 self._session_event(row, env)
         assert row is not None
         row["status"] = board_status(row)
-        docs.put(key, row, p=fleet_partition(tenant), g=row["project_slug"], s=sort_key(row), st=row["status"])
+        docs.put(key, row, partition=fleet_partition(tenant), group=row["project_slug"], sort_key=sort_key(row), status=row["status"])
 
     @staticmethod
     def _run_event(row: dict[str, Any], env: Envelope) -> None:

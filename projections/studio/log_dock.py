@@ -288,7 +288,7 @@ def push(docs: Docs, lane: dict[str, Any], partition: str, item: dict[str, Any])
     lane["tail"].append(item)
     if len(lane["tail"]) >= CHUNK:
         number = lane["next"]
-        docs.put(chunk_key(partition, number), {"items": lane["tail"]}, p=partition, s=sort_key(number))
+        docs.put(chunk_key(partition, number), {"items": lane["tail"]}, partition=partition, sort_key=sort_key(number))
         lane["sealed"].append(number)
         lane["next"] = number + 1
         lane["tail"] = []
@@ -338,4 +338,4 @@ class LogDockProjector(Projector):
             doc.update(live=new_lane(), logs=new_lane(), event_count=0)
             doc["broken"] = f"{type(exc).__name__}: {exc} (event {env.position} {env.kind})"
             log.warning("log_dock_fold_failed", run_id=run_id, reason=doc["broken"])
-        docs.put(key, doc, p=f"logdock/{tenant}")
+        docs.put(key, doc, partition=f"logdock/{tenant}")

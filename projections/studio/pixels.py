@@ -110,7 +110,7 @@ class PixelsProjector(Projector):
     def apply(self, env: Envelope, docs: Docs) -> None:
         key = pixels_doc_key(env.tenant, env.run_id)
         if isinstance(env.event, ev.RunLaunched):
-            docs.put(key, new_doc(env), p=f"pixels/{env.tenant}")
+            docs.put(key, new_doc(env), partition=f"pixels/{env.tenant}")
             return
         doc = docs.get(key)
         if doc is None or doc["broken"]:
@@ -120,7 +120,7 @@ class PixelsProjector(Projector):
         except Exception as exc:  # a malformed event breaks only this run's pixel surfaces
             break_doc(doc, f"{type(exc).__name__}: {exc} (event {env.position} {env.kind})")
             log.warning("pixels_fold_failed", run_id=env.run_id, reason=doc["broken"])
-        docs.put(key, doc, p=f"pixels/{env.tenant}")
+        docs.put(key, doc, partition=f"pixels/{env.tenant}")
 
 
 def new_doc(env: Envelope) -> dict[str, Any]:

@@ -217,9 +217,9 @@ class RunsProjector(Projector):
                 docs.put(
                     f"report/{tenant}/{run_id}/{tick:09d}",
                     {"run_id": run_id, **report},
-                    p=report_partition(tenant, run_id),
-                    s=f"{tick:09d}",
-                    st=str(report.get("status", "")),
+                    partition=report_partition(tenant, run_id),
+                    sort_key=f"{tick:09d}",
+                    status=str(report.get("status", "")),
                 )
             case ev.HandoffRecorded() as h:
                 run["handoff_count"] += 1
@@ -238,8 +238,8 @@ class RunsProjector(Projector):
                         "actor": h.actor,
                         "created_at": env.at,
                     },
-                    p=handoff_partition(tenant, run_id),
-                    s=f"{seq:06d}",
+                    partition=handoff_partition(tenant, run_id),
+                    sort_key=f"{seq:06d}",
                 )
             case ev.PreviewShared(preview=preview, updated_at=updated_at):
                 run["preview"] = {**preview, "run_id": run_id, "updated_at": updated_at}
@@ -311,10 +311,10 @@ class RunsProjector(Projector):
         docs.put(
             key,
             run,
-            p=f"runs/{tenant}",
-            g=run["project_slug"],
-            s=f"{run['created_at']}|{run_id}",
-            st=run["status"],
+            partition=f"runs/{tenant}",
+            group=run["project_slug"],
+            sort_key=f"{run['created_at']}|{run_id}",
+            status=run["status"],
         )
         if not queue:
             return
@@ -324,9 +324,9 @@ class RunsProjector(Projector):
             docs.put(
                 queue_key,
                 {"tenant": tenant, "run_id": run_id, "status": status, "requested_at": run["requested_at"]},
-                p="queue",
-                s=f"{run['requested_at']}|{tenant}|{run_id}",
-                st=status,
+                partition="queue",
+                sort_key=f"{run['requested_at']}|{tenant}|{run_id}",
+                status=status,
             )
         elif status in ENDED:
             docs.delete(queue_key)

@@ -389,4 +389,4 @@ class SurfacesProjector(Projector):
                 doc[surface] = DEFAULTS[surface]()
                 state[surface] = {}
                 log.warning("surface_fold_failed", run_id=env.run_id, surface=surface, reason=reason)
-        docs.put(key, doc, p=f"surfaces/{env.tenant}")
+        docs.put(key, doc, partition=f"surfaces/{env.tenant}")

@@ -199,7 +199,7 @@ class TimeTravel:
             doc = docs[name].get(key) if name in docs else None
             parts[part] = encode(doc) if doc is not None else None
         rows = {
-            part: newest(docs[scan.name], scan.p, scan.limit)
+            part: newest(docs[scan.name], scan.partition, scan.limit)
             for part, scan in feed_scans(tenant, run_id, limit).items()
         }
         return compose_feed(tenant, run_id, project_slug, parts, rows, limit), upto
@@ -207,7 +207,7 @@ class TimeTravel:
 
 def newest(docs: MemoryDocs, partition: str, limit: int) -> list[bytes]:
     """The newest ``limit`` rows of a partition of documents in memory, as the store answers."""
-    found = sorted(((meta.s, doc) for meta, doc in docs.docs.values() if meta.p == partition), key=lambda r: r[0])
+    found = sorted(((meta.sort_key, doc) for meta, doc in docs.docs.values() if meta.partition == partition), key=lambda r: r[0])
     return [encode(doc) for _, doc in reversed(found[-limit:])]
 
 

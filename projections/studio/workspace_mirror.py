@@ -123,7 +123,7 @@ class MirrorProjector(Projector):
             workspace["probe_live_status"] = e.live_status
             workspace["last_verified_at"] = env.at
         workspace["active_slot_count"] = sum(1 for s in workspace["slots"].values() if not s["stale"])
-        docs.put(key, doc, p=f"mirrors/{tenant}", s=project_slug)
+        docs.put(key, doc, partition=f"mirrors/{tenant}", sort_key=project_slug)
 
 
 def compose_mirror(doc: dict[str, Any] | None, sessions: list[dict[str, Any]], project_slug: str) -> dict[str, Any]:

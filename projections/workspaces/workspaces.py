@@ -2,7 +2,7 @@
 
 Each record is kept twice over one document key space: ``dws/<tenant>/<scope>`` in the
 employee's partition (the list endpoint scans it) and ``dwsq/<tenant>/<scope>`` in the
-controller's queue partition with the state as ``st`` (the reconcile loop scans it).
+controller's queue partition with the state as its ``status`` (the reconcile loop scans it).
 Each event's payload is decoded strictly into its Struct from ``domain.workspaces.events``.
 """
 
@@ -81,10 +81,10 @@ class WorkspacesProjector(Projector):
             record = found
             self._fold(record, event, env.name)
         record["updated_at"] = event.at
-        docs.put(key, record, p=employee_partition(tenant, record["employee"]), s=scope, st=record["status"])
+        docs.put(key, record, partition=employee_partition(tenant, record["employee"]), sort_key=scope, status=record["status"])
         queue = {"aggregate_id": env.originator_id, "workspace_scope": scope, "status_since": record["status_since"]}
         queue["last_active_at"] = record["last_active_at"]
-        docs.put(queue_key(tenant, scope), queue, p=QUEUE_PARTITION, s=env.originator_id, st=record["status"])
+        docs.put(queue_key(tenant, scope), queue, partition=QUEUE_PARTITION, sort_key=env.originator_id, status=record["status"])
 
     @staticmethod
     def _fold(record: dict[str, Any], event: ev.WorkspaceEvent, name: str) -> None:

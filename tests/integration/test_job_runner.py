@@ -295,7 +295,7 @@ def test_two_runners_never_execute_one_job_twice(database_url: str, tmp_path: Pa
 
         def all_ended() -> bool:
             rows = [r for r in first.store.dump("jobs") if r.key.startswith("job/")]
-            return len(rows) == len(nodes) and all(r.st == "succeeded" for r in rows)
+            return len(rows) == len(nodes) and all(r.status == "succeeded" for r in rows)
 
         eventually(all_ended, timeout=30)
         sleeps = device.commands("sleep")

@@ -48,7 +48,7 @@ def test_two_job_worker_processes_share_the_queue_and_run_each_step_once(
 
         def ended() -> bool:
             rows = [r for r in container.store.dump("jobs") if r.key.startswith("job/")]
-            return len(rows) == len(nodes) and all(r.st == "succeeded" for r in rows)
+            return len(rows) == len(nodes) and all(r.status == "succeeded" for r in rows)
 
         eventually(ended, timeout=60)
         sleeps = sorted(c.split()[2] for c in device.commands("sleep"))

@@ -23,7 +23,7 @@ def write_rows(store: SqliteDocStore, count: int, start: int = 0) -> None:
     """Each commit writes a few pages: one 6 KB document and the position."""
     store.ensure("bulk")
     for n in range(start, start + count):
-        row = Row(key=f"k{n:06d}", p="p", g="", s=f"{n:06d}", st="", body=b"x" * 6000)
+        row = Row(key=f"k{n:06d}", partition="p", group="", sort_key=f"{n:06d}", status="", body=b"x" * 6000)
         store.commit_many([Change("bulk", store.position("bulk"), n + 1, [row], [])])
 
 

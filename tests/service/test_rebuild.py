@@ -210,7 +210,7 @@ def test_rebuild_of_jobs_sync_identity_and_gate_equals_live_and_fires_no_side_ef
             while app.runner.run_once():
                 pass
             jobs = [r for r in app.store.dump("jobs") if r.key.startswith("job/")]
-            assert len(jobs) == 5 and {r.st for r in jobs} == {"succeeded"}
+            assert len(jobs) == 5 and {r.status for r in jobs} == {"succeeded"}
             bare = tmp_path / "vcs" / TENANT / "acme" / "api.git"  # the tenant's own repositories
             refs = subprocess.run(["git", "--git-dir", str(bare), "for-each-ref"], capture_output=True, text=True).stdout
             assert "refs/heads/" in refs

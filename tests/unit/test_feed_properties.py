@@ -64,7 +64,7 @@ def feed_of(scenario: Scenario, docs: dict[str, MemoryDocs], limit: int = MAX_LI
     for part, (name, key) in feed_reads(TENANT, scenario.run_id, "acme").items():
         doc = docs[name].get(key)
         parts[part] = encode(doc) if doc is not None else None
-    rows = {part: newest(docs[scan.name], scan.p, scan.limit) for part, scan in feed_scans(TENANT, scenario.run_id, limit).items()}
+    rows = {part: newest(docs[scan.name], scan.partition, scan.limit) for part, scan in feed_scans(TENANT, scenario.run_id, limit).items()}
     raw = compose_feed(TENANT, scenario.run_id, "acme", parts, rows, limit)
     return msgspec.json.decode(raw, type=ObservabilityFeed, strict=True)
 

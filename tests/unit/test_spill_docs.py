@@ -71,7 +71,7 @@ def play(memory: SpillMemory, docs: Any, model: dict[str, dict[str, Any]], ops: 
             memory.settle()
         elif op == "put":
             doc = {"n": n, "pad": "x" * n, "list": list(range(n % 7))}
-            docs.put(key, doc, p="part", s=f"{n:04d}")
+            docs.put(key, doc, partition="part", sort_key=f"{n:04d}")
             model[key] = copy.deepcopy(doc)
         elif op == "bump":
             doc = docs.get(key)
@@ -79,7 +79,7 @@ def play(memory: SpillMemory, docs: Any, model: dict[str, dict[str, Any]], ops: 
             if doc is not None:
                 doc["n"] += n
                 doc.setdefault("bumps", []).append(n)
-                docs.put(key, doc, p="part", s=f"{doc['n']:04d}")
+                docs.put(key, doc, partition="part", sort_key=f"{doc['n']:04d}")
                 model[key] = copy.deepcopy(doc)
         elif op == "delete":
             docs.delete(key)
@@ -113,7 +113,7 @@ def test_spilled_documents_read_back_and_end_in_the_shadow_as_they_were_left(
 
     assert shadow.swap(7, catch_up) == 8
     assert {k: r.body for k, r in shadow.rows.items()} == {k: encode(d) for k, d in model.items()}
-    assert all(r.p == "part" and r.s == f"{model[k]['n']:04d}" for k, r in shadow.rows.items())
+    assert all(r.partition == "part" and r.sort_key == f"{model[k]['n']:04d}" for k, r in shadow.rows.items())
 
 
 def test_a_tiny_budget_spills_every_page_reads_back_rewrites_and_deletes_in_the_shadow() -> None:
