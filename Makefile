@@ -9,7 +9,12 @@ CLIS := .clis
 CLIS_STAMP := $(CLIS)/node_modules/.installed-$(shell cksum $(CLIS)/package-lock.json | cut -d' ' -f1)
 WITH_CLIS := PATH="$(CURDIR)/$(CLIS)/node_modules/.bin:$$PATH"
 
-.PHONY: install run test soak bench lint clean chromium clis sandbox
+# The pages' JavaScript checker (ESLint, pinned in .jslint/package-lock.json); the suite's
+# tests/unit/test_javascript.py runs it and `node --check` over every module.
+JSLINT := .jslint
+JSLINT_STAMP := $(JSLINT)/node_modules/.installed-$(shell cksum $(JSLINT)/package-lock.json | cut -d' ' -f1)
+
+.PHONY: install run test soak bench lint clean chromium clis sandbox jslint
 
 install: $(STAMP)
 
@@ -30,7 +35,7 @@ run: install clis sandbox
 # collection order (tests/conftest.py starts the longest modules first); the 15 slowest
 # tests listed at the end. pytest's exit 5 (no test ran) fails.
 TEST_WORKERS ?= 4
-test: install chromium clis sandbox
+test: install chromium clis sandbox jslint
 	@$(WITH_CLIS) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=15 $(PYTEST_ARGS); code=$$?; \
 	  if [ $$code -eq 5 ]; then echo "make test: pytest ran no test (exit 5)" >&2; fi; exit $$code
 
@@ -42,6 +47,14 @@ $(CLIS_STAMP): $(CLIS)/package.json $(CLIS)/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
 	cd $(CLIS) && npm ci --no-audit --no-fund --loglevel=error
 	rm -f $(CLIS)/node_modules/.installed-*
+	touch $@
+
+jslint: $(JSLINT_STAMP)
+
+$(JSLINT_STAMP): $(JSLINT)/package.json $(JSLINT)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
+	cd $(JSLINT) && npm ci --no-audit --no-fund --loglevel=error
+	rm -f $(JSLINT)/node_modules/.installed-*
 	touch $@
 
 # The production-topology fault test, longer than its in-suite variant (seconds of faults and load).
@@ -61,8 +74,9 @@ chromium:
 bench: install clis sandbox
 	$(WITH_CLIS) $(PY) -m bench
 
-lint: install
+lint: install jslint
 	$(VENV)/bin/ruff check domain projections api workers tests bench
+	$(JSLINT)/node_modules/.bin/eslint --config $(JSLINT)/eslint.config.js --max-warnings 0 api/web/static/js
 
 clean:
-	rm -rf $(VENV) var $(CLIS)/node_modules
+	rm -rf $(VENV) var $(CLIS)/node_modules $(JSLINT)/node_modules

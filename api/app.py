@@ -32,6 +32,7 @@ from api.rate_limit import command_rate_limit
 from api.studio.controller import studio_router
 from api.studio.reads import Reads
 from api.web.controller import web_router
+from api.web.pages import template_config
 from api.workspaces.controller import meter_router, workspace_router
 from api.workspaces.metrics import UsageCollector
 from domain.portal.copilot import ComposedAnswerer
@@ -123,6 +124,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             *web_router(edge),
         ],
         exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
+        template_config=template_config(),  # the pages (api/web/templates), autoescaped
         request_class=JsonRequest,  # every body is decoded there (api/body.py)
         request_max_body_size=MAX_BODY_BYTES,  # unless a handler names its own
         # The service's parts, read by handlers from state (see api/context.py).

@@ -16,14 +16,15 @@ from litestar import Request, Response, Router, get
 from litestar.datastructures import State
 from litestar.exceptions import NotFoundException, ValidationException
 from litestar.params import PathParameter
+from litestar.response import Template
 
 from api.access import READ, Access, access_guard, guarded, located_run, may_steer, run_doc_in_path
 from api.auth import EMAIL_HEADER, GROUPS_HEADER, EdgeJwt
 from api.context import CallerDep, caller_dependency, part
 from api.control_plane.reads import ControlPlaneReads
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
-from api.web.office_markup import rooms, script_config, sprite_svg
-from api.web.pages import PAGE_HEADERS, asset, render
+from api.web.office_view import BLANK, rooms, script_config
+from api.web.pages import asset, render
 from api.web.verbs import verb_config
 from domain.shared.errors import DomainError
 from domain.shared.ids import ID_PATTERN
@@ -35,7 +36,6 @@ class _Agents(msgspec.Struct):
 
 
 RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
-HTML = "text/html; charset=utf-8"
 
 
 def page(
@@ -44,16 +44,16 @@ def page(
     caller: Any,
     request: Request[Any, Any, Any],
     initial: bytes = b"",
-    markup: dict[str, str] | None = None,
+    context: dict[str, Any] | None = None,
     **config: Any,
-) -> Response[str]:
-    body = render(
+) -> Template:
+    """Page ``name`` for ``caller``: ``context`` for its template, ``config`` for its script
+    (its string values for the template too)."""
+    return render(
         name,
         title=title,
         initial=initial,
-        markup=markup,
         who=caller.principal.email,
-        fields={key: str(value) for key, value in config.items() if isinstance(value, str)},
         config={
             "tenant": caller.tenant,
             # Given in the page's address: the page's own requests carry it on.
@@ -61,17 +61,18 @@ def page(
             "subject_key": caller.subject_key,
             **config,
         },
+        **{key: value for key, value in config.items() if isinstance(value, str)},
+        **(context or {}),
     )
-    return Response(body, media_type=HTML, headers=PAGE_HEADERS)
 
 
 @get("/", name="web_board", sync_to_thread=False, include_in_schema=False)
-def board_page(request: Request[Any, Any, Any], caller: CallerDep) -> Response[str]:
+def board_page(request: Request[Any, Any, Any], caller: CallerDep) -> Template:
     return page("board", "Fleet board", caller, request)
 
 
 @get("/portal", name="web_portal", sync_to_thread=False, include_in_schema=False)
-def portal_page(request: Request[Any, Any, Any], caller: CallerDep) -> Response[str]:
+def portal_page(request: Request[Any, Any, Any], caller: CallerDep) -> Template:
     return page("portal", "Portal", caller, request)
 
 
@@ -82,7 +83,7 @@ def portal_page(request: Request[Any, Any, Any], caller: CallerDep) -> Response[
     include_in_schema=False,
     opt=guarded(Access(READ, run_doc_in_path("run_id"))),  # the same read right as the feed
 )
-def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Response[str]:
+def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Template:
     run = located_run(request, state, caller.tenant, run_id)  # read once, by the access guard
     slug = run["project_slug"]
     # The feed the office starts from rides in the page: the first agents paint without
@@ -96,7 +97,7 @@ def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, ca
         caller,
         request,
         initial,
-        {**rooms(agents), "sprite": sprite_svg()},
+        {"zones": rooms(agents), "blank": BLANK},
         office=script_config(),
         run_id=run_id,
         project_slug=slug,
@@ -122,7 +123,7 @@ def static_file(path: Annotated[str, PathParameter()], request: Request[Any, Any
 # -- errors as pages ----------------------------------------------------------------------------
 
 
-def error_page(status: int, code: str, detail: str) -> Response[str]:
+def error_page(status: int, code: str, detail: str) -> Template:
     hint = ""
     if status == 401:
         hint = (
@@ -130,26 +131,29 @@ def error_page(status: int, code: str, detail: str) -> Response[str]:
             "In development, `make run` serves them with a dev identity at http://127.0.0.1:8080/ "
             "(the first address it prints); `squadops open` does the same for a service started otherwise."
         )
-    body = render(
+    return render(
         "error",
         title=f"{status} {code}",
         config={"status": status, "code": code},
-        fields={"status": str(status), "code": code, "detail": detail, "hint": hint},
+        status_code=status,
         script=False,
+        status=status,
+        code=code,
+        detail=detail,
+        hint=hint,
     )
-    return Response(body, media_type=HTML, status_code=status, headers=PAGE_HEADERS)
 
 
-def on_api_error(request: Request[Any, Any, Any], exc: ApiError) -> Response[str]:
+def on_api_error(request: Request[Any, Any, Any], exc: ApiError) -> Template:
     return error_page(exc.status, exc.code, exc.detail)
 
 
-def on_domain_error(request: Request[Any, Any, Any], exc: DomainError) -> Response[str]:
+def on_domain_error(request: Request[Any, Any, Any], exc: DomainError) -> Template:
     status = next((s for kind, s in STATUS_BY_ERROR if isinstance(exc, kind)), 400)
     return error_page(status, exc.code, exc.message)
 
 
-def on_invalid(request: Request[Any, Any, Any], exc: RequestInvalid | ValidationException) -> Response[str]:
+def on_invalid(request: Request[Any, Any, Any], exc: RequestInvalid | ValidationException) -> Template:
     detail = "; ".join(item["msg"] for item in exc.items) if isinstance(exc, RequestInvalid) else str(exc.detail)
     return error_page(422, "request_invalid", detail)
 

@@ -1,8 +1,10 @@
-"""The pages' HTML shells: a template per page, its config embedded as inert JSON.
+"""The pages' HTML: Jinja templates through Litestar's engine, autoescaped, config as inert JSON.
 
-Pages carry no data of their own. Each shell names its ES module and hands it a config
-(who calls, for which tenant, which run) in a ``<script type="application/json">``; the
-module reads everything else from the same endpoints as any API client.
+Pages carry little data of their own. Each page extends ``layout.html``, names its ES
+module and hands it a config (who calls, for which tenant, which run) in a
+``<script type="application/json">``; the module reads everything else from the same
+endpoints as any API client. Every value a template prints is escaped by Jinja
+(``autoescape``); JSON for scripts goes through the ``inert`` filter.
 """
 
 from __future__ import annotations
@@ -11,12 +13,17 @@ import hashlib
 import mimetypes
 import re
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-from string import Template
 from typing import Any
 
 import msgspec
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from litestar.plugins.jinja import JinjaTemplateEngine
+from litestar.response import Template
+from litestar.template.config import TemplateConfig
+from markupsafe import Markup
+
+from api.web.office_view import sprite_parts
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -49,15 +56,6 @@ def inert_json(value: Any) -> str:
 def inert(encoded: bytes) -> str:
     """Encoded JSON made safe inside a ``<script type="application/json">`` element."""
     return encoded.decode().translate(_ESCAPES)
-
-
-def escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
-@cache
-def template(name: str) -> Template:
-    return Template((TEMPLATES / f"{name}.html").read_text())
 
 
 @dataclass(frozen=True)
@@ -122,35 +120,58 @@ def module_graph(entry: str) -> list[str]:
     return sorted(found)
 
 
+def environment() -> Environment:
+    """The pages' Jinja environment: templates from ``templates/``, every value escaped."""
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["inert"] = lambda value: Markup(inert_json(value))
+    env.globals["styles_of"] = styles_of
+    env.globals["modules_of"] = lambda name: module_graph(f"{name}.js")
+    env.globals["pixels"] = sprite_parts()  # the office's figure (templates/office/agent.html)
+    return env
+
+
+def template_config() -> TemplateConfig[JinjaTemplateEngine]:
+    """Litestar's template engine for the pages (given to the app)."""
+    return TemplateConfig(instance=JinjaTemplateEngine.from_environment(environment()))
+
+
+def styles_of(name: str) -> list[str]:
+    """The style sheets of page ``name``: the base one and its own, where they exist."""
+    return [css for css in ("base", name) if (STATIC / "css" / f"{css}.css").is_file()]
+
+
 def render(
     name: str,
     *,
     title: str,
     config: dict[str, Any],
     who: str = "",
-    fields: dict[str, str] | None = None,
+    status_code: int = 200,
     script: bool = True,
     initial: bytes = b"",
-    markup: dict[str, str] | None = None,
-) -> str:
-    """The page ``name``: its title, its ``fields`` (escaped), its config, the caller's name,
-    ``initial``, encoded JSON the page starts from instead of asking for it first, and
-    ``markup``: HTML made by this package (inserted as is)."""
-    values = {key: escape(value) for key, value in (fields or {}).items()} | (markup or {})
-    body = template(name).substitute(title=escape(title), **values)
-    styles = [f'<link rel="stylesheet" href="/static/css/{css}.css">' for css in ("base", name) if (STATIC / "css" / f"{css}.css").is_file()]
-    module = ""
-    if script:
-        preloads = "".join(f'<link rel="modulepreload" href="/static/{path}">' for path in module_graph(f"{name}.js"))
-        module = f'{preloads}<script type="module" src="/static/js/{name}.js"></script>'
-
-    return template("layout").substitute(
-        title=escape(title),
-        page=name,
-        styles="\n".join(styles),
-        script=module,
-        body=body,
-        config=inert_json({"page": name, **config}),
-        initial=f'<script type="application/json" id="initial-data">{inert(initial)}</script>' if initial else "",
-        who=f"Signed in as <strong>{escape(who)}</strong>" if who else "",
+    **context: Any,
+) -> Template:
+    """The page ``templates/<name>.html`` as a response: its title, its ``context``, its
+    config (inert JSON), the caller's name and ``initial``, encoded JSON the page starts
+    from instead of asking for it first."""
+    return Template(
+        template_name=f"{name}.html",
+        context={
+            "page": name,
+            "title": title,
+            "who": who,
+            "script": script,
+            "config": {"page": name, **config},
+            "initial": Markup(inert(initial)) if initial else "",
+            **context,
+        },
+        status_code=status_code,
+        headers=PAGE_HEADERS,
+        media_type="text/html; charset=utf-8",
     )

@@ -14,7 +14,7 @@ import pytest
 from litestar.testing import TestClient
 
 from api.app import create_app
-from api.web.office_markup import fnv1a
+from api.web.office_view import fnv1a
 from api.web.verbs import RUN_ORDER, SESSION_ORDER, USES
 from domain.studio.control import RUN_VERBS, SESSION_VERBS
 from tests.conftest import ADMIN, settings_for

@@ -1,12 +1,13 @@
 // The office floor: one character per agent, in the room of its role, keyed by agent id.
-// The page arrives with its agents drawn (api/web/office_markup.py); they are adopted as
-// they are, and agents that join later are built the same way here. An update changes
+// The page arrives with its agents drawn (api/web/templates/office/agent.html); they are
+// adopted as they are, and agents that join later are clones of the same template's blank
+// agent (<template id="agent-template">), given their values here. An update changes
 // only the attributes and texts that differ; agents absent from a snapshot (time travel)
 // are hidden, never removed, so nothing is re-rendered.
 
 import { config } from "../lib/api.js";
-import { h, setAttr, setHidden, setText } from "../lib/dom.js";
-import { roleWord, sprite } from "./sprite.js";
+import { setAttr, setHidden, setText } from "../lib/dom.js";
+import { colour, roleWord } from "./sprite.js";
 
 export const STATE_TEXT = config.office.state_text;
 
@@ -76,39 +77,21 @@ export class Floor {
   #adopt(button) {
     const q = (selector) => button.querySelector(selector);
     const parts = { bubble: q(".bubble"), wall: q(".wall"), wallText: q(".wall-text"), nick: q(".nick"), tool: q(".tool") };
-    this.agents.set(button.dataset.agentId, { slot: button.parentElement, button, parts, data: null });
+    const record = { slot: button.parentElement, button, parts, data: null };
+    this.agents.set(button.dataset.agentId, record);
+    return record;
   }
 
   #create(agent) {
-    const parts = {
-      bubble: h("span", { class: "bubble", "aria-hidden": "true", hidden: true }),
-      wall: h("span", { class: "wall", hidden: true }, h("span", { class: "bricks", "aria-hidden": "true" })),
-      wallText: h("span", { class: "wall-text" }),
-      nick: h("span", { class: "nick" }),
-      tool: h("span", { class: "tool" }),
-    };
-    parts.wall.append(parts.wallText);
-    const button = h(
-      "button",
-      {
-        type: "button",
-        class: "agent",
-        "data-agent-id": agent.agent_id,
-        "data-zone": zoneOf(agent),
-        "data-role": roleWord(agent.role_key),
-        tabindex: "-1",
-        "aria-controls": "panel",
-        "aria-expanded": "false",
-      },
-      parts.bubble,
-      parts.wall,
-      h("span", { class: "figure", "aria-hidden": "true" }, sprite(agent), h("span", { class: "shadow" })),
-      parts.nick,
-      parts.tool,
-    );
-    const slot = h("li", { class: "slot" }, button);
-    const record = { slot, button, parts, data: agent };
-    this.agents.set(agent.agent_id, record);
+    const slot = document.getElementById("agent-template").content.firstElementChild.cloneNode(true);
+    const button = slot.querySelector(".agent");
+    button.dataset.agentId = agent.agent_id;
+    button.dataset.zone = zoneOf(agent);
+    button.dataset.role = roleWord(agent.role_key);
+    button.querySelector(".nick").removeAttribute("elementtiming"); // the page's own paint only
+    colour(button.querySelector(".sprite"), agent);
+    const record = this.#adopt(button);
+    record.data = agent;
     return record;
   }
 
@@ -173,7 +156,7 @@ export class Floor {
     if (!button) return;
     const visible = this.visible();
     const index = visible.indexOf(button);
-    let next = null;
+    let next;
     if (event.key === "ArrowRight") next = visible[Math.min(visible.length - 1, index + 1)];
     else if (event.key === "ArrowLeft") next = visible[Math.max(0, index - 1)];
     else if (event.key === "Home") next = visible[0];

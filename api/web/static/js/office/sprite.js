@@ -1,6 +1,7 @@
-// The pixel characters: the 12×16 inline-SVG figure the page carries as a <template>
-// (drawn by the service, api/web/office_markup.py), coloured per agent through CSS
-// variables: the shirt by role, hair and skin from the nickname, stable across reloads.
+// The pixel characters' colours: the 12×16 inline-SVG figure (drawn by the service's
+// template, api/web/templates/office/agent.html) is coloured per agent through CSS
+// variables: the shirt by role, hair and skin from the nickname, stable across reloads
+// (api/web/office_view.py computes the same for the agents painted with the page).
 
 import { config } from "../lib/api.js";
 
@@ -28,12 +29,10 @@ function shirtOf(roleKey) {
   return PALETTE.lanes[hash(role) % PALETTE.lanes.length];
 }
 
-/** A new figure for an agent. */
-export function sprite(agent) {
-  const svg = document.getElementById("sprite-template").content.firstElementChild.cloneNode(true);
+/** Colours ``svg``, a blank figure, for ``agent``. */
+export function colour(svg, agent) {
   const seed = hash(`${agent.agent_nickname}|${agent.agent_id}`);
   svg.style.setProperty("--shirt", shirtOf(agent.role_key));
   svg.style.setProperty("--hair", PALETTE.hair[seed % PALETTE.hair.length]);
   svg.style.setProperty("--skin", PALETTE.skin[(seed >>> 8) % PALETTE.skin.length]);
-  return svg;
 }

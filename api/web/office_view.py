@@ -1,17 +1,18 @@
-"""The office's agents as HTML, so the first agents paint with the page itself.
+"""The office's agents as the template draws them, so the first agents paint with the page.
 
-The page's script adopts these elements by ``data-agent-id`` and updates them in place
-(``static/js/office/floor.js`` builds the same markup for agents that join later). The
-pixel figure, its palette and the state texts live here only: the page gets the figure
-as a ``<template>`` and the rest in its config.
+``templates/office/agent.html`` is the one drawing of an agent: the page is rendered with
+the run's agents in it, and with a blank one in a ``<template>`` that the page's script
+clones for agents that join later; the script adopts them all by ``data-agent-id`` and
+changes their values in place (``static/js/office/floor.js``). The values an agent shows
+(zone, colours, texts) are computed here for the first paint and by the script after it;
+the pixel figure, its palette and the state texts live here only, and reach the script
+through the page.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
-
-from api.web.pages import escape
 
 STATE_TEXT = {
     "idle": "idle",
@@ -97,16 +98,12 @@ def colors(agent: Mapping[str, Any]) -> dict[str, str]:
     return {"--shirt": shirt, "--hair": hair[seed % len(hair)], "--skin": skin[(seed >> 8) % len(skin)]}
 
 
-def sprite_svg(style: str = "") -> str:
-    groups: dict[str, list[str]] = {}
+def sprite_parts() -> list[tuple[str, list[tuple[str, int, int, int, int]]]]:
+    """The figure's rectangles grouped by the part the CSS animates (drawn by the template)."""
+    groups: dict[str, list[tuple[str, int, int, int, int]]] = {}
     for part, cls, x, y, width, height in PIXELS:
-        groups.setdefault(part, []).append(f'<rect class="{cls}" x="{x}" y="{y}" width="{width}" height="{height}"></rect>')
-    body = "".join(f'<g class="part {part}">{"".join(rects)}</g>' for part, rects in groups.items())
-    styled = f' style="{escape(style)}"' if style else ""
-    return (
-        f'<svg viewBox="0 0 12 16" class="sprite" shape-rendering="crispEdges" aria-hidden="true" '
-        f'focusable="false"{styled}>{body}</svg>'
-    )
+        groups.setdefault(part, []).append((cls, x, y, width, height))
+    return list(groups.items())
 
 
 def texts(agent: Mapping[str, Any], nicknames: Mapping[str, str]) -> dict[str, str]:
@@ -138,28 +135,30 @@ def texts(agent: Mapping[str, Any], nicknames: Mapping[str, str]) -> dict[str, s
     }
 
 
-def agent_slot(agent: Mapping[str, Any], nicknames: Mapping[str, str], first: bool = False) -> str:
-    t = texts(agent, nicknames)
-    style = ";".join(f"{k}:{v}" for k, v in colors(agent).items())
-    hidden = lambda empty: " hidden" if empty else ""  # noqa: E731
-    timing = ' elementtiming="agent"'  # when each character was painted (Element Timing)
-    return (
-        f'<li class="slot"><button type="button" class="agent" data-agent-id="{escape(agent["agent_id"])}" '
-        f'data-zone="{zone_of(agent)}" data-role="{escape(role_word(agent.get("role_key", "")))}" tabindex="{0 if first else -1}" '
-        f'aria-controls="panel" aria-expanded="false" data-pixel-state="{escape(agent["pixel_state"])}" '
-        f'data-live-status="{escape(agent.get("live_status", ""))}" aria-label="{escape(t["label"])}" title="{escape(t["title"])}">'
-        f'<span class="bubble" aria-hidden="true"{hidden(not t["bubble"])}>{escape(t["bubble"])}</span>'
-        f'<span class="wall"{hidden(not t["wall"])}><span class="bricks" aria-hidden="true"></span>'
-        f'<span class="wall-text">{escape(t["wall"])}</span></span>'
-        f'<span class="figure" aria-hidden="true">{sprite_svg(style)}<span class="shadow"></span></span>'
-        f'<span class="nick"{timing}>{escape(agent.get("agent_nickname") or agent["agent_id"])}</span>'
-        f'<span class="tool" data-tool="{"yes" if agent.get("current_tool_name") else "no"}">{escape(t["tool"])}</span>'
-        "</button></li>"
-    )
+def view(agent: Mapping[str, Any], nicknames: Mapping[str, str], first: bool = False) -> dict[str, Any]:
+    """What ``templates/office/agent.html`` prints for one agent."""
+    return {
+        "agent_id": agent["agent_id"],
+        "zone": zone_of(agent),
+        "role": role_word(agent.get("role_key", "")),
+        "first": first,
+        "pixel_state": agent["pixel_state"],
+        "live_status": agent.get("live_status", ""),
+        "style": ";".join(f"{k}:{v}" for k, v in colors(agent).items()),
+        "nick": agent.get("agent_nickname") or agent["agent_id"],
+        "tool_used": bool(agent.get("current_tool_name")),
+        **texts(agent, nicknames),
+    }
 
 
-def rooms(agents: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """The agents of each room as HTML (``room_<zone>``) and whether it is empty (``hide_<zone>``)."""
+BLANK = {
+    "agent_id": "", "zone": "", "role": "", "first": False, "pixel_state": "", "live_status": "", "style": "",
+    "nick": "", "tool_used": False, "bubble": "", "tool": "", "wall": "", "label": "", "title": "",
+}
+
+
+def rooms(agents: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The office's rooms in reading order, each with the views of its agents."""
     agents = list(agents)
     nicknames = {a["agent_id"]: a.get("agent_nickname", "") for a in agents}
     found: dict[str, list[Mapping[str, Any]]] = {zone: [] for zone in ZONES}
@@ -167,13 +166,12 @@ def rooms(agents: Iterable[Mapping[str, Any]]) -> dict[str, str]:
         found[zone_of(agent)].append(agent)
     # The office's one tab stop: its first agent in reading order.
     first = next((zone_agents[0] for zone_agents in found.values() if zone_agents), None)
-    html = {
-        f"room_{zone}": "".join(agent_slot(a, nicknames, first=a is first) for a in zone_agents)
+    return [
+        {"key": zone, "title": zone.title(), "agents": [view(a, nicknames, first=a is first) for a in zone_agents]}
         for zone, zone_agents in found.items()
-    }
-    return html | {f"hide_{zone}": "" if found[zone] else " hidden" for zone in ZONES}
+    ]
 
 
 def script_config() -> dict[str, Any]:
-    """What floor.js needs to draw agents that join later."""
+    """What floor.js needs to give agents that join later their values."""
     return {"state_text": STATE_TEXT, "palette": PALETTE}
