@@ -43,19 +43,21 @@ test: install chromium clis sandbox jslint
 # Debian's nodejs when the machine has none.
 clis: $(CLIS_STAMP)
 
-$(CLIS_STAMP): $(CLIS)/package.json $(CLIS)/package-lock.json
+# An npm project's packages at the versions of its lock file, stamped by the lock's checksum.
+define npm_ci
 	@command -v npm >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
-	cd $(CLIS) && npm ci --no-audit --no-fund --loglevel=error
-	rm -f $(CLIS)/node_modules/.installed-*
+	cd $(1) && npm ci --no-audit --no-fund --loglevel=error
+	rm -f $(1)/node_modules/.installed-*
 	touch $@
+endef
+
+$(CLIS_STAMP): $(CLIS)/package.json $(CLIS)/package-lock.json
+	$(call npm_ci,$(CLIS))
 
 jslint: $(JSLINT_STAMP)
 
 $(JSLINT_STAMP): $(JSLINT)/package.json $(JSLINT)/package-lock.json
-	@command -v npm >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
-	cd $(JSLINT) && npm ci --no-audit --no-fund --loglevel=error
-	rm -f $(JSLINT)/node_modules/.installed-*
-	touch $@
+	$(call npm_ci,$(JSLINT))
 
 # The production-topology fault test, longer than its in-suite variant (seconds of faults and load).
 SOAK_SECONDS ?= 300
