@@ -29,31 +29,14 @@ from domain.studio.templates import TemplateCatalog, shipped_templates
 from domain.workspaces.commands import WorkspaceCommands
 from domain.workspaces.material import MaterialConfig
 from domain.workspaces.metering import MeterTokens, UsageMeter
-from projections.engine.docs import Projector
 from projections.engine.follower import LogFollower, NotificationSource, header
 from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
 from projections.engine.pg_store import PostgresDocStore
 from projections.engine.runner import ProjectionRunner
 from projections.engine.store import DocStore
-from projections.gate.proposals import ProposalIndex, ProposalsProjector
-from projections.gate.runs import GateRunsProjector
-from projections.jobs.checkpoints import CheckpointsProjector
-from projections.jobs.identity import IdentityLinksProjector
-from projections.jobs.jobs import JobsProjector
-from projections.portal.impact import ImpactProjector
-from projections.portal.notifications import InboxProjector, NotifyOutboxProjector
-from projections.portal.relations import RelationsProjector
-from projections.projects.projects import ProjectsProjector
-from projections.studio.feed_doc import FeedProjector
-from projections.studio.fleet import FleetProjector
+from projections.gate.proposals import ProposalIndex
 from projections.studio.live_channel import Broker
-from projections.studio.log_dock import LogDockProjector
-from projections.studio.pixels import PixelsProjector
-from projections.studio.runs import RunsProjector
-from projections.studio.surfaces import SurfacesProjector
-from projections.studio.workspace_mirror import MirrorProjector
-from projections.workspaces.workspaces import WorkspacesProjector
 from workers.adapters.echo_model import EchoModel
 from workers.adapters.local_cluster import LocalCluster
 from workers.adapters.local_connectors import LocalDirectoryConnectors
@@ -79,6 +62,7 @@ from workers.jobs import JobRunner
 from workers.live_broker import MemoryBroker
 from workers.logging import configure_logging
 from workers.notify_relay import NotificationRelay
+from workers.read_models import read_projectors
 from workers.settings import Settings
 from workers.ticker import Ticker
 from workers.watcher import EventStoreProjectAssets, Watcher, load_project_assets
@@ -117,30 +101,6 @@ def connection_budget(settings: Settings, workers: tuple[str, ...] = WORKERS, *,
     LISTEN connection per listening worker it runs, and one for the API's feed copies."""
     listeners = sum(1 for name in LISTENERS if name in workers) + int(api and settings.read_copies_mib > 0)
     return settings.event_store_pool_max + settings.read_model_pool_max + listeners
-
-
-def read_projectors() -> list[Projector]:
-    """Every read model the API serves (the live fan-out is not one of them)."""
-    return [
-        RunsProjector(),
-        ProjectsProjector(),
-        MirrorProjector(),
-        PixelsProjector(),
-        SurfacesProjector(),
-        LogDockProjector(),
-        FleetProjector(),
-        JobsProjector(),
-        CheckpointsProjector(),
-        IdentityLinksProjector(),
-        GateRunsProjector(),
-        ProposalsProjector(),
-        RelationsProjector(),
-        NotifyOutboxProjector(),
-        InboxProjector(),
-        ImpactProjector(),
-        WorkspacesProjector(),
-        FeedProjector(),  # derived from the studio models above, in the same transaction
-    ]
 
 
 @dataclass

@@ -23,10 +23,12 @@ from api.auth import EMAIL_HEADER, GROUPS_HEADER, EdgeJwt
 from api.context import CallerDep, caller_dependency, part
 from api.control_plane.reads import ControlPlaneReads
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
+from api.web.launch import launch_form, launchable, templates
 from api.web.office_view import BLANK, rooms, script_config
 from api.web.pages import asset, render
+from api.web.transcript_view import reported, transcript
 from api.web.verbs import verb_config
-from domain.shared.errors import DomainError
+from domain.shared.errors import DomainError, NotFound
 from domain.shared.ids import ID_PATTERN
 from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, live_channel_topic
 
@@ -66,9 +68,10 @@ def page(
     )
 
 
-@get("/", name="web_board", sync_to_thread=False, include_in_schema=False)
-def board_page(request: Request[Any, Any, Any], caller: CallerDep) -> Template:
-    return page("board", "Fleet board", caller, request)
+@get("/", name="web_board", sync_to_thread=True, include_in_schema=False)
+def board_page(request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Template:
+    context = {"launch_projects": launchable(state, caller), "launch_templates": templates(state)}
+    return page("board", "Fleet board", caller, request, context=context)
 
 
 @get("/portal", name="web_portal", sync_to_thread=False, include_in_schema=False)
@@ -105,6 +108,40 @@ def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, ca
         may_control=may_steer(state, caller.principal, caller.tenant, slug),
         feed_limit=MAX_LIMIT,
         verbs=verb_config(),
+    )
+
+
+AgentId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="agent id")]
+BLANK_ENTRY = {"kind": "", "text": "", "tool_name": "", "input": "", "failed": False, "target_agent_id": "", "position": 0, "at": "", "folded": False, "first_line": ""}
+
+
+@get(
+    "/runs/{run_id:str}/agents/{agent_id:str}",
+    name="web_transcript",
+    sync_to_thread=True,
+    include_in_schema=False,
+    opt=guarded(Access(READ, run_doc_in_path("run_id"))),  # the same read right as the feed
+)
+def transcript_page(
+    run_id: RunId, agent_id: AgentId, request: Request[Any, Any, Any], state: State, caller: CallerDep
+) -> Template:
+    run = located_run(request, state, caller.tenant, run_id)
+    read = transcript(part(state, "store"), caller.tenant, run_id, agent_id)
+    if read is None:
+        raise NotFound(f"Run {run_id} has no agent {agent_id!r}.", code="agent_not_found")
+    return page(
+        "transcript",
+        f"{agent_id} in {run_id}",
+        caller,
+        request,
+        context={
+            "head": read["head"], "entries": read["entries"], "blank": BLANK_ENTRY, "reported": reported(read["head"]),
+        },
+        run_id=run_id,
+        agent_id=agent_id,
+        project_slug=run["project_slug"],
+        topic=live_channel_topic(caller.tenant, run_id),
+        position=read["head"]["position"],
     )
 
 
@@ -162,7 +199,7 @@ def web_router(edge: EdgeJwt) -> list[Router]:
     """The pages (behind the edge identity) and their static assets (no data in them)."""
     pages = Router(
         path="/",
-        route_handlers=[board_page, office_page, portal_page],
+        route_handlers=[board_page, office_page, transcript_page, portal_page],
         dependencies=caller_dependency(edge, admin=False),
         guards=[access_guard],
         exception_handlers={
@@ -173,5 +210,12 @@ def web_router(edge: EdgeJwt) -> list[Router]:
         },
         include_in_schema=False,
     )
+    # What the pages' forms send (JSON in, JSON out: their errors are the API's C3 bodies).
+    actions = Router(
+        path="/",
+        route_handlers=[launch_form],
+        dependencies=caller_dependency(edge, admin=False),
+        include_in_schema=False,
+    )
     static = Router(path="/static", route_handlers=[static_file], include_in_schema=False)
-    return [pages, static]
+    return [pages, actions, static]

@@ -2,6 +2,7 @@
 
 import { getJSON } from "./lib/api.js";
 import { ago, h, money, setAttr, setText } from "./lib/dom.js";
+import "./lib/forms.js"; // the launch form
 
 const BOARD = "/control-plane/studio/runs";
 const REFRESH_MS = 4000;

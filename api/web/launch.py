@@ -1,0 +1,71 @@
+"""The launch form of the board and the project page, sent as JSON (``static/js/lib/forms.js``:
+the service takes no form bodies, ``api.browser``) to ``POST /runs``: the launch endpoint's
+body (``LaunchRequest``), allowed by the permission graph on the project, launched and
+scheduled. The answer names the new run's office, which the read models already show."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio.to_thread
+import structlog
+from litestar import Response, post
+from litestar.datastructures import State
+from litestar.params import JSONBody
+
+from api.access import CONTROL, check
+from api.context import CallerDep, event_store, part, read_models, studio_commands
+from api.positions import command_mark, command_position
+from api.studio.dto import LaunchRequest
+from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
+
+log = structlog.get_logger("squadops.web")
+
+LAUNCH_NEED = CONTROL  # the project role a launch needs, as the permission graph answers
+
+
+def launchable(state: State, caller: Any) -> list[str]:
+    """The projects the caller may launch runs on (for the board's form)."""
+    principal = caller.principal
+    found = part(state, "permission_graph").list_objects(
+        ListObjectsRequest(
+            store=caller.tenant,
+            user=user_ref(principal.subject_key),
+            relation="maintainer" if LAUNCH_NEED == CONTROL else "contributor",
+            type="project",
+            contextual_tuples=identity_tuples(principal.subject_key, principal.groups),
+        )
+    )
+    return sorted(obj.partition(":")[2] for obj in found)
+
+
+def templates(state: State) -> list[dict[str, str]]:
+    return [{"template_id": t.template_id, "name": f"{t.title} ({t.template_id})"} for t in studio_commands(state).templates.all()]
+
+
+def _launch(state: State, caller: Any, form: LaunchRequest) -> str:
+    check(state, caller.principal, caller.tenant, form.project_slug, LAUNCH_NEED)
+    commands = studio_commands(state).runs
+    mark = command_mark(event_store(state))
+    run, _ = commands.launch_run(
+        tenant=caller.tenant,
+        template_id=form.template_id,
+        project_slug=form.project_slug,
+        work_scope=form.work_scope,
+        next_goal=form.next_goal,
+        launched_by=caller.subject_key,
+    )
+    commands.request_execution(tenant=caller.tenant, run_id=run.run_id, requested_by=caller.subject_key)
+    reads = read_models(state)
+    reads.settle(command_position(event_store(state), mark))  # the office reads the run at once
+    reads.wake_ticker()
+    structlog.contextvars.bind_contextvars(run_id=run.run_id)
+    log.info("run_launched_from_page", project_slug=form.project_slug, template_id=form.template_id, tenant=caller.tenant)
+    return run.run_id
+
+
+@post("/runs", name="web_launch", status_code=201, include_in_schema=False)
+async def launch_form(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -> Response[dict[str, str]]:
+    """Launches and schedules; answers the run and its office's address."""
+    run_id = await anyio.to_thread.run_sync(_launch, state, caller, data)
+    return Response({"run_id": run_id, "location": f"/runs/{run_id}"}, status_code=201)

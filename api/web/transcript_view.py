@@ -1,0 +1,53 @@
+"""An agent's transcript as its page shows it: the session's entries from the transcripts
+read model (``projections.studio.transcripts``), long texts folded, and its metrics line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from projections.engine.store import DocStore
+from projections.studio.transcripts import transcript_head_key, transcript_partition
+
+# A text longer than this (characters or lines) folds behind its first line.
+FOLD_CHARS = 600
+FOLD_LINES = 8
+MAX_ENTRIES = 20_000
+_decode = msgspec.json.Decoder(dict).decode
+
+
+def folded(text: str) -> bool:
+    return len(text) > FOLD_CHARS or text.count("\n") >= FOLD_LINES
+
+
+def first_line(text: str, width: int = 160) -> str:
+    line = text.split("\n", 1)[0]
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def transcript(store: DocStore, tenant: str, run_id: str, agent_id: str) -> dict[str, Any] | None:
+    """The session's head (metrics) and its entries, oldest first; None when it has none."""
+    raw = store.get("transcripts", transcript_head_key(tenant, run_id, agent_id))
+    if raw is None:
+        return None
+    head = _decode(raw)
+    rows = store.scan("transcripts", partition=transcript_partition(tenant, run_id, agent_id), limit=MAX_ENTRIES)
+    entries = [_decode(row.body) for row in rows]
+    for entry in entries:
+        entry["folded"] = folded(entry["text"])
+        entry["first_line"] = first_line(entry["text"])
+    return {"head": head, "entries": entries}
+
+
+def reported(head: dict[str, Any]) -> list[str]:
+    """What the CLI reported when the session ended: cost, duration, turns (as reported)."""
+    result = head.get("result") or {}
+    found = []
+    if "total_cost_usd" in result:
+        found.append(f"${float(result['total_cost_usd']):.2f}")
+    if "duration_ms" in result:
+        found.append(f"{int(result['duration_ms']) / 1000:.0f} s")
+    if "num_turns" in result:
+        found.append(f"{result['num_turns']} turns")
+    return found

@@ -1,0 +1,140 @@
+"""The journey's pages over HTTP (issue 27): an agent's transcript read from its read model
+with the run's read right, the launch form's JSON action checked like the launch endpoint,
+and a pull request's diff rendered with every text escaped."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from litestar.testing import TestClient
+
+from api.app import create_app
+from api.web.diff_view import FOLD_OVER, KEEP, files_view
+from api.web.pages import environment
+from tests.conftest import ADMIN, settings_for
+from tests.helpers import DEMO_LIKE, drive_runs
+from workers.bootstrap import build
+
+STRANGER = {"x-edge-claim-email": "stranger@example.com", "x-edge-claim-groups": ""}
+MEMBERS = {
+    **DEMO_LIKE,
+    "participants": [
+        {"subject_key": "keeper@example.com", "project_role": "maintainer"},
+        {"subject_key": "look@example.com", "project_role": "viewer"},
+    ],
+}
+MAINTAINER = {"x-edge-claim-email": "keeper@example.com", "x-edge-claim-groups": ""}
+VIEWER = {"x-edge-claim-email": "look@example.com", "x-edge-claim-groups": ""}
+
+
+@pytest.fixture(scope="module")
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, str]]:
+    db = tmp_path_factory.mktemp("journey") / "squadops.db"
+    container = build(settings_for(f"sqlite:///{db}"))
+    with TestClient(create_app(container, workers=("projector",))) as client:
+        client.headers.update(ADMIN)
+        (run_id,) = drive_runs(container, runs=1, ticks=15, project=MEMBERS)
+        assert container.settle(container.event_store.max_position())
+        yield client, run_id
+    container.close()
+
+
+def test_an_agents_transcript_is_its_sessions_stream(http: tuple[TestClient, str]) -> None:
+    client, run_id = http
+    state = client.get(f"/v1/admin/studio/runs/{run_id}/session-state").json()["sessions"]
+    agent = max(state, key=lambda s: s["tool_call_count"])
+    page = client.get(f"/runs/{run_id}/agents/{agent['agent_id']}")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    entries = re.findall(r'<li class="entry" data-kind="(\w+)"', page.text)
+    assert entries.count("tool") == agent["tool_call_count"] + agent["failed_tool_call_count"] > 0
+    assert f'<span data-metric="tool_calls">{agent["tool_call_count"] + agent["failed_tool_call_count"]}</span>' in page.text
+    assert agent["session_id"] in page.text and 'id="entry-template"' in page.text
+    # The read right is the feed's: a viewer reads it, a stranger gets the 403 page.
+    assert client.get(f"/runs/{run_id}/agents/{agent['agent_id']}", headers=VIEWER).status_code == 200
+    refused = client.get(f"/runs/{run_id}/agents/{agent['agent_id']}", headers=STRANGER)
+    assert refused.status_code == 403 and "not_a_participant" in refused.text and "<h1" in refused.text
+    missing = client.get(f"/runs/{run_id}/agents/nobody")
+    assert missing.status_code == 404 and "agent_not_found" in missing.text
+
+
+def test_the_launch_form_launches_like_the_endpoint_for_whom_the_graph_allows(http: tuple[TestClient, str]) -> None:
+    client, _ = http
+    board = client.get("/", headers=MAINTAINER)
+    assert 'action="/runs"' in board.text and '<option value="acme">acme</option>' in board.text
+    assert 'action="/runs"' not in client.get("/", headers=VIEWER).text  # nothing to launch on
+    answer = client.post("/runs", json={"project_slug": "acme", "template_id": "delivery-core", "next_goal": "ship"}, headers=MAINTAINER)
+    assert answer.status_code == 201, answer.text
+    office = client.get(answer.json()["location"], headers=MAINTAINER)
+    assert office.status_code == 200 and answer.json()["run_id"] in office.text
+    run = client.get(f"/v1/admin/studio/runs/{answer.json()['run_id']}").json()
+    assert run["status"] in ("scheduled", "running") and run["next_goal"] == "ship"
+    # Refused as the API refuses: C3 bodies, nothing launched.
+    before = client.get("/control-plane/studio/runs", params={"project_slug": "acme"}).json()["count"]
+    viewer = client.post("/runs", json={"project_slug": "acme", "template_id": "delivery-core"}, headers=VIEWER)
+    assert viewer.status_code == 403 and viewer.json()["code"] == "control_role_required"
+    bad = client.post("/runs", json={"project_slug": "bad slug", "template_id": "delivery-core"}, headers=MAINTAINER)
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "project_slug"]
+    unknown = client.post("/runs", json={"project_slug": "acme", "template_id": "nope"}, headers=MAINTAINER)
+    assert unknown.status_code == 404 and unknown.json()["code"] == "template_not_found"
+    form = client.post("/runs", data={"project_slug": "acme", "template_id": "delivery-core"}, headers=MAINTAINER)
+    assert form.status_code == 415  # a cross-site form cannot launch
+    assert client.get("/control-plane/studio/runs", params={"project_slug": "acme"}).json()["count"] == before
+
+
+def diff_of(path: str, texts: list[tuple[str, str]]) -> dict:
+    lines, old, new = [], 0, 0
+    for kind, text in texts:
+        old += kind != "add"
+        new += kind != "del"
+        lines.append({"kind": kind, "old_no": None if kind == "add" else old, "new_no": None if kind == "del" else new, "text": text})
+    hunk = {"header": "@@ -1 +1 @@", "old_start": 1, "old_lines": old, "new_start": 1, "new_lines": new, "lines": lines}
+    return {"path": path, "old_path": "", "status": "modified", "binary": False, "additions": 1, "deletions": 1, "hunks": [hunk]}
+
+
+def render_pull(files: list[dict], may: dict) -> str:
+    pull = {
+        "number": 3, "project_slug": "acme", "run_id": "run-1", "agent_id": "backend", "session_id": "ses-1",
+        "role_key": "role_backend", "repository_key": "backend", "head_sha": "a" * 40, "changed_paths": [],
+        "opened_at": "2026-11-26T13:00:00Z", "state": "open", "page_url": "/projects/acme/pulls/3",
+        "session_url": "/runs/run-1/agents/backend", "publications": [],
+    }
+    commit = {"sha": "a" * 40, "short_sha": "aaaaaaa", "author_name": "<b>bot</b>", "author_email": "", "authored_at": "", "subject": "<script>alert(1)</script>", "body": ""}
+    detail = {"pull": pull, "base_sha": "b" * 40, "head_sha": "a" * 40, "commits": [commit], "files": files, "evidence": [], "agents": [], "may": may}
+    context = {"page": "pull", "title": "PR", "who": "", "script": False, "config": {}, "initial": "", "project_slug": "acme"}
+    return environment().get_template("pull.html").render(**context, pull=pull, detail=detail, files=files_view(files), may=may)
+
+
+def test_a_diff_with_html_in_it_is_escaped_and_coloured() -> None:
+    evil = diff_of("site/<img src=x onerror=alert(1)>.html", [
+        ("context", "<html>"),
+        ("del", '<script>alert("old")</script>'),
+        ("add", "<p onclick=\"steal()\">hi & bye</p>"),
+        ("context", "</html>"),
+    ])
+    html = render_pull([evil], {"comment": True, "publish": True})
+    for raw in ("<script>alert", "<img src=x", "<p onclick", "<b>bot</b>"):
+        assert raw not in html
+    text = re.sub(r"<[^>]+>", "", html)  # what the browser shows, still escaped
+    assert "&lt;p onclick=&#34;steal()&#34;&gt;hi &amp; bye&lt;/p&gt;" in text
+    assert "&lt;script&gt;alert(&#34;old&#34;)&lt;/script&gt;" in text
+    assert re.search(r'<span class="n[a-z]*">', html), "HTML is coloured by its lexer"
+    assert 'id="publish"' in html and 'id="comment-form"' in html
+
+
+def test_a_viewer_gets_the_diff_without_controls() -> None:
+    html = render_pull([diff_of("a.py", [("add", "x = 1")])], {"comment": False, "publish": False})
+    assert 'class="ln add"' in html and "x" in html
+    assert 'id="publish"' not in html and 'id="comment-form"' not in html
+
+
+def test_long_unchanged_context_folds_keeping_lines_either_side() -> None:
+    body = [("add", "start = 1")] + [("context", f"line_{n} = {n}") for n in range(40)] + [("del", "end = 0")]
+    (view,) = files_view([diff_of("a.py", body)])
+    (hunk,) = view.hunks
+    shown, folded, tail = hunk.blocks
+    assert not shown.folded and folded.folded and not tail.folded
+    assert len(shown.lines) == 1 + KEEP and len(folded.lines) == 40 - 2 * KEEP and len(tail.lines) == KEEP + 1
+    short = files_view([diff_of("a.py", [("context", "a")] * FOLD_OVER + [("add", "b")])])[0].hunks[0]
+    assert [b.folded for b in short.blocks] == [False]
