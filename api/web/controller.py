@@ -26,8 +26,10 @@ from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.web.launch import launch_form, launchable, templates
 from api.web.office_view import BLANK, rooms, script_config
 from api.web.pages import asset, render
+from api.web.portal_view import blocked_runs, your_projects
 from api.web.transcript_view import reported, transcript
 from api.web.verbs import verb_config
+from domain.shared.access import ROLES
 from domain.shared.errors import DomainError, NotFound
 from domain.shared.ids import ID_PATTERN
 from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, live_channel_topic
@@ -74,9 +76,17 @@ def board_page(request: Request[Any, Any, Any], state: State, caller: CallerDep)
     return page("board", "Fleet board", caller, request, context=context)
 
 
-@get("/portal", name="web_portal", sync_to_thread=False, include_in_schema=False)
-def portal_page(request: Request[Any, Any, Any], caller: CallerDep) -> Template:
-    return page("portal", "Portal", caller, request)
+@get("/portal", name="web_portal", sync_to_thread=True, include_in_schema=False)
+def portal_page(request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Template:
+    context = {"projects": your_projects(state, caller), "blocked": blocked_runs(state, caller), "reviews": []}
+    return page("portal", "Portal", caller, request, context=context)
+
+
+@get("/portal/projects/new", name="web_project_new", sync_to_thread=False, include_in_schema=False)
+def project_new_page(request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Template:
+    """The project factory's form (anyone signed in may create a project, as the API allows)."""
+    context = {"templates": templates(state), "roles": ROLES, "bindings": 3, "participants": 4}
+    return page("project_new", "Project factory", caller, request, context=context)
 
 
 @get(
@@ -199,7 +209,7 @@ def web_router(edge: EdgeJwt) -> list[Router]:
     """The pages (behind the edge identity) and their static assets (no data in them)."""
     pages = Router(
         path="/",
-        route_handlers=[board_page, office_page, transcript_page, portal_page],
+        route_handlers=[board_page, office_page, transcript_page, portal_page, project_new_page],
         dependencies=caller_dependency(edge, admin=False),
         guards=[access_guard],
         exception_handlers={

@@ -14,10 +14,10 @@ from litestar.datastructures import State
 from litestar.params import JSONBody
 
 from api.access import CONTROL, check
-from api.context import CallerDep, event_store, part, read_models, studio_commands
+from api.context import CallerDep, event_store, read_models, studio_commands
 from api.positions import command_mark, command_position
 from api.studio.dto import LaunchRequest
-from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
+from api.web.portal_view import projects_where
 
 log = structlog.get_logger("squadops.web")
 
@@ -26,17 +26,7 @@ LAUNCH_NEED = CONTROL  # the project role a launch needs, as the permission grap
 
 def launchable(state: State, caller: Any) -> list[str]:
     """The projects the caller may launch runs on (for the board's form)."""
-    principal = caller.principal
-    found = part(state, "permission_graph").list_objects(
-        ListObjectsRequest(
-            store=caller.tenant,
-            user=user_ref(principal.subject_key),
-            relation="maintainer" if LAUNCH_NEED == CONTROL else "contributor",
-            type="project",
-            contextual_tuples=identity_tuples(principal.subject_key, principal.groups),
-        )
-    )
-    return sorted(obj.partition(":")[2] for obj in found)
+    return projects_where(state, caller, "maintainer" if LAUNCH_NEED == CONTROL else "contributor")
 
 
 def templates(state: State) -> list[dict[str, str]]:

@@ -11,7 +11,9 @@ from typing import Any, Protocol
 from domain.shared.access import ROLES
 
 FEED = "/control-plane/studio/observability-feed"
-PROJECT = "/v1/project-factory/projects"
+# Where the dashboard sends a person: the pages (a project's page, the project factory's form).
+PROJECT = "/projects"
+FACTORY = "/portal/projects/new"
 ACTIVE_RUNS = ("ready", "scheduled", "running", "blocked")
 
 
@@ -78,14 +80,14 @@ def onboarding_checks(v: Viewer) -> list[dict[str, Any]]:
     return [
         check("identity", "Signed in", bool(v.subject_key), f"Signed in as {v.subject_key}."),
         check("project_access", "A project to work in", bool(v.projects),
-              f"{len(v.projects)} project(s) readable.", "Create a project", PROJECT),
+              f"{len(v.projects)} project(s) readable.", "Create a project", FACTORY),
         check("repositories", "Repositories provisioned", any(r["status"] == "provisioned" for r in repos),
               f"{sum(r['status'] == 'provisioned' for r in repos)} of {len(repos)} repositories provisioned.",
-              "Open the project factory", PROJECT),
+              "Open the project factory", FACTORY),
         check("error_reporting", "Error reporting wired", "provisioned" in dsn,
-              f"{dsn.count('provisioned')} project(s) with an error-reporting DSN.", "Open the project factory", PROJECT),
+              f"{dsn.count('provisioned')} project(s) with an error-reporting DSN.", "Open the project factory", FACTORY),
         check("first_run", "A run launched", bool(_runs(v.projects)), f"{len(_runs(v.projects))} run(s) recorded.",
-              "Open the studio", "/v1/admin/studio/runs"),
+              "Open the fleet board", "/"),
     ]
 
 

@@ -42,7 +42,7 @@ ENTRIES: ByType[Callable[[Any], dict[str, Any]]] = ByType(
         ev.AssistantMessage: lambda e: _entry("message", e.text),
         ev.ToolCalled: lambda e: _entry("tool", e.summary, tool_name=e.tool_name, input=e.route),
         ev.ToolCallFailed: lambda e: _entry("tool", e.reason, tool_name=e.tool_name, input=e.summary, failed=True),
-        ev.ControllerActionObserved: lambda e: _entry("tool", e.evidence_label, tool_name=e.action, input=e.summary),
+        ev.ControllerActionObserved: lambda e: _entry("controller", e.summary, tool_name=e.action, input=e.evidence_label),
         ev.HandedOff: lambda e: _entry("handoff", e.reason, target_agent_id=e.target_agent_id),
         ev.MessageDelivered: lambda e: _entry("mailbox", e.message, input=f"{e.channel} from {e.actor}"),
         ev.Blocked: lambda e: _entry("blocker", f"{e.code}: {e.message}", failed=True),

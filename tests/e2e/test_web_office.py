@@ -70,6 +70,11 @@ def dock_event_ids(page: Page) -> list[int]:
     return page.eval_on_selector_all('#dock-list [data-kind="live"]', "els => els.map(e => Number(e.dataset.id))")
 
 
+
+def pr_page(pr_url: str) -> str:
+    """The office links a pull request to its page on this service, not to the VCS host."""
+    return f"/projects/acme/pulls/{pr_url.rstrip('/').rsplit('/', 1)[1]}"
+
 def test_an_operator_watches_steers_and_scrubs_a_run_in_the_browser(service: LiveServer, browser: Browser) -> None:
     http = httpx.Client(base_url=service.url, headers=ADMIN, timeout=30)
     answer = http.post("/v1/project-factory/projects", json=DEMO_LIKE)
@@ -205,7 +210,7 @@ def test_the_office_header_shows_the_runs_surfaces_and_each_agent_its_nickname_a
             # Delivery: the pull request's link; cost, queue state and source ref as the feed has them.
             delivery = page.locator('[data-badge="delivery"]')
             assert delivery.get_attribute("data-state") == "delivered"
-            assert delivery.locator(f'a[href="{pr_url}"]').inner_text() == "PR #1"
+            assert delivery.locator(f'a[href="{pr_page(pr_url)}"]').inner_text() == "PR #1"
             queue = page.locator('[data-badge="queue"]')
             assert queue.get_attribute("data-state") == feed["queue"]["state"]
             cost = page.inner_text('[data-badge="cost"] .badge-value')
@@ -231,7 +236,7 @@ def test_the_office_header_shows_the_runs_surfaces_and_each_agent_its_nickname_a
             shared = http.post(f"{STUDIO}/runs/{run_id}/preview", json={"url": preview})
             assert shared.status_code == 200, shared.text
             delivery.locator(f'a[href="{preview}"]').wait_for(timeout=20_000)
-            assert delivery.locator(f'a[href="{pr_url}"]').count() == 1
+            assert delivery.locator(f'a[href="{pr_page(pr_url)}"]').count() == 1
             assert page.evaluate("window.__samePage") == "yes"
     finally:
         http.close()

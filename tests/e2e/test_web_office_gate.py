@@ -28,6 +28,11 @@ def service(tmp_path: Path) -> Iterator[LiveServer]:
         yield server
 
 
+
+def pr_page(pr_url: str) -> str:
+    """The office links a pull request to its page on this service, not to the VCS host."""
+    return f"/projects/acme/pulls/{pr_url.rstrip('/').rsplit('/', 1)[1]}"
+
 def test_the_office_shows_the_gate_publishing_its_run_live(service: LiveServer, browser: Browser) -> None:
     http = httpx.Client(base_url=service.url, headers=ADMIN, timeout=30)
     try:
@@ -45,7 +50,7 @@ def test_the_office_shows_the_gate_publishing_its_run_live(service: LiveServer, 
             gate = http.post(f"/v1/admin/gate/threads/{run_id}/run", json={"agent_key": "backend"})
             assert gate.status_code == 200, gate.text
             pr_url = gate.json()["pr_url"]
-            delivery.locator(f'a[href="{pr_url}"]').wait_for(timeout=20_000)
+            delivery.locator(f'a[href="{pr_page(pr_url)}"]').wait_for(timeout=20_000)
             assert delivery.get_attribute("data-state") == "delivered"
 
             # The dock: the gate's live events and its log lines, filterable by source.

@@ -1,7 +1,7 @@
 """The pages under load and for everyone: a 50-agent office paints its first agent (how
 soon is ``bench/bench_web.py``'s to measure), is driven by keyboard, names each
 character's state, meets WCAG AA contrast, follows the control line for a blocked agent in one click; the portal home
-shows what the portal endpoints answer, or says they are not there.
+shows what needs the caller first and what the portal endpoints answer, or says they are not there.
 """
 
 from __future__ import annotations
@@ -244,6 +244,13 @@ def test_the_portal_home_shows_the_portal_endpoints_or_says_they_are_absent(crow
     with opened(browser, extra_http_headers=ADMIN) as page:
         page.goto(f"{url}/portal")
         page.wait_for_function("document.getElementById('portal').dataset.portal !== 'loading'")
+        # What a person does first comes first; the dashboard's sections are folded below.
+        headings = page.locator("main h2").all_inner_texts()
+        assert headings[:3] == ["Needs you", "Your projects", "Your workspaces"], headings
+        more = page.locator("details.portal-more")
+        assert more.get_attribute("open") is None
+        more.locator("summary").focus()
+        page.keyboard.press("Enter")  # opened by keyboard
         dashboard = page.locator("#dashboard")
         if workspace.status_code == 404:
             assert dashboard.get_attribute("data-state") == "unavailable"

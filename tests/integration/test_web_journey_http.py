@@ -138,3 +138,20 @@ def test_long_unchanged_context_folds_keeping_lines_either_side() -> None:
     assert len(shown.lines) == 1 + KEEP and len(folded.lines) == 40 - 2 * KEEP and len(tail.lines) == KEEP + 1
     short = files_view([diff_of("a.py", [("context", "a")] * FOLD_OVER + [("add", "b")])])[0].hunks[0]
     assert [b.folded for b in short.blocks] == [False]
+
+
+def test_the_project_factory_page_and_the_portal_home(http: tuple[TestClient, str]) -> None:
+    client, run_id = http
+    factory = client.get("/portal/projects/new", headers=VIEWER)
+    assert factory.status_code == 200
+    assert 'action="/v1/project-factory/projects"' in factory.text
+    for name in ("project_key", "repository_bindings.0.source_repository_url", "repository_bindings.0.vcs_repo_slug", "participants.0.subject_key"):
+        assert f'name="{name}"' in factory.text
+    assert '<option value="delivery-core">' in factory.text
+    # The portal home: the caller's projects with their role, first; blocked runs they may read.
+    home = client.get("/portal", headers=VIEWER).text
+    assert home.index("Needs you") < home.index("Your projects") < home.index("Your workspaces") < home.index("Everything else")
+    assert re.search(r'data-project="acme"><a class="item-title" href="/projects/acme">Acme shop</a>\s*<span class="muted">acme · viewer', home)
+    assert 'href="/portal/projects/new"' in home
+    stranger = client.get("/portal", headers=STRANGER).text
+    assert 'data-project="acme"' not in stranger and "You take part in no project yet." in stranger

@@ -11,7 +11,7 @@ const KINDS = {
   assistant_message: ["message", false, "messages"],
   tool_called: ["tool", false, "tool_calls"],
   tool_call_failed: ["tool", true, "failed_calls"],
-  controller_action_observed: ["tool", false, "tool_calls"],
+  controller_action_observed: ["controller", false, ""],
   handed_off: ["handoff", false, "handoffs"],
   message_delivered: ["mailbox", false, ""],
   blocked: ["blocker", true, ""],

@@ -1,28 +1,55 @@
 // The pages' forms, sent as JSON (the service takes no form bodies): every form marked
 // data-json-form posts its named fields to its action; a 4xx shows each error beside its
-// field (the C3/422 body's ``loc``), or above the form; a 2xx answer's ``location`` is
-// where the page goes next.
+// field (the C3/422 body's ``loc``), or above the form; after a 2xx the page goes to the
+// answer's ``location``, or to the form's data-json-next with ``{field}``s of the answer.
+// Fields named ``list.N.field`` are rows of a list: a row whose text fields are all empty
+// is left out, and the rest are numbered from 0 (errors find their row again).
 
 import { describe, postJSON } from "./api.js";
 import { h, setText } from "./dom.js";
 
-/** The form's fields as an object: names with dots nest (``bindings.0.repository_key``). */
+const ROW = /^(.+)\.(\d+)\.[^.]+$/;
+
+function filled(el) {
+  return el.tagName !== "SELECT" && el.type !== "checkbox" && el.type !== "hidden" && el.value.trim() !== "";
+}
+
+/** ``{body, rows}``: the form's fields as an object (dotted names nest) and, for each list
+ * row sent, the row of the form it came from (``{"bindings.0": "bindings.2"}``). */
 export function fieldsOf(form) {
+  const used = new Set();
+  for (const el of form.elements) {
+    const row = el.name?.match(ROW);
+    if (row && filled(el)) used.add(`${row[1]}.${row[2]}`);
+  }
   const body = {};
+  const rows = {};
+  const numbering = new Map(); // "list.N" in the form -> "list.M" sent
   for (const el of form.elements) {
     if (!el.name || el.disabled || el.type === "submit" || (el.type === "checkbox" && !el.checked)) continue;
+    let name = el.name;
+    const row = name.match(ROW);
+    if (row) {
+      const key = `${row[1]}.${row[2]}`;
+      if (!used.has(key)) continue;
+      if (!numbering.has(key)) {
+        const sent = `${row[1]}.${[...numbering.keys()].filter((k) => k.startsWith(`${row[1]}.`)).length}`;
+        numbering.set(key, sent);
+        rows[sent] = key;
+      }
+      name = `${numbering.get(key)}${name.slice(key.length)}`;
+    }
     const value = el.dataset.kind === "int" ? Number(el.value) : el.value.trim();
     if (value === "" && el.dataset.optional !== undefined) continue;
-    const path = el.name.split(".");
+    const path = name.split(".");
     let at = body;
     path.slice(0, -1).forEach((key, i) => {
-      const isIndex = /^\d+$/.test(path[i + 1]);
-      at[key] ??= isIndex ? [] : {};
+      at[key] ??= /^\d+$/.test(path[i + 1]) ? [] : {};
       at = at[key];
     });
     at[path[path.length - 1]] = value;
   }
-  return body;
+  return { body, rows };
 }
 
 function clearErrors(form) {
@@ -31,11 +58,13 @@ function clearErrors(form) {
 }
 
 /** Shows each item of a 422 body beside the field its ``loc`` names; answers what found none. */
-function showErrors(form, status, body) {
+function showErrors(form, status, body, rows) {
   const unplaced = [];
   const items = Array.isArray(body?.detail) ? body.detail : [];
   for (const item of items) {
-    const name = (item.loc || []).slice(1).join(".");
+    let name = (item.loc || []).slice(1).join(".");
+    const row = Object.keys(rows).find((sent) => name.startsWith(`${sent}.`));
+    if (row) name = rows[row] + name.slice(row.length);
     const field = name && form.querySelector(`[name="${CSS.escape(name)}"]`);
     if (!field) {
       unplaced.push(`${name || "body"}: ${item.msg}`);
@@ -59,14 +88,16 @@ export function jsonForm(form, { onDone } = {}) {
     submit.disabled = true;
     setText(status, "Sending…");
     try {
-      const answer = await postJSON(form.getAttribute("action"), fieldsOf(form));
+      const { body, rows } = fieldsOf(form);
+      const answer = await postJSON(form.getAttribute("action"), body);
       if (answer.status >= 200 && answer.status < 300) {
         setText(status, "Done.");
+        const next = form.dataset.jsonNext?.replace(/\{(\w+)\}/g, (_, key) => encodeURIComponent(answer.body?.[key] ?? ""));
         if (onDone) onDone(answer.body);
-        else if (answer.body?.location) window.location.assign(answer.body.location);
+        else if (next || answer.body?.location) window.location.assign(next || answer.body.location);
         return;
       }
-      setText(status, showErrors(form, answer.status, answer.body).join("; "));
+      setText(status, showErrors(form, answer.status, answer.body, rows).join("; "));
       form.querySelector('[aria-invalid="true"]')?.focus();
     } finally {
       submit.disabled = false;

@@ -1,6 +1,7 @@
 // Run surfaces in the office header: the six progress buckets and the badges for cost,
 // delivery (pull request, preview), queue state and source reference.
 
+import { config } from "../lib/api.js";
 import { h, money, setAttr, setHidden, setText } from "../lib/dom.js";
 
 const BUCKETS = ["active", "moving", "waiting", "blocked", "idle", "completed"];
@@ -52,7 +53,8 @@ export class Surfaces {
     value.dataset.key = key;
     setAttr(value.parentElement, "data-state", d.status);
     const parts = [h("span", {}, d.status)];
-    if (d.pr_url) parts.push(" · ", h("a", { href: d.pr_url, rel: "noopener noreferrer", target: "_blank" }, d.pr_number > 0 ? `PR #${d.pr_number}` : "pull request"));
+    // The pull request's own page on this service (its diff, comments, publication).
+    if (d.pr_number > 0) parts.push(" · ", h("a", { href: `/projects/${encodeURIComponent(config.project_slug)}/pulls/${d.pr_number}` }, `PR #${d.pr_number}`));
     if (d.preview_url) parts.push(" · ", h("a", { href: d.preview_url, rel: "noopener noreferrer", target: "_blank" }, "preview"));
     value.replaceChildren(...parts);
     setHidden(value, false);
