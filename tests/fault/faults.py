@@ -1,5 +1,5 @@
 """The faults, in sequence: kill -9 of one process of each kind (each started again after),
-PostgreSQL stopped for 10 s and started again, NATS stopped and started again.
+PostgreSQL stopped for 10 s (``FaultPlan.postgres_down_seconds``) and started again, NATS stopped and started again.
 
 ``run_cycles`` repeats the sequence until the soak's time is spent (at least once, at
 most ``max_cycles``), with load running throughout; the recorder's phase names what the
