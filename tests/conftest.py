@@ -3,7 +3,8 @@ HTTP tests on PostgreSQL only: ``backends_for``).
 
 A test's PostgreSQL database is a copy of the session's template (``pg_template``), which
 holds the schema ``build`` creates: its tables exist from the start, at the cost of a file
-copy.
+copy. It is dropped behind the test, on a thread of its own (``infra.Dropper``: a DROP
+DATABASE waits for a server checkpoint), all of them by the session's end.
 
 ``make test`` spreads the suite over pytest-xdist workers (``--dist loadscope``: a module's
 tests stay on one worker, so a module-scoped fixture is built once). What the
@@ -36,6 +37,7 @@ ADMIN = {
 def pg_admin_url() -> Iterator[str]:
     url, server = infra.postgres_admin_url()
     yield url
+    infra.DROPPER.drain()  # the tests' databases, dropped behind them (infra.Dropper)
     if server is not None:
         server.cleanup()  # type: ignore[attr-defined]
 
@@ -57,7 +59,7 @@ def pg_template(pg_admin_url: str) -> Iterator[str]:
 
 @pytest.fixture
 def pg_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
-    with infra.fresh_database(pg_admin_url, pg_template) as url:
+    with infra.fresh_database(pg_admin_url, pg_template, infra.DROPPER) as url:
         yield url
 
 
@@ -93,7 +95,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield f"sqlite:///{tmp_path / 'squadops.db'}"
     else:
         admin = request.getfixturevalue("pg_admin_url")
-        with infra.fresh_database(admin, request.getfixturevalue("pg_template")) as url:
+        with infra.fresh_database(admin, request.getfixturevalue("pg_template"), infra.DROPPER) as url:
             yield url
 
 
