@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.openapi import OpenAPIConfig
@@ -36,9 +38,14 @@ from api.web.pages import template_config
 from api.workspaces.controller import meter_router, workspace_router
 from api.workspaces.metrics import UsageCollector
 from domain.portal.copilot import ComposedAnswerer
+from domain.projects.sources import SourceCheck, SourceError
 from projections.engine.copies import ReadCopies
 from projections.portal.relations import memory_graph, store_graph
 from projections.studio.time_travel import EventSelector, TimeTravel
+
+
+def _no_probe(url: str, default_branch: str) -> None:
+    raise SourceError("this service's vcs cannot bring existing repositories")
 
 
 def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = None) -> Litestar:
@@ -159,6 +166,13 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "jobs": container.jobs,
                 "job_reads": JobReads(container.store),
                 "gate": container.gate,
+                # What a binding's ``source_repository_url`` must pass (the policy, then git).
+                "source_check": SourceCheck(
+                    probe=getattr(container.gate.vcs, "probe", None) or _no_probe,
+                    forbidden_roots=tuple(
+                        Path(p) for p in (getattr(settings, "data_dir", ""), getattr(settings, "vcs_path", "")) if p
+                    ),
+                ),
                 "store": container.store,
                 # Developer workspaces (launch, material, the usage meter).
                 "workspaces": container.workspaces,

@@ -151,7 +151,7 @@ def wire_services(
     adapters = adapters or Adapters.from_settings(settings)
     event_store = event_store if event_store is not None else EventStore()
     templates = templates or shipped_templates()
-    projects = ProjectCommands(event_store, templates=templates, clock=clock)
+    projects = ProjectCommands(event_store, templates=templates, clock=clock, mirrors=adapters.vcs)
     studio = StudioCommands(
         event_store,
         projects,

@@ -142,9 +142,12 @@ def sandbox_config(settings: Settings) -> SandboxConfig:
 def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> Any:
     """The execution plane C21 names: the simulator (default) or the local one."""
     if settings.execution_plane != "local":
-        return SimulatorPlane(data_dir=Path(settings.data_dir), agent_domain=settings.agent_domain)
+        return SimulatorPlane(
+            data_dir=Path(settings.data_dir), agent_domain=settings.agent_domain, vcs_root=settings.vcs_path
+        )
     config = LocalConfig(
         data_dir=Path(settings.data_dir),
+        vcs_root=settings.vcs_path,
         base_url=service_url(settings),
         agent_domain=settings.agent_domain,
         allowed_commands=tuple(c.strip() for c in settings.local_allowed_commands.split(",") if c.strip()),

@@ -23,6 +23,16 @@ class GateRunIn(msgspec.Struct, kw_only=True):
     dry_run: bool = False
 
 
+class Push(msgspec.Struct, kw_only=True):
+    """The published branch sent back to the origin a brought repository mirrors."""
+
+    status: str = ""  # "pushed" | "not_writable"
+    origin: str = ""
+    branch: str = ""
+    head_sha: str = ""
+    error: str = ""
+
+
 class Publication(msgspec.Struct, kw_only=True):
     mode: str = ""
     transport_actor: str = ""
@@ -45,6 +55,7 @@ class Publication(msgspec.Struct, kw_only=True):
     pr_submission_actor_agent_key: str = ""
     affected_dataset_keys: list[str] = []
     resolved_catalog_dataset_urns: list[str] = []
+    push: Push | None = None  # only for a repository that mirrors an origin
 
 
 class GateRunOut(msgspec.Struct, kw_only=True):

@@ -26,6 +26,7 @@ from api.context import (
 from api.errors import ApiError, RequestInvalid
 from api.openapi import answers, link
 from api.positions import command_mark, positioned
+from domain.gate.ports import VcsError
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
 from domain.portal.relations import graph_grants
 from domain.projects.events import (
@@ -35,6 +36,8 @@ from domain.projects.events import (
     settings_mapping,
 )
 from domain.projects.project import repository_bindings, slugify
+from domain.projects.sources import MAX_LENGTH as MAX_SOURCE_LENGTH
+from domain.projects.sources import SourceError, redact
 from domain.shared.access import ROLES, may_manage_participant
 from domain.shared.errors import Conflict, Forbidden, Invalid, project_not_found
 from domain.shared.ids import (
@@ -77,6 +80,19 @@ class RepositoryBindingIn(msgspec.Struct, kw_only=True):
     create_vcs_repo: bool = True
     workspace_scope: Short = "project_shared"
     repository_type: Short = "application"
+    source_repository_url: Annotated[
+        str,
+        msgspec.Meta(
+            max_length=MAX_SOURCE_LENGTH,
+            description=(
+                "An existing repository to bring (an absolute local path, or a file, https, http or git URL git "
+                "can read): the binding's repository is a bare mirror of it, fetched again before each run, and "
+                "the gate pushes published branches back to it when it takes them. A source git cannot read, "
+                "another transport (ext::, ssh), an option-like value or a path into the service's own data is "
+                "a 422 with git's error, and nothing is created."
+            ),
+        ),
+    ] = ""
 
 
 class PortalProjectCreateIn(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -223,7 +239,8 @@ _BINDING_IDENTIFIERS = (
 def check_bindings(meta: dict[str, Any], caller: Any, state: State) -> None:
     """Every repository binding, wherever the request puts it (``repository_bindings``,
     ``projectRepositoryBindings``, ``project_assembly``), names its repository key, slug and
-    branch by identifiers (C12) before anything is recorded; and the owner of the gate's
+    branch by identifiers (C12) and brings only a source git can read under the source policy
+    (``domain.projects.sources``) before anything is recorded; and the owner of the gate's
     default repository is the service's own: only super_admin binds a repository under it."""
     bindings = repository_bindings(settings_mapping(settings_from_request(meta)))
     for index, binding in enumerate(bindings):
@@ -236,6 +253,8 @@ def check_bindings(meta: dict[str, Any], caller: Any, state: State) -> None:
                     ["body", "repository_bindings", index, field], f"{field} must match {pattern}",
                     "string_pattern_mismatch", value,
                 )
+    for index, binding in enumerate(bindings):
+        check_source(state, index, binding)
     gate = part(state, "gate")
     reserved = str(getattr(gate, "default_repo", "")).partition("/")[0]
     if not reserved or caller.principal.is_super_admin:
@@ -250,6 +269,21 @@ def check_bindings(meta: dict[str, Any], caller: Any, state: State) -> None:
                 "only super_admin binds them.",
                 code="repository_reserved",
             )
+
+
+def check_source(state: State, index: int, binding: dict[str, Any]) -> None:
+    """422 (git's error first line, the URL without its credentials) unless the binding's
+    source passes the policy and git reads it, with its default branch."""
+    url = binding.get("source_repository_url")
+    if url in (None, ""):
+        return
+    loc = ["body", "repository_bindings", index, "source_repository_url"]
+    if not isinstance(url, str):
+        raise RequestInvalid(loc, "source_repository_url must be a string", "string_type", url)
+    try:
+        part(state, "source_check")(url, str(binding.get("default_branch") or "main"))
+    except (SourceError, VcsError) as exc:
+        raise RequestInvalid(loc, str(exc).replace(url, redact(url)), "value_error", redact(url)) from None
 
 
 @post(

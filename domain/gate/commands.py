@@ -283,6 +283,7 @@ class Publication:
                 merge_sha=pr.merge_sha, github_ref=pr.ref, author=author, at=gate.clock(),
             )
         )
+        self.push_back(vcs, repo, branch)
         self.step = "checks"
         expected = {"thread_key": request.thread_key, "attempt": attempt, "run_id": target.run_id}
         checks = [
@@ -319,6 +320,20 @@ class Publication:
 
         thread = self.record(finish)
         return answer(thread.record(attempt))
+
+    def push_back(self, vcs: Vcs, repo: str, branch: str) -> None:
+        """The published branch sent back to the origin the repository mirrors, recorded either
+        way; an origin that refuses it changes nothing else of the publication."""
+        self.step = "push"
+        pushed = vcs.push_upstream(repo, branch)
+        if pushed is None:
+            return
+        self.record(
+            lambda t: t.pushed(
+                attempt=self.attempt, run_id=self.target.run_id, origin=pushed.origin, branch_name=pushed.branch,
+                head_sha=pushed.head_sha, status=pushed.status, error=pushed.error, at=self.gate.clock(),
+            )
+        )
 
     def end(self, thread: GateThread, decision: str, reasons: list[str], status: str) -> None:
         at = self.gate.clock()

@@ -126,6 +126,20 @@ class EvidenceRecorded(GateEvent, tag="GateThread.EvidenceRecorded"):
     at: str
 
 
+class BranchPushed(GateEvent, tag="GateThread.BranchPushed"):
+    """The published branch sent back to the origin the repository mirrors (``pushed``), or
+    why it was not (``not_writable``, git's first line in ``error``)."""
+
+    attempt: int
+    run_id: str
+    origin: str
+    branch_name: str
+    head_sha: str
+    status: str
+    error: str
+    at: str
+
+
 class PromotionDecided(GateEvent, tag="GateThread.PromotionDecided"):
     attempt: int
     decision: str
@@ -151,7 +165,7 @@ class RunFailed(GateEvent, tag="GateThread.RunFailed"):
 
 EVENTS: tuple[type[GateEvent], ...] = (
     ThreadOpened, RunStarted, PublicationPlanned, BranchCommitted, PullRequestPublished,
-    CheckRunRecorded, CommentPosted, EvidenceRecorded, PromotionDecided, RunCompleted, RunFailed,
+    CheckRunRecorded, CommentPosted, EvidenceRecorded, PromotionDecided, RunCompleted, RunFailed, BranchPushed,
 )
 
 

@@ -11,6 +11,7 @@ from typing import Protocol
 
 import msgspec
 
+from domain.projects.sources import Pushed
 from domain.shared.ports import BranchChanges
 
 
@@ -68,6 +69,10 @@ class Vcs(Protocol):
     ) -> PullRequest: ...
 
     def comment(self, repo: str, number: int, *, body: str, author: str) -> Comment: ...
+
+    def push_upstream(self, repo: str, branch: str) -> Pushed | None:
+        """Sends ``branch`` back to the origin ``repo`` mirrors (None: it mirrors none)."""
+        ...
 
     def check_run(
         self, repo: str, number: int, *, head_sha: str, name: str, conclusion: str, summary: str, author: str

@@ -10,6 +10,7 @@ from typing import Any
 
 from domain.gate.events import (
     BranchCommitted,
+    BranchPushed,
     CheckRunRecorded,
     CommentPosted,
     EvidenceRecorded,
@@ -115,6 +116,12 @@ def fold(records: dict[str, dict[str, Any]], thread_key: str, event: GateEvent) 
         record.update(pr_url=event.pr_url, merge_sha=event.merge_sha, github_ref=event.github_ref)
         if publication is not None:
             publication.update(pr_url=event.pr_url, head_sha=event.head_sha)
+    elif isinstance(event, BranchPushed):
+        if publication is not None:
+            publication["push"] = {
+                "status": event.status, "origin": event.origin, "branch": event.branch_name,
+                "head_sha": event.head_sha, "error": event.error,
+            }
     elif isinstance(event, CheckRunRecorded):
         if publication is not None:
             publication["check_run_ids"].append(event.check_run_id)

@@ -122,6 +122,17 @@ class GateThread(Aggregate):
     ) -> None:
         self._fold(ev.PullRequestPublished(**{k: v for k, v in locals().items() if k != "self"}))
 
+    def pushed(self, **fields: Any) -> None:
+        self._require_open(fields["attempt"])
+        self._branch_pushed(**fields, run_id=self.run_of(fields["attempt"]))
+
+    @event("BranchPushed")
+    def _branch_pushed(
+        self, attempt: int, run_id: str, origin: str, branch_name: str, head_sha: str, status: str, error: str,
+        at: str,
+    ) -> None:
+        self._fold(ev.BranchPushed(**{k: v for k, v in locals().items() if k != "self"}))
+
     def check_run(self, **fields: Any) -> None:
         self._require_open(fields["attempt"])
         self._check_run_recorded(**fields, run_id=self.run_of(fields["attempt"]))

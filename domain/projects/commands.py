@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import msgspec
 from eventsourcing.persistence import RecordConflictError
 
-from domain.projects.events import settings_from_request
-from domain.projects.project import Project, slugify
+from domain.projects.events import RepositoryFetched, settings_from_request
+from domain.projects.project import Project, mirrored_repo_slug, slugify
+from domain.projects.provisioning import MirrorPort
 from domain.shared.errors import Conflict, Invalid, project_not_found, template_not_found
 from domain.shared.event_store import EventStore
 from domain.shared.ids import is_valid_id, project_key
@@ -28,11 +30,44 @@ class ProjectCommands:
     """Creates and finds projects (the project factory)."""
 
     def __init__(
-        self, store: EventStore, *, templates: Templates, clock: Callable[[], str]
+        self, store: EventStore, *, templates: Templates, clock: Callable[[], str], mirrors: MirrorPort | None = None,
     ) -> None:
         self.store = store
         self.templates = templates
         self.clock = clock
+        self.mirrors = mirrors  # the repositories bindings bring (None: no vcs wired)
+
+    def fetch_sources(self, project: Project, run_id: str) -> list[RepositoryFetched]:
+        """Before run ``run_id`` starts: each binding that brings an existing repository has
+        its mirror fetched from the origin again, each outcome recorded (a failed fetch too:
+        the run works from what the mirror holds). Replaying the events fetches nothing."""
+        if self.mirrors is None:
+            return []
+        fetches = []
+        for binding in project.repository_bindings:
+            repo_slug = mirrored_repo_slug(project.project_slug, binding)
+            if not repo_slug:
+                continue
+            branch = str(binding.get("default_branch") or "main")
+            try:
+                head, status, error = self.mirrors.fetch(
+                    tenant=project.tenant, repo_slug=repo_slug, default_branch=branch
+                ).head_sha, "fetched", ""
+            except Exception as exc:  # an unreachable origin is recorded, never blocking
+                head, status, error = "", "failed", str(exc) or type(exc).__name__
+            fetches.append(RepositoryFetched(
+                repository_key=str(binding.get("repository_key") or ""), run_id=run_id, status=status,
+                head_sha=head, error=error, at=self.clock(),
+            ))
+        if fetches:
+            self.store.retrying(lambda: self._record_fetches(project.tenant, project.project_slug, fetches))
+        return fetches
+
+    def _record_fetches(self, tenant: str, slug: str, fetches: list[RepositoryFetched]) -> None:
+        project = self.store.get_or_none(project_key(tenant, slug))
+        for fetch in fetches:
+            project.record_fetch(**msgspec.structs.asdict(fetch))
+        self.store.save(project)
 
     def create_project(
         self, *, tenant: str, request: dict[str, Any], created_by: str

@@ -128,6 +128,17 @@ class RepositoryProvisioned(ProjectsEvent, tag="Project.RepositoryProvisioned"):
     at: str
 
 
+class RepositoryFetched(ProjectsEvent, tag="Project.RepositoryFetched"):
+    """A binding's mirror fetched from its origin again, before run ``run_id`` (or why not)."""
+
+    repository_key: str
+    run_id: str
+    status: str  # "fetched" | "failed"
+    head_sha: str
+    error: str
+    at: str
+
+
 class DsnProvisioned(ProjectsEvent, tag="Project.DsnProvisioned"):
     status: str
     dsn: str
@@ -159,6 +170,6 @@ class ParticipantAdded(ProjectsEvent, tag="Project.ParticipantAdded"):
 
 
 EVENTS: tuple[type[ProjectsEvent], ...] = (
-    ProjectCreated, RepositoryProvisioned, DsnProvisioned, SurfacesRecorded, ParticipantRemoved, ParticipantAdded,
+    ProjectCreated, RepositoryProvisioned, RepositoryFetched, DsnProvisioned, SurfacesRecorded, ParticipantRemoved, ParticipantAdded,
 )
 BY_KIND: dict[str, type[ProjectsEvent]] = {str(e.__struct_config__.tag): e for e in EVENTS}

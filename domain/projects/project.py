@@ -78,6 +78,10 @@ class Project(Aggregate):
     ) -> None:
         self.updated_at = max(self.updated_at, at)
 
+    @event("RepositoryFetched")
+    def record_fetch(self, *, repository_key: str, run_id: str, status: str, head_sha: str, error: str, at: str) -> None:
+        self.updated_at = max(self.updated_at, at)
+
     @event("DsnProvisioned")
     def record_dsn(self, *, status: str, dsn: str, error: str, at: str) -> None:
         self.updated_at = max(self.updated_at, at)
@@ -109,7 +113,7 @@ class Project(Aggregate):
         return pick(self.request, "project_assembly", {}) or {}
 
     def run_facts(self) -> dict[str, Any]:
-        return run_facts(self.request)
+        return run_facts(self.request, self.project_slug)
 
 
 def repository_bindings(meta: dict[str, Any]) -> list[dict[str, Any]]:
@@ -217,22 +221,36 @@ def source_ref(meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_facts(meta: dict[str, Any]) -> dict[str, Any]:
+def run_facts(meta: dict[str, Any], project_slug: str = "") -> dict[str, Any]:
     """What a run records from its project at launch, so its events are self-contained."""
     return {
         "delivery_lanes": delivery_lanes(meta),
         "suits": suit_tester_roles(meta),
-        "repository_bindings": [
-            {
-                "repository_key": str(b.get("repository_key", "")),
-                "vcs_repo_slug": str(b.get("vcs_repo_slug", "")),
-                "default_branch": str(b.get("default_branch", "main") or "main"),
-                "repository_type": str(b.get("repository_type", "")),
-            }
-            for b in repository_bindings(meta)
-        ],
+        "repository_bindings": [binding_facts(b, project_slug) for b in repository_bindings(meta)],
         "proposal_id": str(pick(meta, "proposal_id") or ""),
     }
+
+
+def mirrored_repo_slug(project_slug: str, binding: dict[str, Any]) -> str:
+    """The repository of a binding that brings an existing one (its mirror), else ""."""
+    if not binding.get("source_repository_url"):
+        return ""
+    return str(binding.get("vcs_repo_slug") or f"{project_slug}/{binding.get('repository_key') or 'main'}")
+
+
+def binding_facts(b: dict[str, Any], project_slug: str) -> dict[str, Any]:
+    """A binding as a run records it; one that brings an existing repository says so
+    (``source: mirror``) and names its mirror, where its lanes work and the gate publishes."""
+    facts = {
+        "repository_key": str(b.get("repository_key", "")),
+        "vcs_repo_slug": str(b.get("vcs_repo_slug", "")),
+        "default_branch": str(b.get("default_branch", "main") or "main"),
+        "repository_type": str(b.get("repository_type", "")),
+    }
+    mirror = mirrored_repo_slug(project_slug, b)
+    if mirror:
+        facts.update(vcs_repo_slug=mirror, source="mirror")
+    return facts
 
 
 # Version 2 of the created event records the create request's settings by name; version 1

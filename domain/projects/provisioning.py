@@ -17,6 +17,7 @@ import structlog
 
 from domain.projects.events import BY_KIND, ProjectsEvent
 from domain.projects.project import Project, repository_bindings
+from domain.projects.sources import Fetched
 from domain.shared.event_store import EventStore
 from domain.shared.ids import project_key
 
@@ -39,6 +40,22 @@ class VcsPort(Protocol):
         self, *, tenant: str, project_slug: str, repo_slug: str, default_branch: str, private: bool,
         files: Mapping[str, str],
     ) -> Repository: ...
+
+
+class MirrorPort(Protocol):
+    """Bare mirrors of existing repositories (``domain.projects.sources``), in the tenant's storage."""
+
+    def mirror_repository(self, *, tenant: str, repo_slug: str, url: str, default_branch: str) -> Repository:
+        """Clones ``url`` bare as the binding's repository (its URL and default branch's commit)."""
+        ...
+
+    def fetch(self, *, tenant: str, repo_slug: str, default_branch: str) -> Fetched:
+        """Fetches the origin's ``default_branch`` into the mirror again."""
+        ...
+
+
+class RepositoryPort(VcsPort, MirrorPort, Protocol):
+    """New repositories and mirrors of existing ones: one adapter holds both."""
 
 
 class DsnPort(Protocol):
@@ -72,6 +89,11 @@ class SurfacePorts:
     catalog: CatalogPort
 
 
+def source_url(binding: Mapping[str, Any]) -> str:
+    """The existing repository the binding brings ("" for a new one)."""
+    return str(binding.get("source_repository_url") or "")
+
+
 def wants_repository(request: Mapping[str, Any], binding: Mapping[str, Any]) -> bool:
     project_default = request.get("create_vcs_repo", True) is not False
     return bool(binding.get("create_vcs_repo", project_default)) and project_default
@@ -87,7 +109,7 @@ def starter_files(project_slug: str, binding: Mapping[str, Any], dsn: str) -> di
 
 class ProjectProvisioning:
     def __init__(
-        self, store: EventStore, *, vcs: VcsPort, dsn: DsnPort, clock: Callable[[], str],
+        self, store: EventStore, *, vcs: RepositoryPort, dsn: DsnPort, clock: Callable[[], str],
         surfaces: SurfacePorts | None = None,
     ) -> None:
         self.store, self.vcs, self.dsn, self.clock, self.surfaces = store, vcs, dsn, clock, surfaces
@@ -142,17 +164,25 @@ class ProjectProvisioning:
         return dsn
 
     def _repository(self, project: Project, binding: Mapping[str, Any], dsn: str) -> None:
+        """A new repository with starter files, or the mirror of the one the binding brings."""
         key = str(binding.get("repository_key") or "")
         repo_slug = str(binding.get("vcs_repo_slug") or f"{project.project_slug}/{key or 'main'}")
+        branch = str(binding.get("default_branch") or "main")
+        status = "mirrored" if source_url(binding) else "provisioned"
         try:
-            repo = self.vcs.create_repository(
-                tenant=project.tenant,
-                project_slug=project.project_slug,
-                repo_slug=repo_slug,
-                default_branch=str(binding.get("default_branch") or "main"),
-                private=binding.get("private_repo", project.request.get("private_repo", True)) is not False,
-                files=starter_files(project.project_slug, binding, dsn),
-            )
+            if source_url(binding):
+                repo = self.vcs.mirror_repository(
+                    tenant=project.tenant, repo_slug=repo_slug, url=source_url(binding), default_branch=branch
+                )
+            else:
+                repo = self.vcs.create_repository(
+                    tenant=project.tenant,
+                    project_slug=project.project_slug,
+                    repo_slug=repo_slug,
+                    default_branch=branch,
+                    private=binding.get("private_repo", project.request.get("private_repo", True)) is not False,
+                    files=starter_files(project.project_slug, binding, dsn),
+                )
         except Exception as exc:
             log.warning("vcs_provision_failed", repository_key=key, error=repr(exc))
             project.record_repository(
@@ -161,6 +191,6 @@ class ProjectProvisioning:
             )
             return
         project.record_repository(
-            repository_key=key, status="provisioned", vcs_repo_url=repo.url, vcs_repo_node_id=repo.node_id,
+            repository_key=key, status=status, vcs_repo_url=repo.url, vcs_repo_node_id=repo.node_id,
             error="", at=self.clock(),
         )

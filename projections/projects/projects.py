@@ -10,6 +10,7 @@ from typing import Any
 
 from domain.projects import events as pe
 from domain.projects.project import repository_bindings, source_ref, suit_tester_roles
+from domain.projects.sources import redact
 from domain.shared.metadata import pick
 from domain.studio import events as ev
 from projections.engine.docs import Docs, Projector
@@ -59,9 +60,13 @@ def project_out(tenant: str, slug: str, request: dict[str, Any], created_by: str
                 "workspace_scope": str(b.get("workspace_scope") or "project_shared"),
                 "repository_type": str(b.get("repository_type") or "application"),
                 "metadata": {
-                    k: v
-                    for k, v in b.items()
-                    if k in ("repository_provisioning_policy", "create_vcs_repo", "private_repo")
+                    **{
+                        k: v
+                        for k, v in b.items()
+                        if k in ("repository_provisioning_policy", "create_vcs_repo", "private_repo")
+                    },
+                    **({"source_repository_url": redact(str(b["source_repository_url"]))}
+                       if b.get("source_repository_url") else {}),
                 },
             }
         )
@@ -101,7 +106,7 @@ def project_out(tenant: str, slug: str, request: dict[str, Any], created_by: str
 
 
 PROVISIONING = frozenset({
-    "Project.RepositoryProvisioned", "Project.DsnProvisioned", "Project.ParticipantRemoved", "Project.SurfacesRecorded",
+    "Project.RepositoryProvisioned", "Project.RepositoryFetched", "Project.DsnProvisioned", "Project.ParticipantRemoved", "Project.SurfacesRecorded",
     "Project.ParticipantAdded",
 })
 
@@ -111,10 +116,18 @@ def apply_provisioning(project: dict[str, Any], e: pe.ProjectsEvent) -> None:
     (URL, commit, status) and the project's summary status; the DSN's status in the
     assembly's ``error_reporting`` and each lane binding's metadata."""
     if not isinstance(
-        e, (pe.SurfacesRecorded, pe.ParticipantRemoved, pe.ParticipantAdded, pe.DsnProvisioned, pe.RepositoryProvisioned)
+        e, (pe.SurfacesRecorded, pe.ParticipantRemoved, pe.ParticipantAdded, pe.DsnProvisioned, pe.RepositoryProvisioned,
+            pe.RepositoryFetched)
     ):
         return
     project["updated_at"] = max(project["updated_at"], e.at)
+    if isinstance(e, pe.RepositoryFetched):
+        for b in project["repository_bindings"]:
+            if b["repository_key"] == e.repository_key:
+                b["metadata"]["last_fetch"] = {
+                    "run_id": e.run_id, "status": e.status, "head_sha": e.head_sha, "error": e.error, "at": e.at,
+                }
+        return
     if isinstance(e, pe.SurfacesRecorded):
         board, design, catalog = e.board, e.design, e.catalog
         project["board_projection"] = board.get("board_projection", {"error": board.get("error", "")})

@@ -35,8 +35,10 @@ from typing import Any, TypeVar
 from domain.gate.policies import valid_repo
 from domain.gate.ports import Comment, Commit, PullRequest, VcsError
 from domain.projects.provisioning import Repository
+from domain.projects.sources import GIT_ALLOW_PROTOCOL
 from domain.shared.ids import is_valid_branch, is_valid_id
 from domain.shared.ports import BranchChanges
+from workers.adapters.git_sources import SourceMirrors
 from workers.paths import OutsideRoot, inside
 
 _EMAIL = re.compile(r"^(?P<name>.+?)\s*<(?P<email>[^<>@\s]+@[^<>\s]+)>$")
@@ -71,7 +73,7 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class LocalGitVcs:
+class LocalGitVcs(SourceMirrors):
     """Bare repositories under ``root``; pull request URLs under ``base_url``."""
 
     kind = "local_git"
@@ -101,25 +103,33 @@ class LocalGitVcs:
             raise VcsError(str(exc)) from None
 
     def git(self, *args: str, cwd: Path | None = None, author: str = "", data: bytes | None = None) -> bytes:
+        done = self.run_git(*args, cwd=cwd, author=author, data=data)
+        if done.returncode != 0:
+            raise VcsError(f"git {args[0]} failed: {done.stderr.decode(errors='replace').strip()[:500]}")
+        return done.stdout
+
+    def run_git(
+        self, *args: str, cwd: Path | None = None, author: str = "", data: bytes | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        """git with no user or system configuration, no hooks, no prompt, and only the
+        transports a source may use (``domain.projects.sources``); its exit status is the caller's."""
         env = {
             **os.environ,
             "GIT_CONFIG_GLOBAL": os.devnull,
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_TERMINAL_PROMPT": "0",
+            "GIT_ALLOW_PROTOCOL": GIT_ALLOW_PROTOCOL,
         }
         if author:
             name, email = identity(author)
             env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name, GIT_COMMITTER_EMAIL=email)
         command = ["git", "-c", "commit.gpgsign=false", "-c", "core.hooksPath=" + os.devnull, *args]
         try:
-            done = subprocess.run(
+            return subprocess.run(
                 command, cwd=cwd, env=env, input=data, capture_output=True, timeout=self.timeout, check=False
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise VcsError(f"git {args[0]} could not run: {exc}") from None
-        if done.returncode != 0:
-            raise VcsError(f"git {args[0]} failed: {done.stderr.decode(errors='replace').strip()[:500]}")
-        return done.stdout
 
     @contextlib.contextmanager
     def locked(self, repo: str) -> Iterator[Path]:

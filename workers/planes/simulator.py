@@ -167,19 +167,21 @@ class SimulatorPlane:
 
     def __init__(
         self, *, activity: float = 0.45, faults: FaultRates | None = None, data_dir: Path | None = None,
-        agent_domain: str = "agents.squadops.local",
+        agent_domain: str = "agents.squadops.local", vcs_root: Path | None = None,
     ) -> None:
         self.activity = activity
         self.faults = Faults(faults)
         self.agent_domain = agent_domain
         self._data_dir = data_dir
+        self._vcs_root = vcs_root
         self._worktrees: Worktrees | None = None
 
     @property
     def worktrees(self) -> Worktrees:
         """The lanes' repositories (under the data dir; a private temporary one when none is given)."""
         if self._worktrees is None:
-            self._worktrees = Worktrees(self._data_dir or Path(tempfile.mkdtemp(prefix="squadops-simulator-")))
+            data_dir = self._data_dir or Path(tempfile.mkdtemp(prefix="squadops-simulator-"))
+            self._worktrees = Worktrees(data_dir, self._vcs_root)
         return self._worktrees
 
     def changes(self, run: Any, agent_id: str) -> ports.BranchChanges | None:

@@ -131,6 +131,7 @@ class RunCommands:
             source_run_id=source_run_id,
             project_facts=project.run_facts(),
         )
+        self.projects.fetch_sources(project, run_id)  # the repositories a binding brings, fetched again
         sessions = [
             self.opener.open_session(run, template, spec, joined_via={"kind": "launch", "from_agent_id": ""})
             for spec in specs

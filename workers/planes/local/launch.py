@@ -63,6 +63,7 @@ class LocalConfig:
 
     data_dir: Path
     base_url: str  # the service as agents reach it (its listening address, or SQUADOPS_PUBLIC_URL)
+    vcs_root: Path | None = None  # the bindings' repositories (None: ``<data_dir>/vcs``)
     command: str = ""
     max_processes: int = 4
     first_tool_seconds: float = 120.0

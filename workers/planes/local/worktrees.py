@@ -68,17 +68,25 @@ def git(
 class Worktrees:
     """Creates, recreates and removes the sessions' worktrees."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, vcs_root: Path | None = None) -> None:
         self.root = data_dir.resolve()
+        self.vcs_root = (vcs_root or data_dir / "vcs").resolve()  # the bindings' repositories (``LocalGitVcs``)
         self._lock = threading.Lock()
 
     def repository_for(self, run: Any, agent_id: str) -> Repository:
-        """The repository of the agent's lane (the assembly repository for coordination roles)."""
+        """The repository of the agent's lane (the assembly repository for coordination roles):
+        for a binding that brings an existing repository, its mirror itself."""
         binding = lane_binding(run.project_facts, agent_id)
         key = str(binding.get("repository_key") or "assembly")
         branch = str(binding.get("default_branch") or "main")
         if not is_valid_branch(branch):
             raise WorktreeError(f"{branch!r} is not a branch name")
+        if binding.get("source") == "mirror":
+            owner, _, name = str(binding.get("vcs_repo_slug") or "").partition("/")
+            try:
+                return Repository(key, inside(self.vcs_root, run.tenant, owner, name, suffix=".git"), "", branch)
+            except OutsideRoot as exc:
+                raise WorktreeError(str(exc)) from None
         path = self._inside("repos", run.tenant, run.project_slug, key, suffix=".git")
         return Repository(key, path, str(binding.get("vcs_repo_url") or ""), branch)
 
