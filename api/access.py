@@ -56,13 +56,27 @@ from api.context import CALLER_SCOPE_KEY, Caller, part, read_models, read_positi
 from api.errors import ApiError, RequestInvalid
 from api.positions import MIN_POSITION_HEADER, parse_min_position
 from domain.portal.relations import graph_grants
-from domain.shared.access import ProjectGrants, may_control, may_read, require_control, require_read
+from domain.shared.access import (
+    ProjectGrants,
+    may_contribute,
+    may_control,
+    may_read,
+    require_contribute,
+    require_control,
+    require_read,
+)
 from domain.shared.errors import DomainError, project_not_found
 from domain.shared.ids import is_valid_id
 from projections.engine.copies import NotInMemory
 
 ACCESS = "access"  # the ``opt`` key a guarded route names its need under
-READ, CONTROL = "read", "control"
+READ, CONTRIBUTE, CONTROL = "read", "contribute", "control"
+# Each need's rule and its refusal (C2, C14).
+RULES = {
+    READ: (may_read, require_read),
+    CONTRIBUTE: (may_contribute, require_contribute),
+    CONTROL: (may_control, require_control),
+}
 
 # A locator: (app state, the connection, the caller) -> the project slug, or None when
 # a parameter it reads is not an id (the handler's own check answers 422).
@@ -71,7 +85,7 @@ Locator = Callable[[State, ASGIConnection, Caller], str | None]
 
 @dataclass(frozen=True)
 class Access:
-    need: str  # READ or CONTROL
+    need: str  # READ, CONTRIBUTE or CONTROL
     locate: Locator
     locate_always: bool = False  # look the project up for super_admin too (its 404 comes first)
 
@@ -139,12 +153,13 @@ def check(state: State, principal: Principal, tenant: str, project_slug: str, ne
     if principal.is_super_admin:
         return
     grants = graph_grants(part(state, "permission_graph"), tenant, project_slug)
-    if (may_control if need == CONTROL else may_read)(principal, grants):
+    may, require = RULES[need]
+    if may(principal, grants):
         return
     if read_models(state).project_doc(tenant, project_slug) is None:
         raise project_not_found(project_slug)
     refused = ProjectGrants(project_slug, {}, lambda _subject, _role: False)  # decided above: no second check
-    (require_control if need == CONTROL else require_read)(principal, refused)
+    require(principal, refused)
 
 
 def _allowed_in_memory(access: Access, state: State, connection: ASGIConnection, caller: Caller) -> bool:
@@ -158,7 +173,7 @@ def _allowed_in_memory(access: Access, state: State, connection: ASGIConnection,
         return False
     grants = graph_grants(memory(caller.min_position), caller.tenant, project_slug)
     try:
-        return (may_control if access.need == CONTROL else may_read)(caller.principal, grants)
+        return RULES[access.need][0](caller.principal, grants)
     except NotInMemory:
         return False
 
@@ -236,6 +251,7 @@ def guarded(access: Access, **opt: Any) -> dict[str, Any]:
 
 __all__ = [
     "ACCESS",
+    "CONTRIBUTE",
     "CONTROL",
     "READ",
     "Access",

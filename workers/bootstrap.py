@@ -38,6 +38,7 @@ from projections.engine.store import DocStore
 from projections.gate.proposals import ProposalIndex
 from projections.studio.live_channel import Broker
 from workers.adapters.echo_model import EchoModel
+from workers.adapters.git_review import GitReviews
 from workers.adapters.local_cluster import LocalCluster
 from workers.adapters.local_connectors import LocalDirectoryConnectors
 from workers.adapters.local_git import LocalGitVcs
@@ -223,6 +224,7 @@ class Container(Services):
     mcp_token_key: str = ""
     # Project provisioning (VCS repositories, the error-reporting DSN) through its ports.
     provisioning: ProjectProvisioning | None = None
+    reviews: GitReviews | None = None  # pull requests' commits and diffs, from the lanes' repositories
     # Notifications: the inbox commands, the workflow port and the outbox relay worker.
     inboxes: Inboxes | None = None
     notification_workflow: NotificationWorkflow | None = None
@@ -448,6 +450,7 @@ def build(settings: Settings) -> Container:
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health, job_runner=job_runner,
         agent_tools=AgentToolCalls(services.studio.runs, branches=branches), mcp_token_key=mcp_token_key,
         provisioning=build_provisioning(settings, event_store, services.clock, services.gate.vcs),
+        reviews=GitReviews(plane.worktrees) if hasattr(plane, "worktrees") else None,
         **build_notifications(settings, event_store, store, services.clock),
         copilot_answerer=(
             ModelProxyAnswerer(settings.model_proxy_url, settings.model_proxy_token, settings.copilot_model)

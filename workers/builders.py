@@ -143,7 +143,8 @@ def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> 
     """The execution plane C21 names: the simulator (default) or the local one."""
     if settings.execution_plane != "local":
         return SimulatorPlane(
-            data_dir=Path(settings.data_dir), agent_domain=settings.agent_domain, vcs_root=settings.vcs_path
+            data_dir=Path(settings.data_dir), agent_domain=settings.agent_domain, vcs_root=settings.vcs_path,
+            review_calls=settings.simulator_review_calls,
         )
     config = LocalConfig(
         data_dir=Path(settings.data_dir),

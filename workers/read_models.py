@@ -13,6 +13,7 @@ from projections.portal.impact import ImpactProjector
 from projections.portal.notifications import InboxProjector, NotifyOutboxProjector
 from projections.portal.relations import RelationsProjector
 from projections.projects.projects import ProjectsProjector
+from projections.projects.pulls import PullsProjector
 from projections.studio.feed_doc import FeedProjector
 from projections.studio.fleet import FleetProjector
 from projections.studio.log_dock import LogDockProjector
@@ -29,6 +30,7 @@ def read_projectors() -> list[Projector]:
     return [
         RunsProjector(),
         ProjectsProjector(),
+        PullsProjector(),
         MirrorProjector(),
         PixelsProjector(),
         SurfacesProjector(),

@@ -121,6 +121,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     model_proxy_aliases: tuple[tuple[str, str], ...] = ()
     # Execution planes (C21): the built-in simulator, or agent CLIs run as local processes.
     execution_plane: str = "simulator"
+    # Simulator: tool calls a delivery lane makes after opening its pull request, waiting for
+    # review (its mailbox is read meanwhile) before it finishes; 0: it finishes at once.
+    simulator_review_calls: int = 0
     data_dir: str = "var"
     local_agent_command: str = ""
     local_max_processes: int = 4

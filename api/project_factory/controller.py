@@ -26,6 +26,7 @@ from api.context import (
 from api.errors import ApiError, RequestInvalid
 from api.openapi import answers, link
 from api.positions import command_mark, positioned
+from api.project_factory.pulls import ROUTES as pull_routes
 from domain.gate.ports import VcsError
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
 from domain.portal.relations import graph_grants
@@ -479,7 +480,9 @@ def remove_participant(
 def project_factory_router(edge: EdgeJwt) -> Router:
     return Router(
         path="/v1/project-factory",
-        route_handlers=[create_project, get_project, list_projects, add_participant, remove_participant],
+        route_handlers=[
+            create_project, get_project, list_projects, add_participant, remove_participant, *pull_routes,
+        ],
         dependencies=caller_dependency(edge, admin=False),
         tags=["project-factory"],
     )

@@ -330,7 +330,7 @@ class Publication:
             return
         self.record(
             lambda t: t.pushed(
-                attempt=self.attempt, run_id=self.target.run_id, origin=pushed.origin, branch_name=pushed.branch,
+                attempt=self.attempt, origin=pushed.origin, branch_name=pushed.branch,
                 head_sha=pushed.head_sha, status=pushed.status, error=pushed.error, at=self.gate.clock(),
             )
         )

@@ -19,6 +19,7 @@ SUPER_ADMIN_GROUP = "/org/platform/roles/super_admin"
 ROLES = ("viewer", "contributor", "maintainer", "owner")  # each role includes those before it
 _RANK = {role: rank for rank, role in enumerate(ROLES)}
 READ_ROLE = "viewer"
+CONTRIBUTE_ROLE = "contributor"
 CONTROL_ROLE = "maintainer"
 
 
@@ -74,6 +75,11 @@ def may_read(subject: Subject, grants: ProjectGrants) -> bool:
     return has_role(subject, grants, READ_ROLE)
 
 
+def may_contribute(subject: Subject, grants: ProjectGrants) -> bool:
+    """Reviewing work with its agents (a comment on a pull request's line) needs contributor."""
+    return has_role(subject, grants, CONTRIBUTE_ROLE)
+
+
 def may_control(subject: Subject, grants: ProjectGrants) -> bool:
     """C2: control verbs need the project's owner or maintainer role."""
     return has_role(subject, grants, CONTROL_ROLE)
@@ -82,6 +88,14 @@ def may_control(subject: Subject, grants: ProjectGrants) -> bool:
 def require_read(subject: Subject, grants: ProjectGrants) -> None:
     if not may_read(subject, grants):
         raise Forbidden(f"Only a participant of project {grants.project_slug!r} may read it.", code="not_a_participant")
+
+
+def require_contribute(subject: Subject, grants: ProjectGrants) -> None:
+    if not may_contribute(subject, grants):
+        raise Forbidden(
+            "Commenting on a pull request needs super_admin or a contributor role (or above) in the project.",
+            code="contribute_role_required",
+        )
 
 
 def require_control(subject: Subject, grants: ProjectGrants) -> None:

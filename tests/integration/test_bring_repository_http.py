@@ -14,6 +14,7 @@ from litestar.testing import TestClient
 
 from api.app import create_app
 from tests.conftest import ADMIN, settings_for
+from tests.helpers import eventually
 from workers.bootstrap import build
 
 PROJECTS = "/v1/project-factory/projects"
@@ -157,3 +158,184 @@ def test_openapi_documents_the_source(served: tuple[TestClient, Path]) -> None:
     schema = http.get("/openapi.json").json()
     binding = schema["components"]["schemas"]["RepositoryBindingIn"]["properties"]["source_repository_url"]
     assert "mirror" in binding["description"] and binding["maxLength"] == 2048
+
+
+# -- the journey on the simulator plane: mirror, a lane's pull request, review, publish --------------
+
+# The client sends the operator's headers by default: each person names no group of theirs.
+CONTRIBUTOR = {"x-edge-claim-email": "dev@example.com", "x-edge-claim-groups": ""}
+VIEWER = {"x-edge-claim-email": "viewer@example.com", "x-edge-claim-groups": ""}
+MAINTAINER = {"x-edge-claim-email": "lead@example.com", "x-edge-claim-groups": ""}
+STRANGER = {"x-edge-claim-email": "stranger@example.com", "x-edge-claim-groups": ""}
+PARTICIPANTS = [
+    {"subject_key": "dev@example.com", "project_role": "contributor"},
+    {"subject_key": "viewer@example.com", "project_role": "viewer"},
+    {"subject_key": "lead@example.com", "project_role": "maintainer"},
+]
+
+
+@pytest.fixture
+def squad(tmp_path: Path) -> Iterator[tuple[TestClient, Path, object]]:
+    """The service with its projector and ticker on the simulator plane; lanes wait for review."""
+    data = tmp_path / "data"
+    container = build(settings_for(
+        f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(data), simulator_review_calls=100_000,
+    ))
+    with TestClient(create_app(container, workers=("projector", "ticker"))) as http:
+        http.headers.update(ADMIN)
+        yield http, data, container
+    container.close()
+
+
+def start_run(http: TestClient, slug: str, source: str) -> tuple[str, dict]:
+    body = {
+        "project_key": slug,
+        "participants": PARTICIPANTS,
+        "repository_bindings": [
+            {"repository_key": "assembly", "vcs_repo_slug": f"{slug}/assembly", "repository_type": "assembly"},
+            {"repository_key": "backend", "vcs_repo_slug": f"{slug}/api", "source_repository_url": source},
+        ],
+    }
+    created = http.post(PROJECTS, json=body)
+    assert created.status_code == 201, created.text
+    run = http.post("/v1/admin/studio/runs", json={"template_id": "delivery-core", "project_slug": slug})
+    assert run.status_code == 201, run.text
+    run_id = run.json()["run_id"]
+    assert http.post(f"/v1/admin/studio/runs/{run_id}/execute").status_code == 202
+    pull = eventually(lambda: next(
+        (p for p in http.get(f"{PROJECTS}/{slug}/pulls").json()["items"] if p["run_id"] == run_id and p["agent_id"] == "backend"),
+        None,
+    ), timeout=60)
+    return run_id, pull
+
+
+def mailbox_messages(container: object, run_id: str, agent_id: str) -> list[str]:
+    from projections.engine.runner import NotificationSource
+
+    envs = NotificationSource(container.event_store.recorder).read(1, 1_000_000)  # type: ignore[attr-defined]
+    return [e.event.message for e in envs if e.kind == "AgentSession.MessageDelivered" and e.run_id == run_id
+            and e.agent_id == agent_id and e.event.channel == "mailbox"]
+
+
+def test_a_lane_works_in_the_mirror_its_pull_request_is_reviewed_commented_and_pushed_back(
+    squad: tuple[TestClient, Path, object], tmp_path: Path,
+) -> None:
+    http, data, container = squad
+    origin = make_origin(tmp_path / "team-repo", {"README.md": "# Team\n", "src/app.py": "print('hi')\n"})
+    base = git(origin, "rev-parse", "HEAD")
+    run_id, pull = start_run(http, "acme", str(origin))
+    number = pull["number"]
+    assert (pull["state"], pull["repository_key"], pull["page_url"]) == ("open", "backend", f"/projects/acme/pulls/{number}")
+    assert pull["session_url"] == f"/runs/{run_id}/agents/backend" and pull["role_key"]
+
+    # The run fetched the mirror before it started, recorded on the project.
+    fetched = http.get(f"{PROJECTS}/acme").json()["repository_bindings"][1]["metadata"]["last_fetch"]
+    assert (fetched["run_id"], fetched["status"], fetched["head_sha"]) == (run_id, "fetched", base)
+
+    # The lane committed in the mirror itself, on top of the team's history.
+    mirror = data / "vcs" / "default" / "acme" / "api.git"
+    assert git(mirror, "merge-base", "main", pull["head_sha"]) == base
+
+    detail = http.get(f"{PROJECTS}/acme/pulls/{number}", headers=CONTRIBUTOR)
+    assert detail.status_code == 200, detail.text
+    review = detail.json()
+    assert (review["base_sha"], review["head_sha"]) == (base, pull["head_sha"])
+    assert [c["sha"] for c in review["commits"]] == git(mirror, "rev-list", f"{base}..{pull['head_sha']}").split()
+    assert review["commits"][0]["author_email"].endswith("@agents.squadops.local")
+    changed = {f["path"]: f for f in review["files"]}
+    assert set(changed) == set(pull["changed_paths"]) and "squad/backend.md" in changed
+    note = changed["squad/backend.md"]
+    assert note["status"] == "added" and note["additions"] == len(note["hunks"][0]["lines"]) > 0
+    first = note["hunks"][0]["lines"][0]
+    assert (first["kind"], first["new_no"], first["text"]) == ("add", 1, "# backend")
+    assert review["agents"][0] == {**review["agents"][0], "agent_id": "backend", "authored": True}
+    assert review["may"] == {"comment": True, "publish": False}
+
+    # A comment on a line reaches the authoring agent's mailbox, with the quoted hunk.
+    comment = {"path": "squad/backend.md", "line": 1, "hunk": "+# backend", "body": "Name the endpoint here."}
+    assert http.post(f"{PROJECTS}/acme/pulls/{number}/comments", json=comment, headers=VIEWER).status_code == 403
+    sent = http.post(f"{PROJECTS}/acme/pulls/{number}/comments", json=comment, headers=CONTRIBUTOR)
+    assert sent.status_code == 202, sent.text
+    assert (sent.json()["verb"], sent.json()["run_id"]) == ("comment_agent", run_id)
+    held = mailbox_messages(container, run_id, "backend")
+    assert len(held) == 1 and "squad/backend.md line 1" in held[0] and "> +# backend" in held[0]
+    assert "Name the endpoint here." in held[0] and "dev@example.com" in held[0]
+    wrong = http.post(f"{PROJECTS}/acme/pulls/{number}/comments", json={**comment, "path": "nope.txt"}, headers=CONTRIBUTOR)
+    assert wrong.status_code == 422 and wrong.json()["detail"][0]["loc"] == ["body", "path"]
+
+    # The viewer reads the diff but may do nothing with it; strangers and other tenants see nothing.
+    seen = http.get(f"{PROJECTS}/acme/pulls/{number}", headers=VIEWER)
+    assert seen.status_code == 200 and seen.json()["may"] == {"comment": False, "publish": False}
+    assert http.get(f"{PROJECTS}/acme/pulls/{number}", headers=STRANGER).status_code == 403
+    assert http.get(f"{PROJECTS}/acme/pulls", headers=STRANGER).status_code == 403
+    assert http.get(f"{PROJECTS}/acme/pulls/{number}", headers={**CONTRIBUTOR, "X-Squadops-Tenant-Id": "other"}).status_code == 404
+    assert http.get(f"{PROJECTS}/acme/pulls/{number + 100_000}").status_code == 404
+
+    # Publishing needs a maintainer; the published branch goes back to the team's repository.
+    assert http.post(f"{PROJECTS}/acme/pulls/{number}/publish", headers=CONTRIBUTOR).status_code == 403
+    published = http.post(f"{PROJECTS}/acme/pulls/{number}/publish", headers=MAINTAINER)
+    assert published.status_code == 200, published.text
+    push = published.json()["publication"]["push"]
+    assert (published.json()["status"], push["status"], push["origin"]) == ("published", "pushed", str(origin))
+    assert git(origin, "rev-parse", f"refs/heads/{push['branch']}") == push["head_sha"]
+    assert git(origin, "show", f"{push['branch']}:squad/backend.md").startswith("# backend")
+    http.headers["X-Squadops-Min-Position"] = published.headers["X-Squadops-Position"]
+    listed = http.get(f"{PROJECTS}/acme/pulls").json()["items"]
+    mine = next(p for p in listed if p["number"] == number)
+    assert mine["state"] == "published" and mine["publications"][0]["push"]["status"] == "pushed"
+
+
+def git_daemon(root: Path) -> Iterator[str]:
+    """A read-only git server (git://): the origin cannot be pushed to."""
+    from tests.infra import free_port, reachable
+
+    port = free_port()
+    daemon = subprocess.Popen(
+        ["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={root}", "--listen=127.0.0.1", f"--port={port}", str(root)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        eventually(lambda: reachable("127.0.0.1", port), timeout=10)
+        yield f"git://127.0.0.1:{port}"
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=10)
+
+
+def test_an_origin_that_refuses_the_push_is_recorded_and_the_publication_stands(
+    squad: tuple[TestClient, Path, object], tmp_path: Path,
+) -> None:
+    http, _, _ = squad
+    served_root = tmp_path / "served"
+    team = make_origin(tmp_path / "team", {"README.md": "# Team\n"})
+    served_root.mkdir()
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(team), str(served_root / "team.git")], check=True)
+    for base_url in git_daemon(served_root):
+        source = f"{base_url}/team.git"
+        _, pull = start_run(http, "readonly", source)
+        published = http.post(f"{PROJECTS}/readonly/pulls/{pull['number']}/publish", headers=MAINTAINER)
+        assert published.status_code == 200, published.text
+        record = published.json()
+        push = record["publication"]["push"]
+        assert (record["status"], push["status"], push["origin"]) == ("published", "not_writable", source)
+        assert push["error"].startswith("fatal:") and "\n" not in push["error"]
+        refs = subprocess.run(["git", "--git-dir", str(served_root / "team.git"), "for-each-ref", "--format=%(refname)"],
+                              capture_output=True, text=True, check=True).stdout.split()
+        assert refs == ["refs/heads/main"]  # nothing else changed at the origin
+        assert record["pr_url"] and record["promotion_decision"]
+
+
+def test_each_run_fetches_the_origin_again(squad: tuple[TestClient, Path, object], tmp_path: Path) -> None:
+    http, data, _ = squad
+    origin = make_origin(tmp_path / "team-repo", {"README.md": "# Team\n"})
+    run_id, _ = start_run(http, "acme", str(origin))
+    (origin / "CHANGELOG.md").write_text("a change made by the team meanwhile\n")
+    git(origin, "add", "CHANGELOG.md")
+    git(origin, "commit", "--quiet", "-m", "Meanwhile")
+    second = http.post("/v1/admin/studio/runs", json={"template_id": "delivery-core", "project_slug": "acme"})
+    http.headers["X-Squadops-Min-Position"] = second.headers["X-Squadops-Position"]
+    fetched = http.get(f"{PROJECTS}/acme").json()["repository_bindings"][1]["metadata"]["last_fetch"]
+    assert (fetched["run_id"], fetched["head_sha"]) == (second.json()["run_id"], git(origin, "rev-parse", "HEAD"))
+    mirror = data / "vcs" / "default" / "acme" / "api.git"
+    assert git(mirror, "rev-parse", "refs/heads/main") == git(origin, "rev-parse", "HEAD")
+    assert run_id != second.json()["run_id"]

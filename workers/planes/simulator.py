@@ -167,13 +167,14 @@ class SimulatorPlane:
 
     def __init__(
         self, *, activity: float = 0.45, faults: FaultRates | None = None, data_dir: Path | None = None,
-        agent_domain: str = "agents.squadops.local", vcs_root: Path | None = None,
+        agent_domain: str = "agents.squadops.local", vcs_root: Path | None = None, review_calls: int = 0,
     ) -> None:
         self.activity = activity
         self.faults = Faults(faults)
         self.agent_domain = agent_domain
         self._data_dir = data_dir
         self._vcs_root = vcs_root
+        self.review_calls = review_calls  # a lane's tool calls after its pull request, awaiting review
         self._worktrees: Worktrees | None = None
 
     @property
@@ -262,6 +263,8 @@ class SimulatorPlane:
             # After an operator intervention the lane opens its pull request.
             if not skips_pr or s.controller_intervention_count:
                 return [self._pull_request(run, s)]
+        if kind == "delivery" and s.pull_requests and s.tool_call_count < budget + self.review_calls:
+            return [self._tool(s, kind, rng, "waiting for review")] if rng.random() < self.activity else []
         return [ports.Finish(agent_id=agent, result=self._result(run, s, budget, tick))]
 
     def _first_tool(self, run: Any, s: Any, tick: int, rng: Draws) -> list[ports.Step]:
