@@ -161,6 +161,17 @@ MATRIX: dict[tuple[str, str], tuple[Make, str]] = {
         "200 200 200 403 403 403 404"),
     ("DELETE", "/v1/project-factory/projects/{project_slug:str}/participants/{subject_key:str}"): (
         removal, "200 200 200 403 403 403 404"),
+    # pull requests: read by viewers, commented by contributors, published by maintainers
+    # (acme has none: a caller let through finds no pull request 1)
+    ("GET", "/v1/project-factory/projects/{project_slug:str}/pulls"): (
+        fixed("/v1/project-factory/projects/acme/pulls"), "200 200 200 200 200 403 404"),
+    ("GET", "/v1/project-factory/projects/{project_slug:str}/pulls/{number:int}"): (
+        fixed("/v1/project-factory/projects/acme/pulls/1"), "404 404 404 404 404 403 404"),
+    ("POST", "/v1/project-factory/projects/{project_slug:str}/pulls/{number:int}/comments"): (
+        fixed("/v1/project-factory/projects/acme/pulls/1/comments", {"path": "a.txt", "line": 1, "body": "why?"}),
+        "404 404 404 404 403 403 404"),
+    ("POST", "/v1/project-factory/projects/{project_slug:str}/pulls/{number:int}/publish"): (
+        fixed("/v1/project-factory/projects/acme/pulls/1/publish"), "404 404 404 403 403 403 404"),
     # portal: every principal, answered from what the graph allows them
     ("GET", "/v1/portal/permissions/check"): (
         fixed("/v1/portal/permissions/check?object=project:acme&relation=viewer"), "200 200 200 200 200 200 200"),

@@ -71,6 +71,17 @@ REQUESTS: dict[str, Request | None] = {
     "V1ProjectFactoryProjectsProjectSlugParticipantsSubjectKeyRemoveParticipant": (
         "delete", "/v1/project-factory/projects/{project_slug}/participants/{subject_key}", None,
     ),
+    "V1ProjectFactoryProjectsProjectSlugPullsGetPulls": ("get", "/v1/project-factory/projects/{project_slug}/pulls", None),
+    "V1ProjectFactoryProjectsProjectSlugPullsNumberGetPull": (
+        "get", "/v1/project-factory/projects/{project_slug}/pulls/{number}", None,
+    ),
+    "V1ProjectFactoryProjectsProjectSlugPullsNumberCommentsPostComment": (
+        "post", "/v1/project-factory/projects/{project_slug}/pulls/{number}/comments",
+        lambda: {"path": "README.md", "line": 1, "body": "why?"},
+    ),
+    "V1ProjectFactoryProjectsProjectSlugPullsNumberPublishPostPublish": (
+        "post", "/v1/project-factory/projects/{project_slug}/pulls/{number}/publish", None,
+    ),
     "V1PortalPermissionsCheckPermissionCheck": ("get", "/v1/portal/permissions/check?object=project:acme&relation=viewer", None),
     "V1PortalWorkspaceWorkspace": ("get", "/v1/portal/workspace", None),
     "V1PortalWorkspaceGraphWorkspaceGraphView": ("get", "/v1/portal/workspace/graph", None),
@@ -186,7 +197,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]
             "run_id": run_id, "session_id": sessions[0]["session_id"], "project_slug": "acme",
             "subject_key": "pat@example.com", "notification_id": "n-1", "job_id": "job-0", "connector_id": "idp",
             "provider": "vcs", "thread_key": "t-1", "scenario_key": "portal-dashboard-smoke", "workspace_scope": "ws-1",
-            "solution_id": "docs", "employee_slug": "op",
+            "solution_id": "docs", "employee_slug": "op", "number": "1",
         }
         yield SimpleNamespace(client=c, root=root, data=data, defaults=defaults,
                               fields=identifier_fields(c.get("/openapi.json").json()))
