@@ -180,7 +180,7 @@ def list_pulls(state: State, caller: Caller, project_slug: str, *, open_only: bo
     """The project's pull requests, newest number first."""
     check(state, caller.principal, caller.tenant, project_slug, READ)
     rows = part(state, "store").scan(
-        "pulls", p=pulls_partition(caller.tenant, project_slug), limit=MAX_PULLS, descending=True
+        "pulls", partition=pulls_partition(caller.tenant, project_slug), limit=MAX_PULLS, descending=True
     )
     items = [msgspec.convert(_json.decode(row.body), PullSummary) for row in rows]
     if open_only:

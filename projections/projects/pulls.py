@@ -58,13 +58,13 @@ class PullsProjector(Projector):
         e = env.event
         if isinstance(e, ev.RunLaunched):
             docs.put(run_link_key(env.tenant, env.run_id), {"project_slug": e.project_slug, "agents": {}, "pulls": {}},
-                     p="pull-runs")
+                     partition="pull-runs")
         elif isinstance(e, ev.SessionOpened):
             link = docs.get(run_link_key(env.tenant, env.run_id))
             if link is not None:
                 link["agents"][e.agent_id] = {"session_id": e.session_id, "role_key": e.role_key,
                                               "agent_nickname": e.agent_nickname}
-                docs.put(run_link_key(env.tenant, env.run_id), link, p="pull-runs")
+                docs.put(run_link_key(env.tenant, env.run_id), link, partition="pull-runs")
         elif isinstance(e, ev.PullRequestOpened):
             self._opened(env, e, docs)
         elif isinstance(e, GATE_STEPS):
@@ -77,7 +77,7 @@ class PullsProjector(Projector):
         slug = link["project_slug"]
         agent = link["agents"].get(env.agent_id, {})
         link["pulls"][env.agent_id] = e.pr_number
-        docs.put(run_link_key(env.tenant, env.run_id), link, p="pull-runs")
+        docs.put(run_link_key(env.tenant, env.run_id), link, partition="pull-runs")
         doc = {
             "number": e.pr_number,
             "project_slug": slug,
@@ -96,8 +96,8 @@ class PullsProjector(Projector):
             "session_url": session_page_url(env.run_id, env.agent_id),
             "publications": [],
         }
-        docs.put(pull_doc_key(env.tenant, slug, e.pr_number), doc, p=pulls_partition(env.tenant, slug),
-                 s=f"{e.pr_number:010d}")
+        docs.put(pull_doc_key(env.tenant, slug, e.pr_number), doc, partition=pulls_partition(env.tenant, slug),
+                 sort_key=f"{e.pr_number:010d}")
 
     def _gate(self, env: Envelope, e: Any, docs: Docs) -> None:
         _, tenant, thread_key = env.originator_id.split(":", 2)
@@ -107,7 +107,7 @@ class PullsProjector(Projector):
             number = (run or {}).get("pulls", {}).get(e.agent_key)
             if number is None:
                 return
-            docs.put(link_key, {"project_slug": run["project_slug"], "number": number}, p="pull-gates")
+            docs.put(link_key, {"project_slug": run["project_slug"], "number": number}, partition="pull-gates")
         link = docs.get(link_key)
         if link is None:
             return
@@ -117,7 +117,7 @@ class PullsProjector(Projector):
             return
         fold_publication(doc, thread_key, e)
         doc["updated_at"] = max(doc["updated_at"], e.at)
-        docs.put(key, doc, p=pulls_partition(tenant, link["project_slug"]), s=f"{link['number']:010d}")
+        docs.put(key, doc, partition=pulls_partition(tenant, link["project_slug"]), sort_key=f"{link['number']:010d}")
 
 
 def fold_publication(doc: dict[str, Any], thread_key: str, e: Any) -> None:
