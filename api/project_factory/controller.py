@@ -26,6 +26,7 @@ from api.context import (
 from api.errors import ApiError, RequestInvalid
 from api.openapi import answers, link
 from api.positions import command_mark, positioned
+from api.project_factory.overview import get_overview
 from api.project_factory.pulls import ROUTES as pull_routes
 from domain.gate.ports import VcsError
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
@@ -482,6 +483,7 @@ def project_factory_router(edge: EdgeJwt) -> Router:
         path="/v1/project-factory",
         route_handlers=[
             create_project, get_project, list_projects, add_participant, remove_participant, *pull_routes,
+            get_overview,
         ],
         dependencies=caller_dependency(edge, admin=False),
         tags=["project-factory"],

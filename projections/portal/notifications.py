@@ -13,6 +13,7 @@ from domain.portal import events as pv
 from domain.studio import events as ev
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
+from projections.projects.pulls import pull_page_url
 
 OUTBOX = "notify_outbox"
 INBOX = "inbox"
@@ -41,12 +42,14 @@ class NotifyOutboxProjector(Projector):
         if link is None:
             return
         slug = link["project_slug"]
+        url = f"{FEED}?project_slug={slug}&run_id={run_id}"
         if isinstance(e, ev.Blocked):
             kind, title, body = "blocker", f"Blocked in run {run_id}", f"{e.code}: {e.message}"
         elif isinstance(e, ev.PullRequestOpened):
             if e.repository_key == "assembly":  # orchestration output, not a delivery
                 return
             kind, title, body = "delivery", f"Pull request opened in run {run_id}", e.pr_url
+            url = pull_page_url(slug, e.pr_number)  # its review page, not the (unreachable) vcs host
         elif isinstance(e, ev.RunCompleted):
             kind, title, body = "review", f"Run {run_id} completed: ready for review", ""
         doc = {
@@ -55,7 +58,7 @@ class NotifyOutboxProjector(Projector):
             "kind": kind,
             "title": title,
             "body": body,
-            "url": f"{FEED}?project_slug={slug}&run_id={run_id}",
+            "url": url,
             "source_ref": f"event:{env.position}",
         }
         docs.put(outbox_key(env.position), doc, partition="outbox", sort_key=f"{env.position:012d}")

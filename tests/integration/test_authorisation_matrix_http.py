@@ -163,6 +163,8 @@ MATRIX: dict[tuple[str, str], tuple[Make, str]] = {
         removal, "200 200 200 403 403 403 404"),
     # pull requests: read by viewers, commented by contributors, published by maintainers
     # (acme has none: a caller let through finds no pull request 1)
+    ("GET", "/v1/project-factory/projects/{project_slug:str}/overview"): (
+        fixed("/v1/project-factory/projects/acme/overview"), "200 200 200 200 200 403 404"),
     ("GET", "/v1/project-factory/projects/{project_slug:str}/pulls"): (
         fixed("/v1/project-factory/projects/acme/pulls"), "200 200 200 200 200 403 404"),
     ("GET", "/v1/project-factory/projects/{project_slug:str}/pulls/{number:int}"): (

@@ -271,6 +271,19 @@ def test_a_lane_works_in_the_mirror_its_pull_request_is_reviewed_commented_and_p
     assert http.get(f"{PROJECTS}/acme/pulls/{number}", headers={**CONTRIBUTOR, "X-Squadops-Tenant-Id": "other"}).status_code == 404
     assert http.get(f"{PROJECTS}/acme/pulls/{number + 100_000}").status_code == 404
 
+    # The project's page: bindings with their state, participants as the graph sees them, runs, open pulls.
+    overview = http.get(f"{PROJECTS}/acme/overview", headers=VIEWER).json()
+    backend = overview["project"]["repository_bindings"][1]["metadata"]
+    assert (backend["vcs_repo_provision_status"], backend["last_fetch"]["run_id"]) == ("mirrored", run_id)
+    roles = {p["subject_key"]: p["project_role"] for p in overview["participants"]}
+    assert roles == {"dev@example.com": "contributor", "viewer@example.com": "viewer", "lead@example.com": "maintainer",
+                     "operator@example.com": "owner"}
+    assert [r["run_id"] for r in overview["runs"]] == [run_id] and number in [p["number"] for p in overview["pulls"]]
+    assert (overview["may"], overview["caller_role"]) == ({"launch": False, "comment": False, "publish": False}, "viewer")
+    assert http.get(f"{PROJECTS}/acme/overview", headers=CONTRIBUTOR).json()["may"] == {
+        "launch": True, "comment": True, "publish": False}
+    assert http.get(f"{PROJECTS}/acme/overview", headers=STRANGER).status_code == 403
+
     # Publishing needs a maintainer; the published branch goes back to the team's repository.
     assert http.post(f"{PROJECTS}/acme/pulls/{number}/publish", headers=CONTRIBUTOR).status_code == 403
     published = http.post(f"{PROJECTS}/acme/pulls/{number}/publish", headers=MAINTAINER)
@@ -283,6 +296,7 @@ def test_a_lane_works_in_the_mirror_its_pull_request_is_reviewed_commented_and_p
     listed = http.get(f"{PROJECTS}/acme/pulls").json()["items"]
     mine = next(p for p in listed if p["number"] == number)
     assert mine["state"] == "published" and mine["publications"][0]["push"]["status"] == "pushed"
+    assert number not in [p["number"] for p in http.get(f"{PROJECTS}/acme/overview").json()["pulls"]]
 
 
 def git_daemon(root: Path) -> Iterator[str]:

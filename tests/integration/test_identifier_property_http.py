@@ -71,6 +71,9 @@ REQUESTS: dict[str, Request | None] = {
     "V1ProjectFactoryProjectsProjectSlugParticipantsSubjectKeyRemoveParticipant": (
         "delete", "/v1/project-factory/projects/{project_slug}/participants/{subject_key}", None,
     ),
+    "V1ProjectFactoryProjectsProjectSlugOverviewGetOverview": (
+        "get", "/v1/project-factory/projects/{project_slug}/overview", None,
+    ),
     "V1ProjectFactoryProjectsProjectSlugPullsGetPulls": ("get", "/v1/project-factory/projects/{project_slug}/pulls", None),
     "V1ProjectFactoryProjectsProjectSlugPullsNumberGetPull": (
         "get", "/v1/project-factory/projects/{project_slug}/pulls/{number}", None,
