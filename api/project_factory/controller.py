@@ -38,6 +38,7 @@ from domain.projects.events import (
     settings_mapping,
 )
 from domain.projects.project import repository_bindings, slugify
+from domain.projects.provisioning import wants_repository
 from domain.projects.sources import MAX_LENGTH as MAX_SOURCE_LENGTH
 from domain.projects.sources import SourceError, redact
 from domain.shared.access import ROLES, may_manage_participant
@@ -256,6 +257,12 @@ def check_bindings(meta: dict[str, Any], caller: Any, state: State) -> None:
                     "string_pattern_mismatch", value,
                 )
     for index, binding in enumerate(bindings):
+        if binding.get("source_repository_url") and not wants_repository(meta, binding):
+            raise RequestInvalid(
+                ["body", "repository_bindings", index, "create_vcs_repo"],
+                "a binding that brings a repository is mirrored: create_vcs_repo must not be false",
+                "value_error", False,
+            )
         check_source(state, index, binding)
     gate = part(state, "gate")
     reserved = str(getattr(gate, "default_repo", "")).partition("/")[0]

@@ -108,6 +108,17 @@ def test_a_source_git_cannot_read_is_a_422_with_gits_first_line(served: tuple[Te
     assert "s3cret" not in str(secret["input"]) and "s3cret" not in secret["msg"]
 
 
+def test_a_brought_repository_is_always_mirrored(served: tuple[TestClient, Path], tmp_path: Path) -> None:
+    http, data = served
+    origin = make_origin(tmp_path / "team-repo", {"README.md": "# Team\n"})
+    for body in (project("nomirror", str(origin), create_vcs_repo=False),
+                 {**project("nomirror", str(origin)), "create_vcs_repo": False}):
+        answer = http.post(PROJECTS, json=body)
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["detail"][0]["loc"] == ["body", "repository_bindings", 0, "create_vcs_repo"]
+    assert http.get(f"{PROJECTS}/nomirror").status_code == 404
+
+
 INJECTIONS = [
     "ext::sh -c touch% /tmp/squadops-pwned",
     "ext::touch",
