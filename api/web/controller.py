@@ -25,8 +25,9 @@ from api.control_plane.reads import ControlPlaneReads
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
 from api.web.launch import launch_form, launchable, templates
 from api.web.office_view import BLANK, rooms, script_config
-from api.web.pages import asset, render
-from api.web.portal_view import blocked_runs, your_projects
+from api.web.pages import asset, page, render
+from api.web.portal_view import blocked_runs, pending_reviews, your_projects
+from api.web.projects import project_page, pull_page
 from api.web.transcript_view import reported, transcript
 from api.web.verbs import verb_config
 from domain.shared.access import ROLES
@@ -42,34 +43,6 @@ class _Agents(msgspec.Struct):
 RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
 
 
-def page(
-    name: str,
-    title: str,
-    caller: Any,
-    request: Request[Any, Any, Any],
-    initial: bytes = b"",
-    context: dict[str, Any] | None = None,
-    **config: Any,
-) -> Template:
-    """Page ``name`` for ``caller``: ``context`` for its template, ``config`` for its script
-    (its string values for the template too)."""
-    return render(
-        name,
-        title=title,
-        initial=initial,
-        who=caller.principal.email,
-        config={
-            "tenant": caller.tenant,
-            # Given in the page's address: the page's own requests carry it on.
-            "tenant_query": request.query_params.get("tenant_id", ""),
-            "subject_key": caller.subject_key,
-            **config,
-        },
-        **{key: value for key, value in config.items() if isinstance(value, str)},
-        **(context or {}),
-    )
-
-
 @get("/", name="web_board", sync_to_thread=True, include_in_schema=False)
 def board_page(request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Template:
     context = {"launch_projects": launchable(state, caller), "launch_templates": templates(state)}
@@ -78,7 +51,7 @@ def board_page(request: Request[Any, Any, Any], state: State, caller: CallerDep)
 
 @get("/portal", name="web_portal", sync_to_thread=True, include_in_schema=False)
 def portal_page(request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Template:
-    context = {"projects": your_projects(state, caller), "blocked": blocked_runs(state, caller), "reviews": []}
+    context = {"projects": your_projects(state, caller), "blocked": blocked_runs(state, caller), "reviews": pending_reviews(state, caller)}
     return page("portal", "Portal", caller, request, context=context)
 
 
@@ -209,7 +182,7 @@ def web_router(edge: EdgeJwt) -> list[Router]:
     """The pages (behind the edge identity) and their static assets (no data in them)."""
     pages = Router(
         path="/",
-        route_handlers=[board_page, office_page, transcript_page, portal_page, project_new_page],
+        route_handlers=[board_page, office_page, transcript_page, portal_page, project_new_page, project_page, pull_page],
         dependencies=caller_dependency(edge, admin=False),
         guards=[access_guard],
         exception_handlers={

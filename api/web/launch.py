@@ -13,20 +13,27 @@ from litestar import Response, post
 from litestar.datastructures import State
 from litestar.params import JSONBody
 
-from api.access import CONTROL, check
+from api.access import CONTRIBUTE, check
 from api.context import CallerDep, event_store, read_models, studio_commands
 from api.positions import command_mark, command_position
 from api.studio.dto import LaunchRequest
 from api.web.portal_view import projects_where
+from domain.shared.access import ProjectGrants, may_contribute
 
 log = structlog.get_logger("squadops.web")
 
-LAUNCH_NEED = CONTROL  # the project role a launch needs, as the permission graph answers
+LAUNCH_NEED = CONTRIBUTE  # a contributor launches runs on the project (the permission graph answers)
+LAUNCH_ROLE = "contributor"
 
 
 def launchable(state: State, caller: Any) -> list[str]:
     """The projects the caller may launch runs on (for the board's form)."""
-    return projects_where(state, caller, "maintainer" if LAUNCH_NEED == CONTROL else "contributor")
+    return projects_where(state, caller, LAUNCH_ROLE)
+
+
+def launch_allowed(caller: Any, grants: ProjectGrants) -> bool:
+    """Whether the project page offers its launch form (the rule ``_launch`` checks)."""
+    return may_contribute(caller.principal, grants)
 
 
 def templates(state: State) -> list[dict[str, str]]:

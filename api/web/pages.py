@@ -175,3 +175,30 @@ def render(
         headers=PAGE_HEADERS,
         media_type="text/html; charset=utf-8",
     )
+
+
+def page(
+    name: str,
+    title: str,
+    caller: Any,
+    request: Any,
+    initial: bytes = b"",
+    context: dict[str, Any] | None = None,
+    **config: Any,
+) -> Template:
+    """Page ``name`` for ``caller``: ``context`` for its template, ``config`` for its script
+    (its string values for the template too)."""
+    return render(
+        name,
+        title=title,
+        initial=initial,
+        who=caller.principal.email,
+        config={
+            "tenant": caller.tenant,
+            # Given in the page's address: the page's own requests carry it on.
+            "tenant_query": request.query_params.get("tenant_id", ""),
+            "subject_key": caller.subject_key,
+            **config,
+        },
+        **({key: value for key, value in config.items() if isinstance(value, str)} | (context or {})),
+    )

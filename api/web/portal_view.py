@@ -1,6 +1,6 @@
 """What the portal home shows first, read on the server with the caller's rights: the
-projects the permission graph lets them see (with their role there) and the runs of
-those projects that are blocked. The rest of the portal (dashboard sections, inbox,
+projects the permission graph lets them see (with their role there), the runs of
+those projects that are blocked and the open pull requests they may publish. The rest of the portal (dashboard sections, inbox,
 workspaces) is read by the page's script from the portal endpoints."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from litestar.datastructures import State
 
 from api.context import part, read_models
 from api.control_plane.reads import ControlPlaneReads
+from api.project_factory.pulls import list_pulls
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
 from domain.shared.access import ROLES
 
@@ -44,6 +45,11 @@ def your_projects(state: State, caller: Any) -> list[dict[str, Any]]:
         role = next((r for r in reversed(ROLES) if slug in by_role[r]), "viewer")
         found.append({"slug": slug, "display_name": doc.get("display_name") or slug, "role": role})
     return found
+
+
+def pending_reviews(state: State, caller: Any) -> list[Any]:
+    """Open pull requests of the projects where the caller may publish (maintainer and up)."""
+    return [pr for slug in projects_where(state, caller, "maintainer") for pr in list_pulls(state, caller, slug, open_only=True).items]
 
 
 def blocked_runs(state: State, caller: Any) -> list[Any]:

@@ -73,7 +73,7 @@ def test_the_launch_form_launches_like_the_endpoint_for_whom_the_graph_allows(ht
     # Refused as the API refuses: C3 bodies, nothing launched.
     before = client.get("/control-plane/studio/runs", params={"project_slug": "acme"}).json()["count"]
     viewer = client.post("/runs", json={"project_slug": "acme", "template_id": "delivery-core"}, headers=VIEWER)
-    assert viewer.status_code == 403 and viewer.json()["code"] == "control_role_required"
+    assert viewer.status_code == 403 and viewer.json()["code"] == "contribute_role_required"
     bad = client.post("/runs", json={"project_slug": "bad slug", "template_id": "delivery-core"}, headers=MAINTAINER)
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "project_slug"]
     unknown = client.post("/runs", json={"project_slug": "acme", "template_id": "nope"}, headers=MAINTAINER)

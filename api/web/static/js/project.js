@@ -1,0 +1,3 @@
+// A project's page: drawn by the service; its launch form is sent as JSON (lib/forms.js).
+
+import "./lib/forms.js";
