@@ -18,7 +18,6 @@ from api.context import CallerDep, event_store, read_models, studio_commands
 from api.positions import command_mark, command_position
 from api.studio.dto import LaunchRequest
 from api.web.portal_view import projects_where
-from domain.shared.access import ProjectGrants, may_contribute
 
 log = structlog.get_logger("squadops.web")
 
@@ -29,11 +28,6 @@ LAUNCH_ROLE = "contributor"
 def launchable(state: State, caller: Any) -> list[str]:
     """The projects the caller may launch runs on (for the board's form)."""
     return projects_where(state, caller, LAUNCH_ROLE)
-
-
-def launch_allowed(caller: Any, grants: ProjectGrants) -> bool:
-    """Whether the project page offers its launch form (the rule ``_launch`` checks)."""
-    return may_contribute(caller.principal, grants)
 
 
 def templates(state: State) -> list[dict[str, str]]:
