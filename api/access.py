@@ -52,9 +52,9 @@ from api.auth import (
     provide_tenant,
     resolve_principal_async,
 )
-from api.context import CALLER_SCOPE_KEY, Caller, part, read_models, read_positions, studio_commands
+from api.context import CALLER_SCOPE_KEY, Caller, part, studio_commands, studio_reads
 from api.errors import ApiError, RequestInvalid
-from api.positions import MIN_POSITION_HEADER, parse_min_position
+from api.read_your_writes import MIN_POSITION_HEADER, parse_min_position, read_your_writes
 from domain.portal.relations import graph_grants
 from domain.shared.access import (
     ProjectGrants,
@@ -116,7 +116,7 @@ def run_in_path(name: str = "run_id") -> Locator:
 
 def run_project(state: State, tenant: str, run_id: str) -> str:
     """The project of a run, from its read model (404 ``run_not_found``)."""
-    return str(read_models(state).run_doc(tenant, run_id)["project_slug"])
+    return str(studio_reads(state).run_doc(tenant, run_id)["project_slug"])
 
 
 RUN_DOC_SCOPE_KEY = "squadops.run_doc"  # the run document a locator read, for its handler
@@ -130,7 +130,7 @@ def run_doc_in_path(name: str = "run_id") -> Locator:
         run_id = connection.path_params.get(name)
         if not isinstance(run_id, str) or not is_valid_id(run_id):
             return None
-        doc = read_models(state).run_doc(caller.tenant, run_id)
+        doc = studio_reads(state).run_doc(caller.tenant, run_id)
         connection.scope[RUN_DOC_SCOPE_KEY] = doc  # type: ignore[literal-required]
         return str(doc["project_slug"])
 
@@ -140,7 +140,7 @@ def run_doc_in_path(name: str = "run_id") -> Locator:
 def located_run(connection: ASGIConnection, state: State, tenant: str, run_id: str) -> dict[str, Any]:
     """The run document the guard read for this request, else read now (super_admin)."""
     doc = connection.scope.get(RUN_DOC_SCOPE_KEY)
-    return doc if doc is not None else read_models(state).run_doc(tenant, run_id)  # type: ignore[return-value]
+    return doc if doc is not None else studio_reads(state).run_doc(tenant, run_id)  # type: ignore[return-value]
 
 
 def may_steer(state: State, principal: Principal, tenant: str, project_slug: str) -> bool:
@@ -156,7 +156,7 @@ def check(state: State, principal: Principal, tenant: str, project_slug: str, ne
     may, require = RULES[need]
     if may(principal, grants):
         return
-    if read_models(state).project_doc(tenant, project_slug) is None:
+    if studio_reads(state).project_doc(tenant, project_slug) is None:
         raise project_not_found(project_slug)
     refused = ProjectGrants(project_slug, {}, lambda _subject, _role: False)  # decided above: no second check
     require(principal, refused)
@@ -216,7 +216,7 @@ async def resolve_caller(connection: ASGIConnection, edge: EdgeJwt, *, admin: bo
         provide_tenant(query.get("tenant_id"), headers.get(TENANT_HEADER)),
         parse_min_position(headers.get(MIN_POSITION_HEADER)),
     )
-    await read_positions(connection.app.state).reach(caller.min_position)
+    await read_your_writes(connection.app.state).reach(caller.min_position)
     return caller
 
 

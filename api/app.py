@@ -28,11 +28,11 @@ from api.middleware import request_context
 from api.openapi import DocumentedJsonRenderPlugin
 from api.portal.controller import portal_router
 from api.portal.skills import skills
-from api.positions import ReadModelLagging, ReadPositions, handle_lagging
 from api.project_factory.controller import project_factory_router
 from api.rate_limit import command_rate_limit
+from api.read_your_writes import ReadModelLagging, ReadYourWrites, handle_lagging
 from api.studio.controller import studio_router
-from api.studio.reads import Reads
+from api.studio.reads import StudioReads
 from api.web.controller import web_router
 from api.web.pages import template_config
 from api.workspaces.controller import meter_router, workspace_router
@@ -54,29 +54,18 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
     settings = container.settings
     # Copies of stored feeds in memory, kept current by the projectors' announcements
     # (PostgreSQL LISTEN); a command answered here is a position they must have heard.
-    copy_bytes = getattr(settings, "read_copies_mib", 0) << 20
-    copies = ReadCopies(COPIED, max_bytes=copy_bytes) if copy_bytes and getattr(container.store, "dialect", "") == "postgres" else None
-
-    def settle(position: int) -> bool:
-        if copies is not None:
-            copies.expect(position)
-        return container.settle(position)
-
-    reads = Reads(
-        container.store,
-        settle,
-        container.ticker.wake,
-        container.event_store.max_position,
-    )
-    read_positions = ReadPositions(
-        container.store.positions,
-        container.event_store.max_position,
-        [p.name for p in container.runner.projectors],
+    copy_bytes = settings.read_copies_mib << 20
+    copies = ReadCopies(COPIED, max_bytes=copy_bytes) if copy_bytes and container.store.dialect == "postgres" else None
+    writes = ReadYourWrites(
+        container.event_store,
+        container.runner,
+        container.health,
         wait_seconds=settings.min_position_wait_seconds,
+        copies=copies,
     )
     # The permission graph every access decision asks: the built-in one over the
     # relationship read model unless the composition root hands another (an OpenFGA adapter).
-    own_graph = getattr(container, "permission_graph", None)
+    own_graph = container.permission_graph
     graph = own_graph or store_graph(container.store, copies)
     # The built-in graph over copies in memory: most access decisions need no thread.
     memory = (lambda at_least: memory_graph(copies, at_least)) if copies is not None and own_graph is None else None
@@ -140,27 +129,28 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "event_store": container.event_store,
                 "studio": container.studio,
                 "projects": container.projects,
-                "reads": reads,
-                "read_positions": read_positions,
+                "studio_reads": StudioReads(container.store),
+                "read_your_writes": writes,
+                "wake_ticker": container.ticker.wake,
                 "health": container.health,
                 "control_plane": control_plane,
                 "permission_graph": graph,
                 "permission_memory": memory,
-                "provisioning": getattr(container, "provisioning", None),
-                "inboxes": getattr(container, "inboxes", None),
-                "notification_workflow": getattr(container, "notification_workflow", None),
-                "notification_secret": getattr(container, "notification_secret", None) or (lambda: ""),
-                "notification_config": getattr(container, "notification_config", None) or {},
-                "skill_sources": getattr(container, "skill_sources", None) or [],
-                "skill_deadline": getattr(settings, "skills_deadline_seconds", 5.0),
-                "copilot_answerer": getattr(container, "copilot_answerer", None) or ComposedAnswerer(),
+                "provisioning": container.provisioning,
+                "inboxes": container.inboxes,
+                "notification_workflow": container.notification_workflow,
+                "notification_secret": container.notification_secret or (lambda: ""),
+                "notification_config": container.notification_config,
+                "skill_sources": container.skill_sources,
+                "skill_deadline": settings.skills_deadline_seconds,
+                "copilot_answerer": container.copilot_answerer or ComposedAnswerer(),
                 "hub": live.hub,
                 "heartbeat": settings.live_heartbeat_seconds,
                 "edge_jwt": edge,
                 "http_observer": http_metrics.observe,
                 # The squad's MCP server: the composition root's command object and token key.
-                "agent_tools": getattr(container, "agent_tools", None),
-                "mcp_token_key": getattr(container, "mcp_token_key", ""),
+                "agent_tools": container.agent_tools,
+                "mcp_token_key": container.mcp_token_key,
                 "base_url": settings.base_url,
                 "database_wait_budget": settings.database_request_wait_seconds,
                 "jobs": container.jobs,
@@ -185,8 +175,8 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
         middleware=[
             request_context,
             # Browsers (api/browser.py), then the commands each principal may send (api/rate_limit.py).
-            browser_rules(settings.base_url, getattr(settings, "allowed_origins", ())),
-            command_rate_limit(getattr(settings, "rate_limit_per_minute", 0)),
+            browser_rules(settings.base_url, settings.allowed_origins),
+            command_rate_limit(settings.rate_limit_per_minute),
         ],
         on_startup=[on_startup, live.start],
         on_shutdown=[live.stop, on_shutdown],

@@ -28,37 +28,90 @@ from api.auth import (
     provide_tenant,
     resolve_principal_async,
 )
-from api.positions import MinPositionHeader, ReadPositions, parse_min_position
-from api.studio.reads import Reads
+from api.read_your_writes import MinPositionHeader, parse_min_position, read_your_writes
+from api.studio.reads import StudioReads
+from domain.gate.commands import GateCommands
+from domain.jobs.commands import JobCommands
+from domain.portal.copilot import Answerer
+from domain.portal.graph import PermissionGraph
+from domain.portal.notifications import Inboxes, NotificationWorkflow
+from domain.portal.skills import SkillSource
 from domain.projects.commands import ProjectCommands
+from domain.projects.provisioning import ProjectProvisioning
 from domain.shared.event_store import EventStore
 from domain.studio.commands import StudioCommands
+from domain.studio.commands.agent_tools import AgentToolCalls
 from domain.workspaces.commands import WorkspaceCommands
 from domain.workspaces.material import MaterialConfig
 from domain.workspaces.metering import MeterTokens, UsageMeter
+from projections.engine.health import HealthProbe
+from projections.engine.runner import ProjectionRunner
+from projections.engine.store import DocStore
+from projections.studio.live_channel import Broker
+
+
+class ApiSettings(Protocol):
+    """The settings the app reads (``workers.settings.Settings`` is one)."""
+
+    base_url: str
+    allowed_origins: tuple[str, ...]
+    api_keys: tuple[str, ...]
+    rate_limit_per_minute: int
+    read_copies_mib: int
+    min_position_wait_seconds: float
+    database_request_wait_seconds: float
+    live_heartbeat_seconds: float
+    live_subject_prefix: str
+    skills_deadline_seconds: float
+    edge_jwt_key: str
+    edge_jwt_audience: str
+    edge_jwt_issuer: str
+
+
+class Wakes(Protocol):
+    """A worker that acts now when woken (the ticker)."""
+
+    def wake(self, _position: int | None = None) -> None: ...
+
+
+class Follows(Protocol):
+    """A log follower with a stored position (the live fan-out)."""
+
+    def position(self) -> int: ...
 
 
 class ServiceParts(Protocol):
-    """What the composition root hands the app (``workers.bootstrap.Container`` is one)."""
+    """What the composition root hands the app (``workers.bootstrap.Container`` is one):
+    each area's commands, the event store, the read models and the workers the app starts."""
 
-    settings: Any
+    settings: ApiSettings
     event_store: EventStore
-    health: Any
     studio: StudioCommands
     projects: ProjectCommands
-    jobs: Any  # domain.jobs.commands.JobCommands
-    gate: Any  # domain.gate.commands.GateCommands
-    store: Any
-    runner: Any
-    ticker: Any
-    fanout: Any
-    live_broker: Callable[[], Any]
+    jobs: JobCommands
+    gate: GateCommands
     workspaces: WorkspaceCommands
+    store: DocStore
+    runner: ProjectionRunner
+    health: HealthProbe | None
+    ticker: Wakes
+    fanout: Follows
+    live_broker: Callable[[], Broker]
+    # The squad's MCP server (``/mcp``): its command object and the agent token key.
+    agent_tools: AgentToolCalls | None
+    mcp_token_key: str
+    provisioning: ProjectProvisioning | None
+    # The permission graph, when not the built-in one over the relationship read model.
+    permission_graph: PermissionGraph | None
+    inboxes: Inboxes | None
+    notification_workflow: NotificationWorkflow | None
+    notification_secret: Callable[[], str] | None
+    notification_config: dict[str, str]
+    copilot_answerer: Answerer | None
+    skill_sources: list[SkillSource]
     workspace_material: MaterialConfig
     meter_tokens: MeterTokens
     usage_meter: UsageMeter
-
-    def settle(self, position: int | None = None) -> bool: ...
 
     def start(self, workers: tuple[str, ...] = ...) -> None: ...
 
@@ -99,7 +152,7 @@ def caller_provider(edge: EdgeJwt, *, admin: bool) -> Any:
             return resolved  # type: ignore[no-any-return]
         principal = admit(await resolve_principal_async(email, groups, assertion, edge), admin=admin)
         caller = Caller(principal, provide_tenant(tenant_id, tenant_header), parse_min_position(min_position))
-        await read_positions(state).reach(caller.min_position)
+        await read_your_writes(state).reach(caller.min_position)
         return caller
 
     return provide_caller
@@ -124,16 +177,16 @@ def project_commands(state: State) -> ProjectCommands:
     return part(state, "projects")
 
 
-def read_models(state: State) -> Reads:
-    """The read-model queries."""
-    return part(state, "reads")
+def studio_reads(state: State) -> StudioReads:
+    """The queries over the studio's and the projects' read models."""
+    return part(state, "studio_reads")
 
 
-def read_positions(state: State) -> ReadPositions:
-    """Where the read models stand, and the bounded wait for a position."""
-    return part(state, "read_positions")
+def read_store(state: State) -> DocStore:
+    """The read models' store, for the few reads no area query covers."""
+    return part(state, "store")
 
 
 def event_store(state: State) -> EventStore:
-    """The event store (log positions of commands)."""
+    """The event store (commands that save an aggregate of the API's own, the copilot's thread)."""
     return part(state, "event_store")

@@ -16,6 +16,7 @@ from domain.gate.ports import ProposalRuns, Vcs
 from domain.gate.scenarios import shipped_scenarios
 from domain.jobs.commands import JobCommands, JobPolicy
 from domain.jobs.ports import Connectors, PowerDevice
+from domain.portal.graph import PermissionGraph
 from domain.portal.notifications import Inboxes, NotificationWorkflow
 from domain.projects.commands import ProjectCommands
 from domain.projects.provisioning import ProjectProvisioning
@@ -218,13 +219,15 @@ class Container(Services):
     started: list[str] = field(default_factory=list)
     watcher: Watcher | None = None
     job_runner: JobRunner | None = None
-    _alive_until: float = field(default=0.0, init=False, repr=False)
     # The squad's MCP server (``/mcp``): its command object and the agent token key.
     agent_tools: AgentToolCalls | None = None
     mcp_token_key: str = ""
     # Project provisioning (VCS repositories, the error-reporting DSN) through its ports.
     provisioning: ProjectProvisioning | None = None
     reviews: GitReviews | None = None  # pull requests' commits and diffs, from the lanes' repositories
+    # The permission graph access asks, when not the built-in one over the relationship
+    # read model (an OpenFGA adapter).
+    permission_graph: PermissionGraph | None = None
     # Notifications: the inbox commands, the workflow port and the outbox relay worker.
     inboxes: Inboxes | None = None
     notification_workflow: NotificationWorkflow | None = None
@@ -274,34 +277,6 @@ class Container(Services):
         if target <= 0:
             return True
         return self.runner.wait_for(target, timeout, [p.name for p in self.runner.projectors])
-
-    def projector_alive(self) -> bool:
-        """Whether read models are being kept current, here or by another process."""
-        if self.runner.running:
-            return True
-        if self.health is None:
-            return False
-        now = time.monotonic()
-        if now < self._alive_until:  # asked once a second at most, not once per command
-            return True
-        try:
-            alive = self.health.alive()
-        except Exception as exc:  # no database: nothing will project either
-            log.warning("projector_liveness_unknown", error=repr(exc))
-            return False
-        if alive:
-            self._alive_until = now + 1.0
-        return alive
-
-    def settle(self, position: int) -> bool:
-        """A command's courtesy: waits (bounded) until read models include ``position``.
-
-        Only while a projector is alive; with none, waiting cannot help and the command
-        answers at once. Either way it answers its position (``X-Squadops-Position``).
-        """
-        if not self.projector_alive():
-            return False
-        return self.await_reads(position, self.settings.min_position_wait_seconds)
 
     def stop(self) -> None:
         """Stops the workers: those that append first, then the projector and the fan-out

@@ -14,20 +14,13 @@ from functools import partial
 from typing import Annotated
 
 import structlog
-from litestar import Response, Router, post
+from litestar import Router
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
 from api.access import CONTROL, Access, access_guard, guarded, run_in_path
-from api.auth import EdgeJwt, Principal
-from api.context import (
-    Caller,
-    CallerDep,
-    caller_dependency,
-    event_store,
-    read_models,
-    studio_commands,
-)
+from api.auth import EdgeJwt
+from api.context import Caller, CallerDep, caller_dependency, studio_commands
 from api.control_plane.verbs_dto import (
     AdminControlRequest,
     ControlAccepted,
@@ -36,8 +29,7 @@ from api.control_plane.verbs_dto import (
 )
 from api.errors import RequestInvalid
 from api.openapi import answers, link
-from api.positions import command_mark, positioned
-from api.studio.reads import Reads
+from api.read_your_writes import command
 from domain.shared.ids import ID_PATTERN
 from domain.studio.commands import StudioCommands
 from domain.studio.commands.control import ControlOutcome
@@ -99,65 +91,45 @@ def accepted(outcome: ControlOutcome, command: str) -> ControlAccepted:
     )
 
 
-def run_control(
-    studio: StudioCommands, reads: Reads, tenant: str, principal: Principal, run_id: str, intent: ControlIntent
-) -> ControlAccepted:
-    outcome = studio.control.control_run(tenant=tenant, run_id=run_id, intent=intent, actor=principal.subject_key)
+def run_control(studio: StudioCommands, caller: Caller, run_id: str, intent: ControlIntent) -> ControlAccepted:
+    outcome = studio.control.control_run(tenant=caller.tenant, run_id=run_id, intent=intent, actor=caller.subject_key)
     return accepted(outcome, "run_control")
 
 
 def session_control(
-    studio: StudioCommands,
-    reads: Reads,
-    tenant: str,
-    principal: Principal,
-    run_id: str,
-    intent: ControlIntent,
-    *,
-    session_id: str = "",
-    agent_id: str = "",
+    studio: StudioCommands, caller: Caller, run_id: str, intent: ControlIntent, *, session_id: str = "", agent_id: str = ""
 ) -> ControlAccepted:
     outcome = studio.control.control_session(
-        tenant=tenant,
+        tenant=caller.tenant,
         run_id=run_id,
         session_id=session_id,
         agent_id=agent_id,
         intent=intent,
-        actor=principal.subject_key,
+        actor=caller.subject_key,
     )
     return accepted(outcome, "session_control")
 
 
-def answer(state: State, mark: int, body: ControlAccepted) -> Response[ControlAccepted]:
-    """202 with the verb's log position; the ticker woken to act on it."""
-    response = positioned(state, mark, body, 202)
-    read_models(state).wake_ticker()
-    return response
-
-
 # -- control plane ----------------------------------------------------------------------------
+# Every verb answers 202 with its log position, the ticker woken to act on it.
 
 
-@post(
+@command(
     "/runs/{run_id:str}/control",
     status_code=202,
-    sync_to_thread=True,
+    wakes_ticker=True,
     summary="Run-level control verb",
     opt=guarded(STEER_RUN, **control_answers("RunControlRequest", "run")),
 )
-def control_run(
-    run_id: RunId, data: JSONBody[ControlRequest], state: State, caller: CallerDep
-) -> Response[ControlAccepted]:
-    studio, reads, tenant, principal = studio_commands(state), read_models(state), caller.tenant, caller.principal
-    mark = command_mark(event_store(state))
+def control_run(run_id: RunId, data: JSONBody[ControlRequest], state: State, caller: CallerDep) -> ControlAccepted:
     intent = checked(data.intent(), "run")  # who may steer the run's project: the access guard decided
-    return answer(state, mark, run_control(studio, reads, tenant, principal, run_id, intent))
+    return run_control(studio_commands(state), caller, run_id, intent)
 
 
-@post(
+@command(
     "/runs/{run_id:str}/sessions/{session_id:str}/control",
     status_code=202,
-    sync_to_thread=True,
+    wakes_ticker=True,
     summary="Session-level control verb",
     opt=guarded(STEER_RUN, **control_answers("SessionControlRequest", "session")),
 )
@@ -167,20 +139,18 @@ def control_session(
     data: JSONBody[ControlRequest],
     state: State,
     caller: CallerDep,
-) -> Response[ControlAccepted]:
-    studio, reads, tenant, principal = studio_commands(state), read_models(state), caller.tenant, caller.principal
-    mark = command_mark(event_store(state))
+) -> ControlAccepted:
     intent = checked(data.intent(), "session")  # who may steer the run's project: the access guard decided
-    return answer(state, mark, session_control(studio, reads, tenant, principal, run_id, intent, session_id=session_id))
+    return session_control(studio_commands(state), caller, run_id, intent, session_id=session_id)
 
 
 # -- admin path -------------------------------------------------------------------------------
 
 
-@post(
+@command(
     "/runs/{run_id:str}/control",
     status_code=202,
-    sync_to_thread=True,
+    wakes_ticker=True,
     summary="Control verb (admin)",
     opt=control_answers("AdminControlRequestBody", "admin"),
 )
@@ -189,38 +159,26 @@ def admin_control(
     data: JSONBody[AdminControlRequest],
     state: State,
     caller: CallerDep,
-) -> Response[ControlAccepted]:
-    """A run verb, or a session verb aimed by ``target_agent_id`` (``agent_id`` for handoffs)."""
-    mark = command_mark(event_store(state))
-    return answer(state, mark, admin_verb(studio_commands(state), read_models(state), caller, run_id, data))
-
-
-def admin_verb(
-    studio: StudioCommands, reads: Reads, caller: Caller, run_id: str, data: AdminControlRequest
 ) -> ControlAccepted:
-    tenant, principal = caller.tenant, caller.principal
-    intent = data.intent()
+    """A run verb, or a session verb aimed by ``target_agent_id`` (``agent_id`` for handoffs)."""
+    studio, intent = studio_commands(state), data.intent()
     verb, agent_id = intent.verb, data.agent_id or ""
     if verb == "handoff_agent":
         if not agent_id:
             message = "handoff_agent through the admin path needs agent_id (the source agent)"
             raise invalid("agent_id", message, None, "missing")
-        intent = checked(intent, "session")
-        return session_control(studio, reads, tenant, principal, run_id, intent, agent_id=agent_id)
+        return session_control(studio, caller, run_id, checked(intent, "session"), agent_id=agent_id)
     aim = agent_id or intent.target_agent_id
     if verb in RUN_VERBS and not aim:
-        return run_control(studio, reads, tenant, principal, run_id, checked(intent, "run"))
+        return run_control(studio, caller, run_id, checked(intent, "run"))
     if verb in SESSION_VERBS:
         if not aim:
             raise invalid("target_agent_id", f"Session verb {verb!r} needs target_agent_id", None, "missing")
-        intent = checked(intent, "session")
-        return session_control(studio, reads, tenant, principal, run_id, intent, agent_id=aim)
+        return session_control(studio, caller, run_id, checked(intent, "session"), agent_id=aim)
     if verb in RUN_VERBS:
         field = "agent_id" if agent_id else "target_agent_id"
         raise invalid(field, f"Run-level verb {verb!r} aims at no agent", aim)
     raise invalid("verb", f"Unknown verb {verb!r}.", verb, "enum", {"allowed": sorted(ALL_VERBS)})
-
-
 
 
 def control_routers(edge: EdgeJwt) -> list[Router]:

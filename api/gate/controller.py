@@ -12,15 +12,15 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
-from litestar import Response, Router, get, post
+from litestar import Router, get
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
 from api.auth import EdgeJwt
-from api.context import CallerDep, caller_dependency, event_store, part
+from api.context import CallerDep, caller_dependency, part
 from api.errors import RequestInvalid
 from api.gate.dto import GateRunIn, GateRunList, GateRunOut
-from api.positions import command_mark, positioned
+from api.read_your_writes import command
 from domain.gate.commands import GateCommands, GateRequest
 from domain.gate.scenarios import Scenario
 from domain.shared.ids import ID_PATTERN
@@ -35,16 +35,15 @@ def gate_commands(state: State) -> GateCommands:
     return part(state, "gate")
 
 
-@post("/threads/{thread_key:str}/run", status_code=200, sync_to_thread=True, summary="Run a gate thread")
+@command("/threads/{thread_key:str}/run", status_code=200, summary="Run a gate thread")
 def run_thread(
     thread_key: KeyPath, data: JSONBody[GateRunIn], state: State, caller: CallerDep
-) -> Response[GateRunOut]:
+) -> GateRunOut:
     # The body may name the tenant (the sample's ``default``); a tenant header naming another
     # one is a contradiction.
     tenant = data.tenant_id or caller.tenant
     if data.tenant_id is not None and caller.tenant not in (data.tenant_id, "default"):
         raise RequestInvalid(["body", "tenant_id"], "tenant_id differs from the request's tenant", "value_error", data.tenant_id)
-    mark = command_mark(event_store(state))
     record = gate_commands(state).run_thread(
         GateRequest(
             tenant=tenant,
@@ -58,7 +57,7 @@ def run_thread(
             dry_run=data.dry_run,
         )
     )
-    return positioned(state, mark, msgspec.convert(record, GateRunOut), 200)
+    return msgspec.convert(record, GateRunOut)
 
 
 @get("/threads/{thread_key:str}/runs", sync_to_thread=True, summary="Runs of a gate thread")

@@ -15,7 +15,7 @@ from litestar.datastructures import State
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.response import Response
 
-from api.context import part, read_models
+from api.context import part, read_store
 from api.errors import error_body
 from api.openapi import documented_schema
 from projections.engine.health import HealthProbe, ReadModelHealth
@@ -47,13 +47,12 @@ class ReadModelsDegraded(msgspec.Struct, kw_only=True):
 
 
 def health_of(state: State) -> tuple[Health, ReadModelHealth]:
-    reads = read_models(state)
     probe: HealthProbe = part(state, "health")
     report = probe.check()
     _, detail = report.problem()
     health = Health(
         status="degraded" if report.degraded else "ok",
-        database=reads.store.dialect,
+        database=read_store(state).dialect,
         log_position=report.log_position,
         projections=report.positions,
         projectors={

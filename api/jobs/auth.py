@@ -34,9 +34,9 @@ from api.auth import (
     provide_tenant,
     resolve_principal_async,
 )
-from api.context import part, read_positions
+from api.context import part
 from api.errors import ApiError, RequestInvalid
-from api.positions import MinPositionHeader, parse_min_position
+from api.read_your_writes import MinPositionHeader, parse_min_position, read_your_writes
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
 from domain.shared.access import READ_ROLE
 from domain.shared.errors import Forbidden
@@ -169,7 +169,7 @@ def job_caller_provider(edge: EdgeJwt, api_keys: Sequence[str]) -> Any:
             parse_min_position(min_position),
             tenants,
         )
-        await read_positions(state).reach(caller.min_position)
+        await read_your_writes(state).reach(caller.min_position)
         return caller
 
     return provide_job_caller

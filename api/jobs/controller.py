@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Response, Router, get, post
+from litestar import Response, Router, get
 from litestar.datastructures import State
 from litestar.di import NamedDependency
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from api.auth import EdgeJwt
-from api.context import event_store, part
+from api.context import part
 from api.errors import RequestInvalid
 from api.jobs.auth import JobCaller, job_caller_dependency
 from api.jobs.dto import (
@@ -35,7 +35,7 @@ from api.jobs.dto import (
 )
 from api.jobs.reads import JobReads
 from api.openapi import answers, refined_body
-from api.positions import command_mark, positioned
+from api.read_your_writes import command
 from domain.jobs.commands import JobCommands
 from domain.jobs.identity import LinkFacts, subject_id
 from domain.jobs.job import ACCESS_SYNC, NODE_POWER_SLEEP, NODE_POWER_WAKE, WIZARD_TRY
@@ -108,7 +108,6 @@ def enqueue(
     """Queues the job (202), or answers the one the same key queued (200)."""
     tenant = caller.tenant_of(getattr(data, "tenant_id", None))
     caller.authorise(state, tenant, enqueue=True)
-    mark = command_mark(event_store(state))
     job, created = job_commands(state).enqueue(
         tenant=tenant,
         job_type=job_type,
@@ -117,13 +116,12 @@ def enqueue(
         request=msgspec.to_builtins(data),
         requested_by=caller.requested_by,
     )
-    return positioned(state, mark, answer(job), 202 if created else 200)
+    return Response(answer(job), status_code=202 if created else 200)
 
 
-@post(
+@command(
     "/jobs/sync/access",
     status_code=202,
-    sync_to_thread=True,
     summary="Enqueue an access sync",
     opt=answers(401, 403, 404, 409, 422, also=(200,), body=ACCESS_SYNC_BODY),
 )
@@ -134,7 +132,7 @@ def access_sync(data: JSONBody[AccessSyncIn], state: State, caller: JobCallerDep
     )
 
 
-@post("/wizard/try", status_code=202, sync_to_thread=True, summary="Enqueue a wizard try", opt=ENQUEUE)
+@command("/wizard/try", status_code=202, summary="Enqueue a wizard try", opt=ENQUEUE)
 def wizard_try(data: JSONBody[WizardTryIn], state: State, caller: JobCallerDep) -> Response[JobOut]:
     return enqueue(
         state, caller, data, job_type=WIZARD_TRY, provider_kind=data.provider, proposal_id=data.proposal_id,
@@ -142,7 +140,7 @@ def wizard_try(data: JSONBody[WizardTryIn], state: State, caller: JobCallerDep) 
     )
 
 
-@post("/jobs/node-power/sleep", status_code=202, sync_to_thread=True, summary="Enqueue a node power sleep", opt=ENQUEUE)
+@command("/jobs/node-power/sleep", status_code=202, summary="Enqueue a node power sleep", opt=ENQUEUE)
 def node_power_sleep(data: JSONBody[NodePowerIn], state: State, caller: JobCallerDep) -> Response[NodePowerJobOut]:
     return enqueue(
         state, caller, data, job_type=NODE_POWER_SLEEP, provider_kind="power_device",
@@ -150,10 +148,9 @@ def node_power_sleep(data: JSONBody[NodePowerIn], state: State, caller: JobCalle
     )
 
 
-@post(
+@command(
     "/jobs/node-power/wake",
     status_code=202,
-    sync_to_thread=True,
     summary="Enqueue a node power wake (wake-on-LAN)",
     opt=ENQUEUE,
 )
@@ -203,16 +200,15 @@ def get_identity_link(
     return job_reads(state).link_state(caller.tenant, provider, caller, named)
 
 
-@post(
+@command(
     "/identity/links/{provider:str}",
     status_code=200,
-    sync_to_thread=True,
     summary="Link (or unlink) an identity",
     opt=answers(401, 403, 404, 409, 422, body=("IdentityLinkIn", identity_link_body)),
 )
 def post_identity_link(
     provider: IdPath, data: JSONBody[IdentityLinkIn], state: State, caller: JobCallerDep
-) -> Response[IdentityLinkState]:
+) -> IdentityLinkState:
     subject = (data.subject_key or "").strip().lower()
     own = caller.principal.subject_key if caller.principal is not None else ""
     if not subject:
@@ -236,7 +232,6 @@ def post_identity_link(
     )
     if not caller.privileged and data.linked:
         job_reads(state).check_claims(caller.tenant, subject, facts)
-    mark = command_mark(event_store(state))
     link = job_commands(state).link_identity(
         tenant=caller.tenant, provider=provider, facts=facts, linked=data.linked, source=f"api:{caller.requested_by}"
     )
@@ -253,7 +248,7 @@ def post_identity_link(
             provider_username=link.provider_username if link.linked else "",
             attributes=dict(link.attributes) if link.linked else {},
         )
-    return positioned(state, mark, state_, 200)
+    return state_
 
 
 def jobs_router(edge: EdgeJwt, api_keys: Sequence[str]) -> Router:

@@ -13,16 +13,15 @@ from typing import Annotated, Any
 
 import msgspec
 import structlog
-from litestar import Response, post
 from litestar.datastructures import State
 from litestar.params import JSONBody
 
 from api.access import check
-from api.context import Caller, CallerDep, event_store, part, read_models
+from api.context import Caller, CallerDep, event_store, part, studio_reads
 from api.errors import ApiError, RequestInvalid
 from api.openapi import answers, refined_body
 from api.portal.workspace import viewer
-from api.positions import command_mark, positioned
+from api.read_your_writes import command
 from domain.portal.copilot import ACTIONS, ComposedAnswerer, CopilotThread, thread_key
 from domain.shared.clock import utc_now_iso
 from domain.shared.ids import is_valid_id, new_id
@@ -96,7 +95,7 @@ def _run_id(data: PortalCopilotActionIn) -> str:
 
 
 def _run(state: State, caller: Caller, run_id: str) -> dict[str, Any]:
-    run = read_models(state).run_doc(caller.tenant, run_id)  # 404 run_not_found
+    run = studio_reads(state).run_doc(caller.tenant, run_id)  # 404 run_not_found
     check(state, caller.principal, caller.tenant, run["project_slug"])  # the run is named in the body: no guard
     return run
 
@@ -207,21 +206,19 @@ def action_body(components: Any) -> dict[str, Any]:
     return body
 
 
-@post(
+@command(
     "/copilot/actions",
     status_code=200,
-    sync_to_thread=True,
     request_max_body_size=MAX_BODY_BYTES,
     summary="Run a copilot action",
     opt=answers(401, 403, 404, 409, 422, body=("PortalCopilotActionIn", action_body)),
 )
 def copilot_action(
     data: JSONBody[PortalCopilotActionIn], state: State, caller: CallerDep
-) -> Response[PortalCopilotMessageOut]:
+) -> PortalCopilotMessageOut:
     if data.action_id not in ACTIONS:
         raise RequestInvalid(["body", "action_id"], f"action_id must be one of {', '.join(ACTIONS)}", "enum",
                              data.action_id, {"expected": list(ACTIONS)})
-    mark = command_mark(event_store(state))
     thread = _thread(state, caller, data.thread_id)
     tool_calls: list[ToolCall] = []
     artifacts: list[dict[str, Any]] = []
@@ -249,4 +246,4 @@ def copilot_action(
         thread_id=thread.thread_id, message=message, tool_calls=tool_calls, ui_artifacts=artifacts,
         capabilities=[Capability(action_id=a, label=label) for a, label in ACTIONS.items()],
     )
-    return positioned(state, mark, out, 200)
+    return out

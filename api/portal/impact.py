@@ -11,7 +11,7 @@ from litestar import get
 from litestar.datastructures import State
 from litestar.params import QueryParameter
 
-from api.context import CallerDep, part
+from api.context import CallerDep, part, read_store
 from api.errors import RequestInvalid
 from api.openapi import answers
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
@@ -50,6 +50,6 @@ def impact_view(
         store=caller.tenant, user=user_ref(principal.subject_key), relation="viewer", type="project",
         contextual_tuples=identity_tuples(principal.subject_key, principal.groups),
     ))}
-    answer = impact(part(state, "reads").store, caller.tenant, readable, issue_ref=issue_ref or "",
+    answer = impact(read_store(state), caller.tenant, readable, issue_ref=issue_ref or "",
                     pr_ref=pr_ref or "", asset_ref=asset_ref or "", limit=limit)
     return msgspec.convert(answer, ImpactOut)

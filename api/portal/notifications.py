@@ -13,13 +13,13 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
-from litestar import Response, get, post
+from litestar import get
 from litestar.datastructures import State
 from litestar.params import PathParameter, QueryParameter
 
-from api.context import CallerDep, event_store, part
+from api.context import CallerDep, part
 from api.errors import ApiError
-from api.positions import command_mark, positioned
+from api.read_your_writes import command
 from domain.portal.events import Notification
 from domain.portal.notifications import notification_id as derive_notification_id
 from domain.portal.notifications import subscriber_hash
@@ -83,9 +83,9 @@ def novu_config(state: State, caller: CallerDep) -> NovuConfigOut:
     )
 
 
-@post("/notifications/test", status_code=202, sync_to_thread=True, summary="Send the caller a test notification")
-def send_test(state: State, caller: CallerDep) -> Response[TestSent]:
-    workflow, mark = part(state, "notification_workflow"), command_mark(event_store(state))
+@command("/notifications/test", status_code=202, summary="Send the caller a test notification")
+def send_test(state: State, caller: CallerDep) -> TestSent:
+    workflow = part(state, "notification_workflow")
     source = f"test:{new_id('req')}"
     note = Notification(notification_id=derive_notification_id(source, caller.subject_key), kind="test",
                         title="Test notification", body=f"Sent to {caller.subject_key}.", source_ref=source)
@@ -93,12 +93,12 @@ def send_test(state: State, caller: CallerDep) -> Response[TestSent]:
         workflow.trigger(tenant=caller.tenant, subscriber=caller.subject_key, note=note)
     except OSError as exc:
         raise ApiError(502, f"The notification workflow failed: {exc}", "notification_failed") from None
-    return positioned(state, mark, TestSent(notification_id=note.notification_id, delivered_via=workflow.name), 202)
+    return TestSent(notification_id=note.notification_id, delivered_via=workflow.name)
 
 
 @get("/notifications", sync_to_thread=True, summary="The caller's inbox")
 def inbox(state: State, caller: CallerDep, unread_only: UnreadOnly = False, limit: Limit = 50) -> NotificationList:
-    store = part(state, "reads").store
+    store = part(state, "store")
     rows = store.scan(INBOX, partition=inbox_partition(caller.tenant, caller.subject_key), limit=1000, descending=True)
     notes = [_note.decode(r.body) for r in rows]
     unread = [n for n in notes if not n.read_at]
@@ -106,9 +106,8 @@ def inbox(state: State, caller: CallerDep, unread_only: UnreadOnly = False, limi
     return NotificationList(notifications=shown, count=len(shown), unread_count=len(unread))
 
 
-@post("/notifications/{notification_id:str}/read", status_code=200, sync_to_thread=True, summary="Mark read")
-def mark_read(notification_id: NotificationId, state: State, caller: CallerDep) -> Response[dict]:
-    mark = command_mark(event_store(state))
+@command("/notifications/{notification_id:str}/read", status_code=200, summary="Mark read")
+def mark_read(notification_id: NotificationId, state: State, caller: CallerDep) -> dict:
     if not part(state, "inboxes").mark_read(caller.tenant, caller.subject_key, notification_id):
         raise ApiError(404, f"No notification {notification_id!r} in your inbox.", "notification_not_found")
-    return positioned(state, mark, {"notification_id": notification_id, "read": True}, 200)
+    return {"notification_id": notification_id, "read": True}

@@ -12,7 +12,7 @@ from litestar import Request, get
 from litestar.datastructures import State
 from litestar.params import QueryParameter
 
-from api.context import Caller, CallerDep, part, read_models, studio_commands
+from api.context import Caller, CallerDep, part, studio_commands, studio_reads
 from api.errors import RequestInvalid
 from api.openapi import answers
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
@@ -114,7 +114,7 @@ def viewer(state: State, caller: Caller) -> Viewer:
             contextual_tuples=context,
         )):
             roles[obj.partition(":")[2]] = role
-    reads = read_models(state)
+    reads = studio_reads(state)
     projects = [doc for slug in sorted(roles) if (doc := reads.project_doc(caller.tenant, slug)) is not None]
     return Viewer(caller.tenant, principal.subject_key, principal.email, principal.groups,
                   principal.is_super_admin, projects, roles)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import msgspec
-from litestar import Response, Router, delete, get, post
+from litestar import Router, delete, get
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
@@ -18,16 +18,15 @@ from api.auth import EdgeJwt
 from api.context import (
     CallerDep,
     caller_dependency,
-    event_store,
     part,
     project_commands,
-    read_models,
+    studio_reads,
 )
 from api.errors import ApiError, RequestInvalid
 from api.openapi import answers, link
-from api.positions import command_mark, positioned
 from api.project_factory.overview import get_overview
 from api.project_factory.pulls import ROUTES as pull_routes
+from api.read_your_writes import command
 from domain.gate.ports import VcsError
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
 from domain.portal.relations import graph_grants
@@ -295,10 +294,9 @@ def check_source(state: State, index: int, binding: dict[str, Any]) -> None:
         raise RequestInvalid(loc, str(exc).replace(url, redact(url)), "value_error", redact(url)) from None
 
 
-@post(
+@command(
     "/projects",
     status_code=201,
-    sync_to_thread=True,
     summary="Create a project",
     opt=answers(
         401,
@@ -317,9 +315,8 @@ def check_source(state: State, index: int, binding: dict[str, Any]) -> None:
 )
 def create_project(
     data: JSONBody[PortalProjectCreateIn], state: State, caller: CallerDep
-) -> Response[PortalProjectOut]:
+) -> PortalProjectOut:
     projects, tenant = project_commands(state), caller.tenant
-    mark = command_mark(event_store(state))
     if data.tenant_id is not None and data.tenant_id != tenant:
         raise RequestInvalid(["body", "tenant_id"], "tenant_id differs from the request's tenant", "value_error", data.tenant_id)
     meta = request_meta(data)
@@ -335,7 +332,7 @@ def create_project(
     if provisioning is not None:  # fails open inside: outcomes are recorded, never raised
         for outcome in provisioning.provision(tenant, project.project_slug):
             apply_provisioning(out, outcome)
-    return positioned(state, mark, msgspec.convert(out, PortalProjectOut), 201)
+    return msgspec.convert(out, PortalProjectOut)
 
 
 _project = msgspec.json.Decoder(PortalProjectOut)
@@ -354,7 +351,7 @@ class PortalProjectList(msgspec.Struct, kw_only=True):
     opt=guarded(Access(READ, project_in("path", "project_slug"))),
 )
 def get_project(project_slug: Slug, state: State, caller: CallerDep) -> PortalProjectOut:
-    reads = read_models(state)
+    reads = studio_reads(state)
     doc = reads.project_doc(caller.tenant, project_slug)
     if doc is None:  # who may read it: the access guard decided
         raise project_not_found(project_slug)
@@ -376,7 +373,7 @@ def list_projects(state: State, caller: CallerDep) -> PortalProjectList:
             )
         )
     )
-    reads = read_models(state)
+    reads = studio_reads(state)
     found = [doc for slug in slugs if (doc := reads.project_doc(tenant, slug)) is not None]
     projects = [msgspec.convert(doc, PortalProjectOut) for doc in found]
     return PortalProjectList(projects=projects, count=len(projects))
@@ -423,18 +420,17 @@ def held_role(doc: dict[str, Any], key: str) -> str | None:
     return next((p["project_role"] for p in doc["participants"] if p["subject_key"] == key), None)
 
 
-@post(
+@command(
     "/projects/{project_slug:str}/participants",
     status_code=200,
-    sync_to_thread=True,
     guards=[access_guard],
     summary="Add a participant, add one back, or change one's role (a role above theirs)",
     opt=guarded(Access(CONTROL, project_in("path", "project_slug"))),
 )
 def add_participant(
     project_slug: Slug, data: JSONBody[ParticipantIn], state: State, caller: CallerDep
-) -> Response[PortalProjectOut]:
-    reads, tenant = read_models(state), caller.tenant
+) -> PortalProjectOut:
+    reads, tenant = studio_reads(state), caller.tenant
     doc = reads.project_doc(tenant, project_slug)
     if doc is None:  # who may steer it: the access guard decided
         raise project_not_found(project_slug)
@@ -443,7 +439,6 @@ def add_participant(
     manage_check(state, caller, project_slug, held, data.project_role)
     if held is not None:
         last_owner_check(doc, key, data.project_role)
-    mark = command_mark(event_store(state))
     project_commands(state).add_participant(
         tenant=tenant, project_slug=project_slug, subject_key=key, project_role=data.project_role,
         stack_ids=list(data.stack_ids), added_by=caller.subject_key,
@@ -453,21 +448,21 @@ def add_participant(
         at=doc["updated_at"],
     )
     apply_provisioning(doc, added)
-    return positioned(state, mark, msgspec.convert(doc, PortalProjectOut), 200)
+    return msgspec.convert(doc, PortalProjectOut)
 
 
-@delete(
+@command(
     "/projects/{project_slug:str}/participants/{subject_key:str}",
     status_code=200,
-    sync_to_thread=True,
+    method=delete,
     guards=[access_guard],
     summary="Remove a participant (a role above theirs; never the last owner)",
     opt=guarded(Access(CONTROL, project_in("path", "project_slug"))),
 )
 def remove_participant(
     project_slug: Slug, subject_key: SubjectKey, state: State, caller: CallerDep
-) -> Response[PortalProjectOut]:
-    reads, tenant = read_models(state), caller.tenant
+) -> PortalProjectOut:
+    reads, tenant = studio_reads(state), caller.tenant
     doc = reads.project_doc(tenant, project_slug)
     if doc is None:  # who may steer it: the access guard decided
         raise project_not_found(project_slug)
@@ -477,12 +472,11 @@ def remove_participant(
         raise ApiError(404, f"{key!r} is not a participant of project {project_slug!r}.", "participant_not_found")
     manage_check(state, caller, project_slug, held, None)
     last_owner_check(doc, key, None)
-    mark = command_mark(event_store(state))
     project_commands(state).remove_participant(
         tenant=tenant, project_slug=project_slug, subject_key=key, removed_by=caller.subject_key
     )
     apply_provisioning(doc, ParticipantRemoved(subject_key=key, removed_by=caller.subject_key, at=doc["updated_at"]))
-    return positioned(state, mark, msgspec.convert(doc, PortalProjectOut), 200)
+    return msgspec.convert(doc, PortalProjectOut)
 
 
 def project_factory_router(edge: EdgeJwt) -> Router:

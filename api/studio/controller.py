@@ -6,20 +6,14 @@ from typing import Annotated, Any
 
 import msgspec
 import structlog
-from litestar import Response, Router, get, post
+from litestar import Router, get
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from api.auth import EdgeJwt
-from api.context import (
-    CallerDep,
-    caller_dependency,
-    event_store,
-    read_models,
-    studio_commands,
-)
+from api.context import CallerDep, caller_dependency, studio_commands, studio_reads
 from api.openapi import answers, link
-from api.positions import command_mark, positioned
+from api.read_your_writes import command
 from api.studio.dto import (
     CleanupRequest,
     CleanupResponse,
@@ -72,10 +66,9 @@ def list_templates(state: State, caller: CallerDep) -> list[Template]:
     return studio_commands(state).templates.all()
 
 
-@post(
+@command(
     "/runs",
     status_code=201,
-    sync_to_thread=True,
     summary="Launch a run",
     opt=answers(
         401,
@@ -90,8 +83,7 @@ def list_templates(state: State, caller: CallerDep) -> list[Template]:
         examples={"demo": {"project_slug": "demo", "template_id": "delivery-core"}},
     ),
 )
-def launch_run(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -> Response[LaunchResponse]:
-    mark = command_mark(event_store(state))
+def launch_run(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -> LaunchResponse:
     run, _ = studio_commands(state).runs.launch_run(
         tenant=caller.tenant,
         template_id=data.template_id,
@@ -103,7 +95,7 @@ def launch_run(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -
     )
     structlog.contextvars.bind_contextvars(run_id=run.run_id)
     log.info("run_launched", project_slug=run.project_slug, template_id=run.template_id)
-    return positioned(state, mark, launch_answer(run), 201)
+    return launch_answer(run)
 
 
 @get(
@@ -125,13 +117,13 @@ def launch_run(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -
     ),
 )
 def get_run(run_id: RunId, state: State, caller: CallerDep) -> RunRecord:
-    return read_models(state).run_record(caller.tenant, run_id)
+    return studio_reads(state).run_record(caller.tenant, run_id)
 
 
-@post(
+@command(
     "/runs/{run_id:str}/execute",
     status_code=202,
-    sync_to_thread=True,
+    wakes_ticker=True,
     summary="Schedule execution",
     opt=answers(
         401,
@@ -145,15 +137,11 @@ def get_run(run_id: RunId, state: State, caller: CallerDep) -> RunRecord:
         },
     ),
 )
-def execute_run(run_id: RunId, state: State, caller: CallerDep) -> Response[ExecuteResponse]:
-    mark = command_mark(event_store(state))
+def execute_run(run_id: RunId, state: State, caller: CallerDep) -> ExecuteResponse:
     run, requested_at, follow_up = studio_commands(state).runs.request_execution(
         tenant=caller.tenant, run_id=run_id, requested_by=caller.subject_key
     )
-    answer = ExecuteResponse(run_id=run.run_id, status="scheduled", requested_at=requested_at, follow_up=follow_up)
-    response = positioned(state, mark, answer, 202)
-    read_models(state).wake_ticker()
-    return response
+    return ExecuteResponse(run_id=run.run_id, status="scheduled", requested_at=requested_at, follow_up=follow_up)
 
 
 @get(
@@ -173,7 +161,7 @@ def execute_run(run_id: RunId, state: State, caller: CallerDep) -> Response[Exec
     ),
 )
 def session_state(run_id: RunId, state: State, caller: CallerDep) -> SessionStateResponse:
-    return read_models(state).session_state(caller.tenant, run_id)
+    return studio_reads(state).session_state(caller.tenant, run_id)
 
 
 @get("/runs/{run_id:str}/reports", sync_to_thread=True, summary="One report per tick", opt=READ)
@@ -185,35 +173,31 @@ def reports(
     after_tick: Annotated[int, QueryParameter(ge=0, le=10**9, schema_extra={"minimum": 0})] = 0,
     limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 500,
 ) -> list[TickReport]:
-    return read_models(state).reports(caller.tenant, run_id, after_tick=after_tick, limit=limit)
+    return studio_reads(state).reports(caller.tenant, run_id, after_tick=after_tick, limit=limit)
 
 
 @get("/runs/{run_id:str}/handoff-trail", sync_to_thread=True, summary="Handoff trail", opt=READ)
 def handoff_trail(run_id: RunId, state: State, caller: CallerDep) -> HandoffTrail:
-    return read_models(state).handoff_trail(caller.tenant, run_id)
+    return studio_reads(state).handoff_trail(caller.tenant, run_id)
 
 
-@post(
+@command(
     "/runs/{run_id:str}/preview",
     status_code=200,
-    sync_to_thread=True,
     summary="Upsert the shared preview",
     opt=COMMAND,
 )
 def share_preview(
     run_id: RunId, data: JSONBody[PreviewRequest], state: State, caller: CallerDep
-) -> Response[PreviewRecord]:
-    mark = command_mark(event_store(state))
+) -> PreviewRecord:
     fields = msgspec.structs.asdict(data)
     preview, updated_at = studio_commands(state).runs.share_preview(tenant=caller.tenant, run_id=run_id, fields=fields)
-    record = msgspec.convert({**preview, "run_id": run_id, "updated_at": updated_at}, PreviewRecord)
-    return positioned(state, mark, record, 200)
+    return msgspec.convert({**preview, "run_id": run_id, "updated_at": updated_at}, PreviewRecord)
 
 
-@post(
+@command(
     "/runs/{run_id:str}/cleanup",
     status_code=200,
-    sync_to_thread=True,
     summary="Clean up and end the run",
     opt=COMMAND,
 )
@@ -222,25 +206,22 @@ def cleanup_run(
     state: State,
     caller: CallerDep,
     data: JSONBody[CleanupRequest | None] = None,
-) -> Response[CleanupResponse]:
-    mark = command_mark(event_store(state))
+) -> CleanupResponse:
     run, stopped = studio_commands(state).runs.cleanup_run(
         tenant=caller.tenant, run_id=run_id, actor=caller.subject_key, reason=data.reason if data else ""
     )
-    return positioned(state, mark, CleanupResponse(run_id=run.run_id, status=run.status, stopped_sessions=stopped), 200)
+    return CleanupResponse(run_id=run.run_id, status=run.status, stopped_sessions=stopped)
 
 
-@post(
+@command(
     "/runs/{run_id:str}/replay",
     status_code=201,
-    sync_to_thread=True,
     summary="Launch again from the same inputs",
     opt=answers(401, 403, 404, 409, 422, links=RUN_LINKS),
 )
-def replay_run(run_id: RunId, state: State, caller: CallerDep) -> Response[LaunchResponse]:
-    mark = command_mark(event_store(state))
+def replay_run(run_id: RunId, state: State, caller: CallerDep) -> LaunchResponse:
     run, _ = studio_commands(state).runs.replay_run(tenant=caller.tenant, run_id=run_id, launched_by=caller.subject_key)
-    return positioned(state, mark, launch_answer(run), 201)
+    return launch_answer(run)
 
 
 def studio_router(edge: EdgeJwt) -> Router:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -18,7 +17,6 @@ from api.studio.dto import (
 from domain.shared.errors import run_not_found
 from domain.shared.ids import is_valid_id
 from projections.engine.store import DocStore
-from projections.engine.unavailable import unavailable
 from projections.projects.projects import project_doc_key
 from projections.studio.runs import handoff_partition, report_partition, run_doc_key
 
@@ -27,36 +25,11 @@ _reports = msgspec.json.Decoder(TickReport)
 _handoffs = msgspec.json.Decoder(HandoffEntry)
 
 
-class Reads:
-    """Read-model queries, plus read-your-writes for the command that came before."""
+class StudioReads:
+    """Queries over the runs' and the projects' read models (never the event store)."""
 
-    def __init__(
-        self,
-        store: DocStore,
-        settle: Callable[[int], bool],
-        wake_ticker: Callable[[], None] = lambda: None,
-        log_position: Callable[[], int] = lambda: 0,
-    ) -> None:
+    def __init__(self, store: DocStore) -> None:
         self.store = store
-        self._settle = settle
-        self._wake_ticker = wake_ticker
-        self.log_position = log_position
-
-    def settle(self, position: int) -> bool:
-        """Waits (bounded, only while a projector is alive) until read models reach ``position``.
-
-        The command is recorded already: a database gone meanwhile ends the wait, it does
-        not turn the command's answer into an error (C19).
-        """
-        try:
-            return self._settle(position)
-        except Exception as exc:
-            if unavailable(exc) is None:
-                raise
-            return False
-
-    def wake_ticker(self) -> None:
-        self._wake_ticker()
 
     # -- runs -------------------------------------------------------------------------------
 

@@ -18,10 +18,10 @@ from litestar.params import Body, PathParameter, QueryParameter
 
 from api.auth import EdgeJwt
 from api.browser import CHANGES_STATE
-from api.context import CallerDep, caller_dependency, event_store, part, read_models
+from api.context import CallerDep, caller_dependency, part, read_store, studio_reads
 from api.errors import ApiError
 from api.openapi import answers
-from api.positions import command_mark, positioned
+from api.read_your_writes import command
 from api.workspaces.dto import WorkspaceList, WorkspaceOut, record_of, workspace_out
 from domain.portal.relations import graph_grants
 from domain.projects.project import delivery_lanes
@@ -52,7 +52,7 @@ def config(state: State) -> material.MaterialConfig:
 
 
 def _record(state: State, tenant: str, scope: str) -> dict[str, Any] | None:
-    raw = read_models(state).store.get(TABLE, record_key(tenant, scope))
+    raw = read_store(state).get(TABLE, record_key(tenant, scope))
     return _decode(raw) if raw is not None else None
 
 
@@ -89,39 +89,38 @@ def launch_other(solution_id: PathId, caller: CallerDep) -> None:
     raise NotFound(f"No launch provider {solution_id!r}.", code="solution_not_found")
 
 
-@get(
+@command(
     f"/{PROVIDER_NAME}",
-    sync_to_thread=True,
+    status_code=200,
+    method=get,
     summary="Shared launch path: dev_workspace connection material",
     opt={CHANGES_STATE: True},  # it launches: another site's page must not (api/browser.py)
 )
 def launch(
     state: State, caller: CallerDep, project_slug: Slug, repository_key: Key = None, branch: Branch = None
-) -> Response[WorkspaceOut]:
-    project = read_models(state).project_doc(caller.tenant, project_slug)
+) -> WorkspaceOut:
+    project = studio_reads(state).project_doc(caller.tenant, project_slug)
     if project is None:
         raise project_not_found(project_slug)
     repo, default_branch = _binding(project, repository_key)
     grants = graph_grants(part(state, "permission_graph"), caller.tenant, project_slug)
-    mark = command_mark(event_store(state))
     ws = commands(state).launch(
         caller.principal, grants, tenant=caller.tenant, repository_key=repo, branch=branch or default_branch
     )
-    return positioned(state, mark, workspace_out(record_of(ws), config(state)), 200)
+    return workspace_out(record_of(ws), config(state))
 
 
 @get("/dev_workspace/workspaces", sync_to_thread=True, summary="The caller's own workspace records")
 def list_workspaces(state: State, caller: CallerDep) -> WorkspaceList:
-    rows = read_models(state).store.scan(TABLE, partition=employee_partition(caller.tenant, caller.subject_key), limit=500)
+    rows = read_store(state).scan(TABLE, partition=employee_partition(caller.tenant, caller.subject_key), limit=500)
     cfg = config(state)
     return WorkspaceList(items=[workspace_out(_decode(r.body), cfg) for r in rows])
 
 
-@delete("/dev_workspace/workspaces/{workspace_scope:str}", status_code=200, sync_to_thread=True, summary="Release")
-def release_workspace(workspace_scope: PathId, state: State, caller: CallerDep) -> Response[WorkspaceOut]:
-    mark = command_mark(event_store(state))
+@command("/dev_workspace/workspaces/{workspace_scope:str}", status_code=200, method=delete, summary="Release")
+def release_workspace(workspace_scope: PathId, state: State, caller: CallerDep) -> WorkspaceOut:
     ws = commands(state).release(caller.tenant, workspace_scope, caller.subject_key)
-    return positioned(state, mark, workspace_out(record_of(ws), config(state)), 200)
+    return workspace_out(record_of(ws), config(state))
 
 
 @get("/dev_workspace/provider.yaml", sync_to_thread=True, summary="Workspace tool provider definition")

@@ -49,7 +49,7 @@ def main(target: str) -> None:
             c.studio.ticks.tick_runs(plane, start=[("default", run.run_id)])
             for _ in range(TICKS):
                 c.studio.ticks.tick_runs(plane, tick=[("default", run.run_id)])
-            c.settle(c.event_store.max_position())
+            c.await_reads(c.event_store.max_position(), c.settings.min_position_wait_seconds)
         finally:
             c.close()
         with served_process(settings, workers="projector,fanout") as url, sync_playwright() as p:

@@ -69,7 +69,7 @@ def crowded_run(db: Path) -> tuple[Settings, str]:
             if len(sessions) >= AGENTS and sum(s.live_status == "blocked" for s in sessions) >= 2:
                 break
         assert len(sessions) >= AGENTS and sum(s.live_status == "blocked" for s in sessions) >= 2
-        assert c.settle(c.event_store.max_position())
+        assert c.await_reads(c.event_store.max_position(), c.settings.min_position_wait_seconds)
     finally:
         c.close()
     return settings, run.run_id
