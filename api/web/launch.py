@@ -14,8 +14,8 @@ from litestar.datastructures import State
 from litestar.params import JSONBody
 
 from api.access import CONTRIBUTE, check
-from api.context import CallerDep, event_store, read_models, studio_commands
-from api.positions import command_mark, command_position
+from api.context import CallerDep, studio_commands
+from api.read_your_writes import read_your_writes
 from api.studio.dto import LaunchRequest
 from api.web.portal_view import projects_where
 
@@ -37,7 +37,8 @@ def templates(state: State) -> list[dict[str, str]]:
 def _launch(state: State, caller: Any, form: LaunchRequest) -> str:
     check(state, caller.principal, caller.tenant, form.project_slug, LAUNCH_NEED)
     commands = studio_commands(state).runs
-    mark = command_mark(event_store(state))
+    writes = read_your_writes(state)
+    mark = writes.mark()
     run, _ = commands.launch_run(
         tenant=caller.tenant,
         template_id=form.template_id,
@@ -47,9 +48,8 @@ def _launch(state: State, caller: Any, form: LaunchRequest) -> str:
         launched_by=caller.subject_key,
     )
     commands.request_execution(tenant=caller.tenant, run_id=run.run_id, requested_by=caller.subject_key)
-    reads = read_models(state)
-    reads.settle(command_position(event_store(state), mark))  # the office reads the run at once
-    reads.wake_ticker()
+    writes.settle(writes.written(mark))  # the office reads the run at once
+    state["wake_ticker"]()
     structlog.contextvars.bind_contextvars(run_id=run.run_id)
     log.info("run_launched_from_page", project_slug=form.project_slug, template_id=form.template_id, tenant=caller.tenant)
     return run.run_id

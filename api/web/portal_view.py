@@ -9,7 +9,7 @@ from typing import Any
 
 from litestar.datastructures import State
 
-from api.context import part, read_models
+from api.context import part, studio_reads
 from api.control_plane.reads import ControlPlaneReads
 from api.project_factory.pulls import list_pulls
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
@@ -36,7 +36,7 @@ def projects_where(state: State, caller: Any, relation: str) -> list[str]:
 def your_projects(state: State, caller: Any) -> list[dict[str, Any]]:
     """Each project the caller reads, with its name and the caller's highest role there."""
     by_role = {role: set(projects_where(state, caller, role)) for role in ROLES}
-    reads = read_models(state)
+    reads = studio_reads(state)
     found = []
     for slug in sorted(by_role["viewer"]):
         doc = reads.project_doc(caller.tenant, slug)
