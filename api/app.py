@@ -156,12 +156,12 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "jobs": container.jobs,
                 "job_reads": JobReads(container.store),
                 "gate": container.gate,
-                "reviews": getattr(container, "reviews", None),  # pull requests' commits and diffs (git)
+                "reviews": container.reviews,  # pull requests' commits and diffs (git)
                 # What a binding's ``source_repository_url`` must pass (the policy, then git).
                 "source_check": SourceCheck(
                     probe=getattr(container.gate.vcs, "probe", None) or _no_probe,
                     forbidden_roots=tuple(
-                        Path(p) for p in (getattr(settings, "data_dir", ""), getattr(settings, "vcs_path", "")) if p
+                        Path(p) for p in (settings.data_dir, settings.vcs_path) if p
                     ),
                 ),
                 "store": container.store,

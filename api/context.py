@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from litestar.datastructures import State
@@ -63,6 +64,8 @@ class ApiSettings(Protocol):
     live_heartbeat_seconds: float
     live_subject_prefix: str
     skills_deadline_seconds: float
+    data_dir: str
+    vcs_path: Path
     edge_jwt_key: str
     edge_jwt_audience: str
     edge_jwt_issuer: str
@@ -78,6 +81,12 @@ class Follows(Protocol):
     """A log follower with a stored position (the live fan-out)."""
 
     def position(self) -> int: ...
+
+
+class PullReviews(Protocol):
+    """Reads a pull request's commits and diffs (``workers.adapters.git_review.GitReviews``)."""
+
+    def pull_changes(self, run: Any, agent_id: str, head_sha: str) -> dict[str, Any]: ...
 
 
 class ServiceParts(Protocol):
@@ -101,6 +110,7 @@ class ServiceParts(Protocol):
     agent_tools: AgentToolCalls | None
     mcp_token_key: str
     provisioning: ProjectProvisioning | None
+    reviews: PullReviews | None  # pull requests' commits and diffs, from the lanes' repositories
     # The permission graph, when not the built-in one over the relationship read model.
     permission_graph: PermissionGraph | None
     inboxes: Inboxes | None

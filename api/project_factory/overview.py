@@ -14,7 +14,7 @@ from litestar.datastructures import State
 from litestar.params import PathParameter
 
 from api.access import READ, Access, access_guard, check, guarded, project_in
-from api.context import Caller, CallerDep, part, read_models
+from api.context import Caller, CallerDep, part, studio_reads
 from api.openapi import answers
 from api.project_factory.pulls import PullSummary, list_pulls
 from domain.portal.relations import graph_grants
@@ -66,7 +66,7 @@ class ProjectOverview(msgspec.Struct, kw_only=True):
 
 def project_overview(state: State, caller: Caller, project_slug: str) -> ProjectOverview:
     check(state, caller.principal, caller.tenant, project_slug, READ)
-    doc = read_models(state).project_doc(caller.tenant, project_slug)
+    doc = studio_reads(state).project_doc(caller.tenant, project_slug)
     if doc is None:
         raise project_not_found(project_slug)
     grants = graph_grants(part(state, "permission_graph"), caller.tenant, project_slug)

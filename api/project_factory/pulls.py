@@ -11,16 +11,16 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from litestar import Response, get, post
+from litestar import get
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
 from api.access import CONTRIBUTE, CONTROL, READ, Access, access_guard, check, guarded, project_in
-from api.context import Caller, CallerDep, event_store, part, studio_commands
+from api.context import Caller, CallerDep, part, studio_commands
 from api.errors import ApiError, RequestInvalid
 from api.gate.dto import GateRunOut
 from api.openapi import answers
-from api.positions import command_mark, positioned
+from api.read_your_writes import command
 from domain.gate.commands import GateRequest
 from domain.portal.relations import graph_grants
 from domain.shared.access import may_contribute, may_control
@@ -297,25 +297,22 @@ def get_pull(project_slug: Slug, number: Number, state: State, caller: CallerDep
     return pull_detail(state, caller, project_slug, number)
 
 
-@post("/projects/{project_slug:str}/pulls/{number:int}/comments", status_code=202, sync_to_thread=True,
+@command("/projects/{project_slug:str}/pulls/{number:int}/comments", status_code=202,
       guards=[access_guard],
       summary="Comment on a line: comment_agent to the authoring agent's mailbox (contributor or above)",
       opt=guarded(Access(CONTRIBUTE, project_in("path", "project_slug")), **answers(401, 403, 404, 409, 422)))
 def post_comment(
     project_slug: Slug, number: Number, data: JSONBody[LineComment], state: State, caller: CallerDep
-) -> Response[CommentAccepted]:
-    mark = command_mark(event_store(state))
-    return positioned(state, mark, comment_line(state, caller, project_slug, number, data), 202)
+) -> CommentAccepted:
+    return comment_line(state, caller, project_slug, number, data)
 
 
-@post("/projects/{project_slug:str}/pulls/{number:int}/publish", status_code=200, sync_to_thread=True,
+@command("/projects/{project_slug:str}/pulls/{number:int}/publish", status_code=200,
       guards=[access_guard],
       summary="Publish through the gate (maintainer or above); the branch goes back to a brought repository's origin",
       opt=guarded(Access(CONTROL, project_in("path", "project_slug")), **answers(401, 403, 404, 409, 422, 503)))
-def post_publish(project_slug: Slug, number: Number, state: State, caller: CallerDep) -> Response[GateRunOut]:
-    mark = command_mark(event_store(state))
-    record = publish_pull(state, caller, project_slug, number)
-    return positioned(state, mark, msgspec.convert(record, GateRunOut), 200)
+def post_publish(project_slug: Slug, number: Number, state: State, caller: CallerDep) -> GateRunOut:
+    return msgspec.convert(publish_pull(state, caller, project_slug, number), GateRunOut)
 
 
 ROUTES = [get_pulls, get_pull, post_comment, post_publish]
