@@ -1,9 +1,11 @@
 """The cross-parameter rules OpenAPI cannot state, for schemathesis' generated requests.
 
-A schema describes each parameter alone. Two rules of the API relate parameters, so a
-request valid parameter by parameter may still be refused with a 422 (as it must be):
+A schema describes each parameter alone. Some rules of the API relate parameters, or the
+world, so a request valid parameter by parameter may still be refused with a 422 (as it must be):
 - C1: the tenant header, the ``tenant_id`` query and a body ``tenant_id`` name one tenant;
-- the feed answers ``as_of_event`` or ``as_of``, not both.
+- the feed answers ``as_of_event`` or ``as_of``, not both;
+- a binding's ``source_repository_url`` names a repository git can read (a drawn string
+  names none; tests/integration/test_bring_repository_http.py checks sources).
 ``conform`` makes a positive case follow them just before it is sent (negative cases are
 left as drawn: they are refused anyway). tests/integration/test_schemathesis.py registers
 ``before_call``; ``SCHEMATHESIS_HOOKS=tests.schemathesis_hooks`` does for ``st run``.
@@ -50,6 +52,11 @@ def conform(case: Any) -> None:
         case.body["tenant_id"] = tenant if tenant is not None else "default"
     if "as_of_event" in query and "as_of" in query:
         del query["as_of"]
+    if isinstance(case.body, dict):
+        for key in ("repository_bindings", "project_repository_bindings", "projectRepositoryBindings"):
+            for binding in case.body.get(key) or []:
+                if isinstance(binding, dict):
+                    binding.pop("source_repository_url", None)
 
 
 def stay_in_one_tenant(case: Any) -> None:
