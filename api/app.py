@@ -13,9 +13,6 @@ from api.auth import edge_jwt
 from api.body import MAX_BODY_BYTES, JsonRequest
 from api.browser import browser_rules
 from api.context import ServiceParts
-from api.control_plane.controller import control_plane_router
-from api.control_plane.reads import COPIED, ControlPlaneReads
-from api.control_plane.verbs import control_routers
 from api.errors import EXCEPTION_HANDLERS
 from api.gate.controller import gate_router
 from api.health.controller import healthz, openapi_json, readyz
@@ -31,8 +28,11 @@ from api.portal.skills import skills
 from api.project_factory.controller import project_factory_router
 from api.rate_limit import command_rate_limit
 from api.read_your_writes import ReadModelLagging, ReadYourWrites, handle_lagging
-from api.studio.controller import studio_router
+from api.studio.control import control_routers
+from api.studio.feed import feed_router
+from api.studio.feed_reads import COPIED, FeedReads
 from api.studio.reads import StudioReads
+from api.studio.runs import runs_router
 from api.web.controller import web_router
 from api.web.pages import template_config
 from api.workspaces.controller import meter_router, workspace_router
@@ -69,7 +69,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
     graph = own_graph or store_graph(container.store, copies)
     # The built-in graph over copies in memory: most access decisions need no thread.
     memory = (lambda at_least: memory_graph(copies, at_least)) if copies is not None and own_graph is None else None
-    control_plane = ControlPlaneReads(
+    feeds = FeedReads(
         container.store,
         TimeTravel(EventSelector(container.event_store.recorder)),
         container.event_store.max_position,
@@ -104,12 +104,12 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             healthz,
             readyz,
             openapi_json,
-            studio_router(edge),
+            runs_router(edge),
             project_factory_router(edge),
             portal_router(edge),
             skills,
             live.router,
-            control_plane_router(edge),
+            feed_router(edge),
             metrics_handler(registry),
             *control_routers(edge),
             mcp_router(),
@@ -133,7 +133,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "read_your_writes": writes,
                 "wake_ticker": container.ticker.wake,
                 "health": container.health,
-                "control_plane": control_plane,
+                "feed_reads": feeds,
                 "permission_graph": graph,
                 "permission_memory": memory,
                 "provisioning": container.provisioning,

@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from api.control_plane.reads import ControlPlaneReads
+from api.studio.feed_reads import FeedReads
 from bench.context import BenchContext, percentile
 from bench.scale_support import project
 from domain.shared.ids import session_key
@@ -257,7 +257,7 @@ def lag_figures(container: Container, target: str, seconds: float = 15.0) -> lis
     app = container
     container.start(("projector",))
     # Read as the endpoint reads: the stored feed document.
-    reads = ControlPlaneReads(
+    reads = FeedReads(
         container.store,
         TimeTravel(EventSelector(app.event_store.recorder)),
         app.event_store.max_position,

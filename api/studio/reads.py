@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from api.studio.dto import (
+from api.studio.runs_dto import (
     HandoffEntry,
     HandoffTrail,
     RunRecord,

@@ -21,8 +21,8 @@ from litestar.response import Template
 from api.access import READ, Access, access_guard, guarded, located_run, may_steer, run_doc_in_path
 from api.auth import EMAIL_HEADER, GROUPS_HEADER, EdgeJwt
 from api.context import CallerDep, caller_dependency, part
-from api.control_plane.reads import ControlPlaneReads
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
+from api.studio.feed_reads import FeedReads
 from api.web.launch import launch_form, launchable, templates
 from api.web.office_view import BLANK, rooms, script_config
 from api.web.pages import asset, page, render
@@ -74,7 +74,7 @@ def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, ca
     slug = run["project_slug"]
     # The feed the office starts from rides in the page: the first agents paint without
     # a second round trip (the same read, and the same rule, as the feed endpoint).
-    feeds: ControlPlaneReads = part(state, "control_plane")
+    feeds: FeedReads = part(state, "feed_reads")
     initial = feeds.feed(caller.tenant, slug, run_id, DEFAULT_LIMIT)  # the rest comes after
     agents = msgspec.json.decode(initial, type=_Agents).pixel_agents
     return page(

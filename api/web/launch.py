@@ -16,7 +16,7 @@ from litestar.params import JSONBody
 from api.access import CONTRIBUTE, check
 from api.context import CallerDep, studio_commands
 from api.read_your_writes import read_your_writes
-from api.studio.dto import LaunchRequest
+from api.studio.runs_dto import LaunchRequest
 from api.web.portal_view import projects_where
 
 log = structlog.get_logger("squadops.web")

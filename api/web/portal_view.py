@@ -10,8 +10,8 @@ from typing import Any
 from litestar.datastructures import State
 
 from api.context import part, studio_reads
-from api.control_plane.reads import ControlPlaneReads
 from api.project_factory.pulls import list_pulls
+from api.studio.feed_reads import FeedReads
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
 from domain.shared.access import ROLES
 
@@ -54,6 +54,6 @@ def pending_reviews(state: State, caller: Any) -> list[Any]:
 
 def blocked_runs(state: State, caller: Any) -> list[Any]:
     """The newest blocked runs the caller may read (the fleet board's rule)."""
-    fleet: ControlPlaneReads = part(state, "control_plane")
+    fleet: FeedReads = part(state, "feed_reads")
     board = fleet.fleet(caller.principal, caller.tenant, project_slug=None, status="blocked", limit=BLOCKED_SHOWN, cursor=None)
     return list(board.runs)

@@ -181,7 +181,7 @@ def apply_provisioning(project: dict[str, Any], e: pe.ProjectsEvent) -> None:
 
 class ProjectsProjector(Projector):
     name = "projects"
-    announced = True  # the feed's reads keep copies of project documents (api.control_plane)
+    announced = True  # the feed's reads keep copies of project documents (api.studio.feed_reads)
     topics = frozenset({"Project.Created", "Run.Launched", "Run.Completed", "Run.CleanedUp"}) | PROVISIONING
     history_limit = 20
 

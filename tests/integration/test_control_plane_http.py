@@ -14,7 +14,7 @@ import pytest
 from litestar.testing import TestClient
 
 from api.app import create_app
-from api.control_plane.dto import FleetBoard, ObservabilityFeed
+from api.studio.feed_dto import FleetBoard, ObservabilityFeed
 from tests.conftest import ADMIN, settings_for
 from tests.feed_scenarios import Scenario, apply_all
 from workers.bootstrap import Container, build
@@ -311,14 +311,14 @@ def driven_run_without_surfaces(http: TestClient, container: Container) -> str:
 def test_the_feed_is_its_stored_document_and_access_is_checked_every_time(
     world: tuple[TestClient, Container],
 ) -> None:
-    from api.control_plane.reads import ControlPlaneReads
+    from api.studio.feed_reads import FeedReads
     from projections.studio.feed_doc import FEED as FEED_MODEL
     from projections.studio.feed_doc import feed_doc_key
     from projections.studio.time_travel import EventSelector, TimeTravel
 
     http, container = world
     run_id = driven_run(http, container)
-    reads = ControlPlaneReads(container.store, TimeTravel(EventSelector(container.event_store.recorder)), container.event_store.max_position)
+    reads = FeedReads(container.store, TimeTravel(EventSelector(container.event_store.recorder)), container.event_store.max_position)
     stored = container.store.get(FEED_MODEL, feed_doc_key("default", "acme", run_id))
     for limit in (1, 7, 50, 200):  # the stored answer, sliced: what a composition answers now
         assert reads.feed("default", "acme", run_id, limit) == reads.composed_feed("default", "acme", run_id, limit)

@@ -12,7 +12,7 @@ from litestar.testing import TestClient
 
 from api import access
 from api.app import create_app
-from api.control_plane.reads import ControlPlaneReads
+from api.studio.feed_reads import FeedReads
 from projections.engine.copies import APPLICATION, ReadCopies
 from projections.portal.relations import NAME as RELATIONS
 from projections.studio.feed_doc import FEED, answer, feed_doc_key, feed_max_key
@@ -25,17 +25,17 @@ WAIT = 20.0
 
 
 @pytest.fixture
-def world(pg_url: str) -> Iterator[tuple[TestClient, Container, ControlPlaneReads]]:
+def world(pg_url: str) -> Iterator[tuple[TestClient, Container, FeedReads]]:
     container = build(settings_for(pg_url))
     with TestClient(create_app(container, workers=("projector",))) as client:
         client.headers.update(ADMIN)
-        reads: ControlPlaneReads = client.app.state["control_plane"]
+        reads: FeedReads = client.app.state["feed_reads"]
         assert reads.copies is not None and reads.copies.wait(lambda c: c.listening, WAIT)
         yield client, container, reads
     container.close()
 
 
-def copies_of(reads: ControlPlaneReads) -> ReadCopies:
+def copies_of(reads: FeedReads) -> ReadCopies:
     assert reads.copies is not None
     return reads.copies
 
@@ -54,7 +54,7 @@ def launched(http: TestClient, container: Container) -> str:
     return run_id
 
 
-def store_unread(reads: ControlPlaneReads, monkeypatch: pytest.MonkeyPatch) -> None:
+def store_unread(reads: FeedReads, monkeypatch: pytest.MonkeyPatch) -> None:
     """From now on a read that reaches the store fails the test: copies must answer."""
 
     def refused(*_args: object) -> bytes:
@@ -64,7 +64,7 @@ def store_unread(reads: ControlPlaneReads, monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_a_copy_answers_the_stored_bytes(
-    world: tuple[TestClient, Container, ControlPlaneReads], monkeypatch: pytest.MonkeyPatch
+    world: tuple[TestClient, Container, FeedReads], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     http, container, reads = world
     run_id = launched(http, container)
@@ -79,7 +79,7 @@ def test_a_copy_answers_the_stored_bytes(
 
 
 def test_access_is_checked_on_every_answer_from_memory(
-    world: tuple[TestClient, Container, ControlPlaneReads], monkeypatch: pytest.MonkeyPatch
+    world: tuple[TestClient, Container, FeedReads], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     http, container, reads = world
     run_id = launched(http, container)
@@ -97,7 +97,7 @@ def test_access_is_checked_on_every_answer_from_memory(
     assert member.status_code == 200 and member.content == stored(container, run_id)
 
 
-def test_a_projected_change_is_served_at_once(world: tuple[TestClient, Container, ControlPlaneReads]) -> None:
+def test_a_projected_change_is_served_at_once(world: tuple[TestClient, Container, FeedReads]) -> None:
     http, container, reads = world
     run_id = launched(http, container)
     query = {"project_slug": "acme", "run_id": run_id}
@@ -122,7 +122,7 @@ def test_a_projected_change_is_served_at_once(world: tuple[TestClient, Container
     assert http.get(FEED_PATH, params=query).content == stored(container, run_id)
 
 
-def test_a_lost_channel_drops_the_copies(world: tuple[TestClient, Container, ControlPlaneReads], pg_url: str) -> None:
+def test_a_lost_channel_drops_the_copies(world: tuple[TestClient, Container, FeedReads], pg_url: str) -> None:
     http, container, reads = world
     run_id = launched(http, container)
     query = {"project_slug": "acme", "run_id": run_id}
@@ -144,7 +144,7 @@ def test_a_lost_channel_drops_the_copies(world: tuple[TestClient, Container, Con
 
 
 def test_a_participant_is_decided_from_memory_until_removed(
-    world: tuple[TestClient, Container, ControlPlaneReads], monkeypatch: pytest.MonkeyPatch
+    world: tuple[TestClient, Container, FeedReads], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     http, container, reads = world
     run_id = launched(http, container)

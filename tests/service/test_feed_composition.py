@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from api.control_plane.reads import ControlPlaneReads
+from api.studio.feed_reads import FeedReads
 from domain.shared.event_store import EventStore
 from projections.engine.pg_store import PostgresDocStore
 from projections.engine.rebuild import rebuild
@@ -36,12 +36,12 @@ from workers.planes.simulator import FaultRates, SimulatorPlane
 
 
 @contextmanager
-def world(url: str) -> Iterator[tuple[Services, DocStore, ControlPlaneReads]]:
+def world(url: str) -> Iterator[tuple[Services, DocStore, FeedReads]]:
     settings = settings_for(url)
     app = wire_services(EventStore(eventsourcing_env(settings)))
     store: DocStore = PostgresDocStore(url) if settings.is_postgres else SqliteDocStore(Path(settings.sqlite_path))
     try:
-        reads = ControlPlaneReads(store, TimeTravel(EventSelector(app.event_store.recorder)), app.event_store.max_position)
+        reads = FeedReads(store, TimeTravel(EventSelector(app.event_store.recorder)), app.event_store.max_position)
         yield app, store, reads
     finally:
         store.close()
@@ -57,7 +57,7 @@ def drain(live: ProjectionRunner) -> None:
         pass
 
 
-def assert_every_run_served_as_composed(app: Services, store: DocStore, reads: ControlPlaneReads, slug: str, runs: list[str]) -> None:
+def assert_every_run_served_as_composed(app: Services, store: DocStore, reads: FeedReads, slug: str, runs: list[str]) -> None:
     positions = store.positions()
     assert {positions[p.name] for p in read_projectors()} == {app.event_store.max_position()}
     for run_id in runs:

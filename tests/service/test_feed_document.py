@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.control_plane.reads import ControlPlaneReads
+from api.studio.feed_reads import FeedReads
 from domain.shared.event_store import EventStore
 from projections.engine.rebuild import rebuild
 from projections.engine.runner import NotificationSource, ProjectionRunner
@@ -47,13 +47,13 @@ FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthChe
 
 
 @contextmanager
-def world() -> Iterator[tuple[Services, DocStore, ProjectionRunner, ControlPlaneReads]]:
+def world() -> Iterator[tuple[Services, DocStore, ProjectionRunner, FeedReads]]:
     with tempfile.TemporaryDirectory() as tmp:
         app = wire_services(EventStore(eventsourcing_env(settings_for(f"sqlite:///{Path(tmp) / 'squadops.db'}"))))
         store = SqliteDocStore(Path(tmp) / "squadops.db")
         try:
             runner = ProjectionRunner(NotificationSource(app.event_store.recorder), store, read_projectors())
-            reads = ControlPlaneReads(store, TimeTravel(EventSelector(app.event_store.recorder)), app.event_store.max_position)
+            reads = FeedReads(store, TimeTravel(EventSelector(app.event_store.recorder)), app.event_store.max_position)
             yield app, store, runner, reads
         finally:
             store.close()
@@ -69,7 +69,7 @@ def stored(store: DocStore, run_id: str, project_slug: str = "acme") -> bytes | 
     return store.get(FEED, feed_doc_key(TENANT, project_slug, run_id))
 
 
-def assert_served_as_composed(reads: ControlPlaneReads, run_id: str, limits: list[int]) -> None:
+def assert_served_as_composed(reads: FeedReads, run_id: str, limits: list[int]) -> None:
     for limit in {*limits, DEFAULT_LIMIT, MAX_LIMIT}:
         served = reads.feed(TENANT, "acme", run_id, limit)
         assert served == reads.composed_feed(TENANT, "acme", run_id, limit), limit

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from api.control_plane.reads import ControlPlaneReads
+from api.studio.feed_reads import FeedReads
 from domain.gate import events as gate
 from domain.gate.commands import GateRequest
 from domain.gate.thread import own_run_id, thread_key_id
@@ -68,7 +68,7 @@ def dumps(container: Container) -> dict[str, Any]:
 
 
 def feed(container: Container, run_id: str) -> dict[str, Any]:
-    reads = ControlPlaneReads(container.store, TimeTravel(EventSelector(container.event_store.recorder)), container.event_store.max_position)
+    reads = FeedReads(container.store, TimeTravel(EventSelector(container.event_store.recorder)), container.event_store.max_position)
     return msgspec.json.decode(reads.feed(TENANT, "acme", run_id, MAX_LIMIT))
 
 
@@ -124,7 +124,7 @@ def test_a_gate_run_for_a_studio_run_is_live_on_its_topic_and_in_its_log_dock(da
         assert any(record["pr_url"] in entry["message"] for entry in lines)
         assert shown["event_count"] == before["event_count"] + len(tied)
         position = container.event_store.max_position()
-        reads = ControlPlaneReads(container.store, TimeTravel(EventSelector(container.event_store.recorder)), container.event_store.max_position)
+        reads = FeedReads(container.store, TimeTravel(EventSelector(container.event_store.recorder)), container.event_store.max_position)
         past, _ = reads.feed_at(TENANT, "acme", run.run_id, MAX_LIMIT, position=position)
         assert msgspec.json.decode(past) == shown  # time travel folds the same gate steps
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import msgspec
 import pytest
 
-from api.control_plane.reads import ControlPlaneReads
+from api.studio.feed_reads import FeedReads
 from projections.studio.time_travel import EventSelector, RunNotYet, TimeTravel, parse_moment
 from tests.conftest import settings_for
 from tests.feed_scenarios import TENANT, apply_all, launch
@@ -38,7 +38,7 @@ def settle(container: Container) -> None:
 
 def test_feed_at_each_past_position_equals_the_live_feed_then(world: Container) -> None:
     app = world
-    reads = ControlPlaneReads(world.store, TimeTravel(EventSelector(app.event_store.recorder)), app.event_store.max_position)
+    reads = FeedReads(world.store, TimeTravel(EventSelector(app.event_store.recorder)), app.event_store.max_position)
     scenario = launch(app, {"project_key": "acme", "proposal_id": "p-1"})
     captured: list[tuple[int, bytes]] = []
 

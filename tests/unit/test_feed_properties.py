@@ -14,7 +14,7 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.control_plane.dto import ObservabilityFeed
+from api.studio.feed_dto import ObservabilityFeed
 from domain.shared.event_store import EventStore
 from domain.studio.policies.pixel import PIXEL_STATES
 from domain.studio.policies.walls import RECOMMENDED

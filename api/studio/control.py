@@ -21,15 +21,15 @@ from litestar.params import JSONBody, PathParameter
 from api.access import CONTROL, Access, access_guard, guarded, run_in_path
 from api.auth import EdgeJwt
 from api.context import Caller, CallerDep, caller_dependency, studio_commands
-from api.control_plane.verbs_dto import (
+from api.errors import RequestInvalid
+from api.openapi import answers, link
+from api.read_your_writes import command
+from api.studio.control_dto import (
     AdminControlRequest,
     ControlAccepted,
     ControlRequest,
     control_body_schema,
 )
-from api.errors import RequestInvalid
-from api.openapi import answers, link
-from api.read_your_writes import command
 from domain.shared.ids import ID_PATTERN
 from domain.studio.commands import StudioCommands
 from domain.studio.commands.control import ControlOutcome

@@ -1,4 +1,4 @@
-"""Control-plane observation reads under ``/control-plane/studio`` (C2: participants).
+"""A run's feed and the fleet board, read under ``/control-plane/studio`` (C2: participants).
 
 - ``GET /observability-feed?project_slug=&run_id=&limit=``: the run's feed, the stored
   document the ``feed`` read model keeps (access is checked first; ``limit`` slices it);
@@ -21,10 +21,10 @@ from litestar.response import Response
 from api.access import READ, Access, access_hook, guarded, project_in
 from api.auth import EdgeJwt
 from api.context import CallerDep, caller_dependency, part
-from api.control_plane.dto import FleetBoard, ObservabilityFeed
-from api.control_plane.reads import CURSOR_PATTERN, ControlPlaneReads
 from api.errors import RequestInvalid
 from api.openapi import answers
+from api.studio.feed_dto import FleetBoard, ObservabilityFeed
+from api.studio.feed_reads import CURSOR_PATTERN, FeedReads
 from domain.shared.ids import ID_PATTERN
 from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT
 from projections.studio.time_travel import parse_moment
@@ -65,14 +65,14 @@ async def observability_feed(
         ),
     ] = None,
 ) -> Response[ObservabilityFeed]:
-    control_plane: ControlPlaneReads = part(state, "control_plane")
+    feeds: FeedReads = part(state, "feed_reads")
     tenant = caller.tenant  # who may read the project: the access guard decided
     if as_of_event is None and as_of is None:
         # A copy in memory that is known current answers at once; else the store, which is
         # blocking I/O: a worker thread reads it.
-        body = control_plane.feed_copy(tenant, project_slug, run_id, limit, caller.min_position)
+        body = feeds.feed_copy(tenant, project_slug, run_id, limit, caller.min_position)
         if body is None:
-            body = await anyio.to_thread.run_sync(control_plane.feed, tenant, project_slug, run_id, limit)
+            body = await anyio.to_thread.run_sync(feeds.feed, tenant, project_slug, run_id, limit)
         return Response(body, media_type=JSON)
     if as_of_event is not None and as_of is not None:
         raise RequestInvalid(["query", "as_of"], "give as_of_event or as_of, not both", "value_error", as_of)
@@ -83,7 +83,7 @@ async def observability_feed(
         except ValueError as exc:
             raise RequestInvalid(["query", "as_of"], f"as_of is not an ISO 8601 timestamp: {exc}", "datetime_parsing", as_of) from None
     body, position = await anyio.to_thread.run_sync(
-        lambda: control_plane.feed_at(tenant, project_slug, run_id, limit, position=as_of_event, moment=moment)
+        lambda: feeds.feed_at(tenant, project_slug, run_id, limit, position=as_of_event, moment=moment)
     )
     return Response(body, media_type=JSON, headers={AS_OF_HEADER: str(position)})
 
@@ -105,13 +105,13 @@ def fleet_board(
         QueryParameter(max_length=512, required=False, pattern=CURSOR_PATTERN, description="next_cursor of the page before"),
     ] = None,
 ) -> FleetBoard:
-    control_plane: ControlPlaneReads = part(state, "control_plane")
-    return control_plane.fleet(
+    feeds: FeedReads = part(state, "feed_reads")
+    return feeds.fleet(
         caller.principal, caller.tenant, project_slug=project_slug, status=status, limit=limit, cursor=cursor
     )
 
 
-def control_plane_router(edge: EdgeJwt) -> Router:
+def feed_router(edge: EdgeJwt) -> Router:
     return Router(
         path="/control-plane/studio",
         route_handlers=[observability_feed, fleet_board],

@@ -14,7 +14,7 @@ from api.auth import EdgeJwt
 from api.context import CallerDep, caller_dependency, studio_commands, studio_reads
 from api.openapi import answers, link
 from api.read_your_writes import command
-from api.studio.dto import (
+from api.studio.runs_dto import (
     CleanupRequest,
     CleanupResponse,
     ExecuteResponse,
@@ -224,7 +224,7 @@ def replay_run(run_id: RunId, state: State, caller: CallerDep) -> LaunchResponse
     return launch_answer(run)
 
 
-def studio_router(edge: EdgeJwt) -> Router:
+def runs_router(edge: EdgeJwt) -> Router:
     return Router(
         path="/v1/admin/studio",
         route_handlers=[

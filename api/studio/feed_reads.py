@@ -1,4 +1,4 @@
-"""Queries behind the control-plane reads: who may see a project, the feed, the board.
+"""Queries behind the feed and the board: who may see a project, the feed, the board.
 
 C2: who may read a project is decided before these queries run, by the access guard
 (``api.access``) on every request, cached composition or not; the fleet board without a
@@ -15,8 +15,8 @@ from collections.abc import Callable
 import msgspec
 
 from api.auth import Principal
-from api.control_plane.dto import BoardRow, FleetBoard
 from api.errors import ApiError, RequestInvalid
+from api.studio.feed_dto import BoardRow, FleetBoard
 from domain.portal.graph import ListObjectsRequest, PermissionGraph, identity_tuples, user_ref
 from domain.shared.errors import project_not_found, run_not_found
 from domain.shared.ids import END
@@ -78,8 +78,8 @@ def decode_cursor(cursor: str) -> str:
     return raw.decode("utf-8", "replace").replace("\x00", "")
 
 
-class ControlPlaneReads:
-    """Feed, time travel and fleet board over the read models."""
+class FeedReads:
+    """A run's feed (stored, composed, or as of a past position) and the fleet board."""
 
     def __init__(
         self,
