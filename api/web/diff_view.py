@@ -9,9 +9,11 @@ lines colours right) and split back into its lines.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from threading import Lock
 from typing import Any
 
 from pygments import lex
@@ -39,10 +41,6 @@ class Line:
     def number(self) -> int:
         """The line a comment names: the new side's, or the old side's for a removed line."""
         return self.new_no if self.new_no is not None else (self.old_no or 0)
-
-    @property
-    def side(self) -> str:
-        return "old" if self.kind == "del" else "new"
 
     @property
     def sign(self) -> str:
@@ -104,6 +102,12 @@ def lexer_for(path: str) -> Lexer:
         return get_lexer_for_filename(path, stripnl=False, ensurenl=False)
     except ClassNotFound:
         return TextLexer(stripnl=False, ensurenl=False)
+
+
+def warm() -> None:
+    """Pygments' first lexer lookup compiles every file pattern it knows: done at start-up,
+    not in a reader's first request."""
+    lexer_for("warm.py")
 
 
 def coloured(path: str, texts: list[str]) -> list[tuple[tuple[str, str], ...]]:
@@ -184,3 +188,24 @@ def file_view(file: Mapping[str, Any]) -> FileView:
 
 def files_view(files: Iterable[Mapping[str, Any]]) -> list[FileView]:
     return [file_view(f) for f in files]
+
+
+_views: OrderedDict[tuple[str, str], list[FileView]] = OrderedDict()
+VIEWS_KEPT = 16
+_views_lock = Lock()
+
+
+def diff_of(base_sha: str, head_sha: str, files: Iterable[Mapping[str, Any]]) -> list[FileView]:
+    """``files_view`` of the diff between two commits, kept for the last VIEWS_KEPT pairs: two
+    commit ids name their diff for good, so a page read again is not coloured again."""
+    key = (base_sha, head_sha)
+    with _views_lock:
+        if key in _views:
+            _views.move_to_end(key)
+            return _views[key]
+    found = files_view(files)
+    with _views_lock:
+        _views[key] = found
+        while len(_views) > VIEWS_KEPT:
+            _views.popitem(last=False)
+    return found

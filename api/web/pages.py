@@ -23,6 +23,7 @@ from litestar.response import Template
 from litestar.template.config import TemplateConfig
 from markupsafe import Markup
 
+from api.web.diff_view import warm
 from api.web.office_view import sprite_parts
 
 HERE = Path(__file__).parent
@@ -138,6 +139,7 @@ def environment() -> Environment:
 
 def template_config() -> TemplateConfig[JinjaTemplateEngine]:
     """Litestar's template engine for the pages (given to the app)."""
+    warm()
     return TemplateConfig(instance=JinjaTemplateEngine.from_environment(environment()))
 
 

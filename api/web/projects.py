@@ -17,7 +17,7 @@ from api.access import READ, Access, guarded, project_in
 from api.context import CallerDep
 from api.project_factory.overview import project_overview
 from api.project_factory.pulls import pull_detail
-from api.web.diff_view import files_view
+from api.web.diff_view import diff_of
 from api.web.launch import templates
 from api.web.pages import page
 from domain.shared.ids import ID_PATTERN
@@ -49,6 +49,7 @@ def project_page(project_slug: Slug, request: Request[Any, Any, Any], state: Sta
 )
 def pull_page(project_slug: Slug, number: Number, request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Template:
     detail = msgspec.to_builtins(pull_detail(state, caller, project_slug, number))
-    context = {"project_slug": project_slug, "pull": detail["pull"], "detail": detail, "files": files_view(detail["files"]), "may": detail["may"]}
+    files = diff_of(detail["base_sha"], detail["head_sha"], detail["files"])
+    context = {"project_slug": project_slug, "pull": detail["pull"], "detail": detail, "files": files, "may": detail["may"]}
     return page("pull", f"Pull request #{number} · {project_slug}", caller, request, context=context, project_slug=project_slug, number=number)
 

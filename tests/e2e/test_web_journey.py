@@ -131,12 +131,14 @@ def test_bring_a_repository_launch_review_comment_and_publish(served: str, origi
 
     # A maintainer publishes: the gate runs, and the origin repository now has the branch.
     with opened(browser, extra_http_headers=MAINTAINER) as page:
-        page.goto(f"{url}/projects/shop/pulls/{number}")
+        page.goto(f"{url}/portal")  # the review waits for them on their portal home
+        page.wait_for_function("document.getElementById('portal').dataset.portal !== 'loading'")
+        review = page.locator(f'#reviews a[href="/projects/shop/pulls/{number}"]')
+        expect(review).to_be_visible()
+        shot(page, "portal")
+        review.click()
         page.click("#publish")
         expect(page.locator("#publish-result")).to_contain_text("Published", timeout=60_000)
-        page.goto(f"{url}/portal")
-        page.wait_for_function("document.getElementById('portal').dataset.portal !== 'loading'")
-        shot(page, "portal")
     branches = git(origin, "branch", "--list", "--format=%(refname:short)").split()
     assert len(branches) >= 2 and "main" in branches, branches
 

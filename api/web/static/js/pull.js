@@ -19,7 +19,7 @@ function lines() {
 }
 
 function focusLine(line) {
-  for (const other of diff.querySelectorAll('.ln[tabindex="0"]')) other.tabIndex = -1;
+  for (const other of diff.querySelectorAll('.ln[tabindex="0"]')) other.removeAttribute("tabindex");
   line.tabIndex = 0;
   line.focus();
 }
@@ -94,7 +94,7 @@ if (form) {
     const body = {
       path: current.closest(".file").dataset.path,
       line: Number(current.dataset.line),
-      side: current.dataset.side,
+      side: current.classList.contains("del") ? "old" : "new",
       hunk: quote(current),
       body: form.querySelector("textarea").value,
     };
