@@ -77,7 +77,7 @@ def journey_data(root: Path) -> tuple[Settings, str, str]:
         assert author, "no lane opened a pull request"
         mirror = settings.vcs_path / "default" / "shop" / "api.git"
         git(mirror, "update-ref", "refs/heads/main", first)  # the team's large change is now the PR's too
-        assert c.settle(c.event_store.max_position())
+        assert c.await_reads(c.event_store.max_position(), c.settings.min_position_wait_seconds)
     finally:
         c.close()
     return settings, run.run_id, author

@@ -36,7 +36,7 @@ def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient,
     with TestClient(create_app(container, workers=("projector",))) as client:
         client.headers.update(ADMIN)
         (run_id,) = drive_runs(container, runs=1, ticks=15, project=MEMBERS)
-        assert container.settle(container.event_store.max_position())
+        assert container.await_reads(container.event_store.max_position(), container.settings.min_position_wait_seconds)
         yield client, run_id
     container.close()
 
