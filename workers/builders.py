@@ -28,7 +28,7 @@ from workers.adapters.portal_surfaces import LocalBoard, LocalCatalog, LocalDesi
 from workers.notify_relay import NotificationRelay
 from workers.planes.local import LocalConfig, LocalPlane
 from workers.planes.local.sandbox import SandboxConfig
-from workers.planes.simulator import SimulatorPlane
+from workers.planes.simulator import FaultRates, SimulatorPlane
 from workers.settings import Settings, SettingsError, secret_value
 from workers.workspace_controller import ControllerConfig
 
@@ -145,6 +145,7 @@ def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> 
         return SimulatorPlane(
             data_dir=Path(settings.data_dir), agent_domain=settings.agent_domain, vcs_root=settings.vcs_path,
             review_calls=settings.simulator_review_calls,
+            faults=None if settings.simulator_faults else FaultRates.none(),
         )
     config = LocalConfig(
         data_dir=Path(settings.data_dir),

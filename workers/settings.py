@@ -124,6 +124,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Simulator: tool calls a delivery lane makes after opening its pull request, waiting for
     # review (its mailbox is read meanwhile) before it finishes; 0: it finishes at once.
     simulator_review_calls: int = 0
+    # Simulator: whether its agents misbehave at their seeded rates (stalls, lost sandboxes,
+    # skipped pull requests, corrupt checkouts); false: never (a journey that must reach a PR).
+    simulator_faults: bool = True
     data_dir: str = "var"
     local_agent_command: str = ""
     local_max_processes: int = 4

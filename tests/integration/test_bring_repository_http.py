@@ -191,6 +191,7 @@ def squad(tmp_path: Path) -> Iterator[tuple[TestClient, Path, object]]:
     data = tmp_path / "data"
     container = build(settings_for(
         f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(data), simulator_review_calls=100_000,
+        simulator_faults=False,  # a seeded fault (a lane skipping its pull request) is not this test's
     ))
     with TestClient(create_app(container, workers=("projector", "ticker"))) as http:
         http.headers.update(ADMIN)
@@ -243,15 +244,18 @@ def test_a_lane_works_in_the_mirror_its_pull_request_is_reviewed_commented_and_p
     fetched = http.get(f"{PROJECTS}/acme").json()["repository_bindings"][1]["metadata"]["last_fetch"]
     assert (fetched["run_id"], fetched["status"], fetched["head_sha"]) == (run_id, "fetched", base)
 
-    # The lane committed in the mirror itself, on top of the team's history.
+    # The lane committed on top of the team's history, in its own repository cloned from the
+    # mirror; the mirror (out of the agents' reach) holds none of it until the gate publishes.
+    lane = data / "repos" / "default" / "acme" / "backend.git"
     mirror = data / "vcs" / "default" / "acme" / "api.git"
-    assert git(mirror, "merge-base", "main", pull["head_sha"]) == base
+    assert git(lane, "merge-base", "main", pull["head_sha"]) == base
+    assert subprocess.run(["git", "--git-dir", str(mirror), "cat-file", "-e", pull["head_sha"]]).returncode != 0
 
     detail = http.get(f"{PROJECTS}/acme/pulls/{number}", headers=CONTRIBUTOR)
     assert detail.status_code == 200, detail.text
     review = detail.json()
     assert (review["base_sha"], review["head_sha"]) == (base, pull["head_sha"])
-    assert [c["sha"] for c in review["commits"]] == git(mirror, "rev-list", f"{base}..{pull['head_sha']}").split()
+    assert [c["sha"] for c in review["commits"]] == git(lane, "rev-list", f"{base}..{pull['head_sha']}").split()
     assert review["commits"][0]["author_email"].endswith("@agents.squadops.local")
     changed = {f["path"]: f for f in review["files"]}
     assert set(changed) == set(pull["changed_paths"]) and "squad/backend.md" in changed

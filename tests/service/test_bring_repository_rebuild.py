@@ -4,6 +4,7 @@ bytes, and replaying them fetches nothing and pushes nothing."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -21,7 +22,8 @@ TENANT = "default"
 
 def test_the_journey_rebuilds_to_the_same_bytes_and_replay_touches_no_repository(tmp_path: Path) -> None:
     origin = make_origin(tmp_path / "team", {"README.md": "# Team\n"})
-    container = build(settings_for(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(tmp_path / "data"), tick_seconds=0.001))
+    container = build(settings_for(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(tmp_path / "data"), tick_seconds=0.001,
+                                     simulator_faults=False))
     try:
         request = {"project_key": "acme", "repository_bindings": [
             {"repository_key": "backend", "vcs_repo_slug": "acme/api", "source_repository_url": str(origin)}]}
@@ -55,5 +57,51 @@ def test_the_journey_rebuilds_to_the_same_bytes_and_replay_touches_no_repository
         assert {p.name: container.store.dump(p.name) for p in read_projectors()} == live
         assert git(mirror, "rev-parse", "main") == mirrored  # replay fetched nothing
         assert git(origin, "for-each-ref", "--format=%(refname) %(objectname)") == branches  # and pushed nothing
+
+        # The next run fetches the origin again, and its lanes start from what the team has now.
+        later, _ = container.studio.runs.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="acme", launched_by="op")
+        assert git(mirror, "rev-parse", "main") == git(origin, "rev-parse", "HEAD")
+        worktrees = container.plane.worktrees
+        lane = worktrees.repository_for(later, "backend")
+        worktrees.ensure_repository(lane)
+        assert git(lane.path, "rev-parse", "main") == git(origin, "rev-parse", "HEAD")
     finally:
         container.close()
+
+
+def test_what_an_agent_writes_into_its_lane_repository_runs_nothing_on_the_host(tmp_path: Path) -> None:
+    """A sandboxed agent may write its lane repository's configuration and hooks: bringing the
+    mirror's branch in and reading the pull request's diff must run none of them."""
+    from types import SimpleNamespace
+
+    from workers.adapters.git_review import GitReviews
+    from workers.planes.local.worktrees import Worktrees
+
+    origin = make_origin(tmp_path / "team", {"README.md": "# Team\n"})
+    vcs = tmp_path / "data" / "vcs"
+    mirror = vcs / TENANT / "acme" / "api.git"
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(origin), str(mirror)], check=True)
+    worktrees = Worktrees(tmp_path / "data", vcs)
+    run = SimpleNamespace(tenant=TENANT, project_slug="acme", run_id="run-1", project_facts={"repository_bindings": [
+        {"repository_key": "backend", "vcs_repo_slug": "acme/api", "default_branch": "main", "source": "mirror"}]})
+    changes = worktrees.commit_files(run, "backend", {".gitattributes": "* diff=evil\n", "a.txt": "a\n"}, "work", "dev@x")
+    lane = worktrees.repository_for(run, "backend").path
+    marker = tmp_path / "ran"
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    for hook in ("pre-receive", "post-receive", "update", "reference-transaction"):
+        (hooks / hook).write_text(f"#!/bin/sh\ntouch {marker}\n")
+        (hooks / hook).chmod(0o755)
+    for key, value in (("core.hooksPath", str(hooks)), ("diff.evil.textconv", f"touch {marker}; cat"),
+                       ("diff.external", f"touch {marker}"), ("log.showSignature", "true"),
+                       ("gpg.program", f"touch {marker}"), ("remote.origin.uploadpack", f"touch {marker}; git-upload-pack")):
+        git(lane, "config", key, value)
+    (origin / "b.txt").write_text("b\n")
+    git(origin, "add", "b.txt")
+    git(origin, "commit", "--quiet", "-m", "b")
+    subprocess.run(["git", "--git-dir", str(mirror), "fetch", "--quiet", str(origin), "+refs/heads/main:refs/heads/main"], check=True)
+    worktrees.ensure_repository(worktrees.repository_for(run, "backend"))
+    assert git(lane, "rev-parse", "main") == git(origin, "rev-parse", "HEAD")
+    review = GitReviews(worktrees).pull_changes(run, "backend", changes.head_sha)
+    assert {f["path"] for f in review["files"]} == {".gitattributes", "a.txt"}
+    assert not marker.exists()

@@ -1,5 +1,9 @@
 """What a pull request changed, read from its lane's repository with git itself.
 
+The lane's repository is writable by its (sandboxed) agents, configuration included: git
+runs here with no external diff, no textconv filter and no signature check, so nothing the
+repository configures runs a command.
+
 The commit a pull request proposes (its ``head_sha``, recorded when the agent opened it)
 lives in the lane's repository (``Worktrees.repository_for``: the binding's mirror, or the
 lane's own repository under the data directory). Its base is where it left the lane's
@@ -41,7 +45,7 @@ def _git(repo: Path, *args: str) -> bytes:
 
 
 def commits(repo: Path, base: str, head: str) -> list[dict[str, Any]]:
-    out = _git(repo, "log", f"--format={LOG_FORMAT}", "--no-color", f"{base}..{head}").decode(errors="replace")
+    out = _git(repo, "log", f"--format={LOG_FORMAT}", "--no-color", "--no-show-signature", f"{base}..{head}").decode(errors="replace")
     found = []
     for record in out.split("\x1e"):
         fields = record.strip("\n").split("\x00")
@@ -102,7 +106,7 @@ def parse_patch(lines: list[str]) -> tuple[list[dict[str, Any]], bool]:
 def file_diffs(repo: Path, base: str, head: str) -> list[dict[str, Any]]:
     """Each changed file with its hunks (``git diff``, three lines of context, renames found)."""
     names = changed_files(repo, base, head)
-    patch = _git(repo, "diff", "-M", "--no-color", "--no-ext-diff", "--unified=3", base, head).decode(errors="replace")
+    patch = _git(repo, "diff", "-M", "--no-color", "--no-ext-diff", "--no-textconv", "--unified=3", base, head).decode(errors="replace")
     chunks: list[list[str]] = []
     for line in patch.split("\n"):
         if line.startswith("diff --git "):

@@ -43,6 +43,9 @@ class Repository:
     path: Path
     origin: str
     default_branch: str
+    # The origin is the binding's mirror (the service's own, out of the agents' reach): its
+    # default branch is brought in again whenever the lane's repository is used.
+    refresh: bool = False
 
 
 def git(
@@ -65,6 +68,18 @@ def git(
     return done.stdout if raw else done.stdout.strip()
 
 
+def _run(argv: list[str], data: bytes) -> bytes:
+    """A git plumbing command fed ``data`` on stdin; its stdout (bytes)."""
+    what = next((a for a in argv[1:] if a in ("pack-objects", "index-pack")), argv[0])
+    try:
+        done = subprocess.run(argv, input=data, capture_output=True, timeout=GIT_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise WorktreeError(f"git {what} failed: {exc}") from exc
+    if done.returncode != 0:
+        raise WorktreeError(f"git {what} failed: {done.stderr.decode(errors='replace').strip()}")
+    return done.stdout
+
+
 class Worktrees:
     """Creates, recreates and removes the sessions' worktrees."""
 
@@ -81,13 +96,14 @@ class Worktrees:
         branch = str(binding.get("default_branch") or "main")
         if not is_valid_branch(branch):
             raise WorktreeError(f"{branch!r} is not a branch name")
+        path = self._inside("repos", run.tenant, run.project_slug, key, suffix=".git")
         if binding.get("source") == "mirror":
             owner, _, name = str(binding.get("vcs_repo_slug") or "").partition("/")
             try:
-                return Repository(key, inside(self.vcs_root, run.tenant, owner, name, suffix=".git"), "", branch)
+                mirror = inside(self.vcs_root, run.tenant, owner, name, suffix=".git")
             except OutsideRoot as exc:
                 raise WorktreeError(str(exc)) from None
-        path = self._inside("repos", run.tenant, run.project_slug, key, suffix=".git")
+            return Repository(key, path, str(mirror), branch, refresh=True)
         return Repository(key, path, str(binding.get("vcs_repo_url") or ""), branch)
 
     def path_for(self, tenant: str, run_id: str, agent_id: str) -> Path:
@@ -109,6 +125,8 @@ class Worktrees:
         """The lane's repository: a bare clone of its origin, or a new one whose first commit is
         empty (dated ``when`` when given, so that the same lane starts from the same commit)."""
         if (repo.path / "HEAD").exists():
+            if repo.refresh:
+                self._refresh(repo)
             return
         repo.path.parent.mkdir(parents=True, exist_ok=True)
         if repo.origin:
@@ -119,6 +137,24 @@ class Worktrees:
         dates = {"GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when} if when else {}
         commit = git("commit-tree", tree, "-m", f"squadops: start of the {repo.key} lane", cwd=repo.path, env=dates)
         git("update-ref", f"refs/heads/{repo.default_branch}", commit, cwd=repo.path)
+
+    @staticmethod
+    def _refresh(repo: Repository) -> None:
+        """The mirror's default branch brought into the lane's repository as a pack of the
+        objects it lacks and a ref update. No transport and no hook: the lane repository's
+        configuration and hooks are the agents' to write (a sandboxed agent's git metadata is
+        writable), so the service runs nothing they could name (fetch and push would: an
+        ``insteadOf`` rewrite, a receive-pack hook)."""
+        ref = f"refs/heads/{repo.default_branch}"
+        head = git("--git-dir", repo.origin, "rev-parse", "--verify", "--quiet", ref)
+        have = Worktrees._rev(repo.path, ref)
+        if head == have:
+            return
+        revs = f"{head}\n" + (f"^{have}\n" if have and Worktrees._rev(Path(repo.origin), have) else "")
+        pack = _run(["git", "--git-dir", repo.origin, "pack-objects", "--revs", "--stdout", "--quiet"], revs.encode())
+        _run(["git", "-c", f"core.hooksPath={os.devnull}", "--git-dir", str(repo.path), "index-pack", "--stdin",
+              "--fix-thin"], pack)
+        git("-c", f"core.hooksPath={os.devnull}", "--git-dir", str(repo.path), "update-ref", ref, head)
 
     # -- worktrees ----------------------------------------------------------------------
 
