@@ -5,6 +5,7 @@ mirror again before each run, recording it."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -368,3 +369,13 @@ def test_each_run_fetches_the_origin_again(squad: tuple[TestClient, Path, object
     mirror = data / "vcs" / "default" / "acme" / "api.git"
     assert git(mirror, "rev-parse", "refs/heads/main") == git(origin, "rev-parse", "HEAD")
     assert run_id != second.json()["run_id"]
+
+    # An origin gone away: the launch stands, the failed fetch is recorded with git's first line.
+    shutil.rmtree(origin)
+    third = http.post("/v1/admin/studio/runs", json={"template_id": "delivery-core", "project_slug": "acme"})
+    assert third.status_code == 201, third.text
+    http.headers["X-Squadops-Min-Position"] = third.headers["X-Squadops-Position"]
+    failed = http.get(f"{PROJECTS}/acme").json()["repository_bindings"][1]["metadata"]["last_fetch"]
+    assert (failed["run_id"], failed["status"], failed["head_sha"]) == (third.json()["run_id"], "failed", "")
+    assert failed["error"].startswith("fatal:") and "\n" not in failed["error"]
+    assert git(mirror, "rev-parse", "refs/heads/main") == fetched["head_sha"]  # the mirror keeps what it had
