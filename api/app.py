@@ -35,8 +35,10 @@ from api.studio.reads import StudioReads
 from api.studio.runs import runs_router
 from api.web.controller import web_router
 from api.web.pages import template_config
-from api.workspaces.controller import meter_router, workspace_router
+from api.workspaces.controller import workspace_router
 from api.workspaces.metrics import UsageCollector
+from api.workspaces.proxy import meter_router, model_proxy_router
+from api.workspaces.usage import usage_routers
 from domain.portal.copilot import ComposedAnswerer
 from domain.projects.sources import SourceCheck, SourceError
 from projections.engine.copies import ReadCopies
@@ -82,7 +84,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
         lambda: {name: s.failures for name, s in container.runner.stats.statuses.items()},
     )
 
-    registry.register(UsageCollector(container.usage_meter, container.workspace_material))
+    registry.register(UsageCollector(container.model_proxy.meter.counts, container.workspace_material))
     live = live_channel(container)
     edge = edge_jwt(settings)
 
@@ -117,6 +119,8 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
             gate_router(edge),
             workspace_router(edge),
             meter_router(),
+            model_proxy_router(),
+            *usage_routers(edge),
             *web_router(edge),
         ],
         exception_handlers={**EXCEPTION_HANDLERS, ReadModelLagging: handle_lagging},
@@ -169,7 +173,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "workspaces": container.workspaces,
                 "workspace_material": container.workspace_material,
                 "meter_tokens": container.meter_tokens,
-                "usage_meter": container.usage_meter,
+                "model_proxy": container.model_proxy,
             }
         ),
         middleware=[

@@ -44,7 +44,7 @@ from domain.studio.commands import StudioCommands
 from domain.studio.commands.agent_tools import AgentToolCalls
 from domain.workspaces.commands import WorkspaceCommands
 from domain.workspaces.material import MaterialConfig
-from domain.workspaces.metering import MeterTokens, UsageMeter
+from domain.workspaces.metering import MeterTokens
 from projections.engine.health import HealthProbe
 from projections.engine.runner import ProjectionRunner
 from projections.engine.store import DocStore
@@ -121,7 +121,7 @@ class ServiceParts(Protocol):
     skill_sources: list[SkillSource]
     workspace_material: MaterialConfig
     meter_tokens: MeterTokens
-    usage_meter: UsageMeter
+    model_proxy: Any  # api.workspaces.proxy.ModelProxy (routes, upstreams and the meter)
 
     def start(self, workers: tuple[str, ...] = ...) -> None: ...
 

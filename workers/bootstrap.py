@@ -29,7 +29,7 @@ from domain.studio.process import ModelProxyAliases
 from domain.studio.templates import TemplateCatalog, shipped_templates
 from domain.workspaces.commands import WorkspaceCommands
 from domain.workspaces.material import MaterialConfig
-from domain.workspaces.metering import MeterTokens, UsageMeter
+from domain.workspaces.metering import MeterTokens
 from projections.engine.follower import LogFollower, NotificationSource, header
 from projections.engine.health import HealthProbe
 from projections.engine.heartbeat import heartbeats_for
@@ -38,7 +38,6 @@ from projections.engine.runner import ProjectionRunner
 from projections.engine.store import DocStore
 from projections.gate.proposals import ProposalIndex
 from projections.studio.live_channel import Broker
-from workers.adapters.echo_model import EchoModel
 from workers.adapters.git_review import GitReviews
 from workers.adapters.local_cluster import LocalCluster
 from workers.adapters.local_connectors import LocalDirectoryConnectors
@@ -48,13 +47,13 @@ from workers.adapters.skill_files import DirectorySkills
 from workers.adapters.udp_power import UdpPowerDevice
 from workers.builders import (
     await_database,
+    build_model_proxy,
     build_notifications,
     build_plane,
     build_provisioning,
     controller_config,
     eventsourcing_env,
     material_config,
-    meter_upstream,
     workspace_root,
 )
 from workers.eventstore.sqlite import CheckpointedDocStore
@@ -239,7 +238,7 @@ class Container(Services):
     # Developer workspaces: connection material, meter tokens and the per-employee meter.
     workspace_material: MaterialConfig = field(default_factory=MaterialConfig)
     meter_tokens: MeterTokens = field(default_factory=lambda: MeterTokens(""))
-    usage_meter: UsageMeter = field(default_factory=lambda: UsageMeter(EchoModel()))
+    model_proxy: Any = None  # api.workspaces.proxy.ModelProxy (workers.builders.build_model_proxy)
     workspace_controller: WorkspaceController | None = None
     controller_http: HealthServer | None = None
 
@@ -433,6 +432,7 @@ def build(settings: Settings) -> Container:
         ),
         skill_sources=[DirectorySkills(Path(settings.skills_path))] if settings.skills_path else [],
         workspaces=services.workspaces, workspace_material=material_config(settings),
-        meter_tokens=meter_tokens, usage_meter=UsageMeter(meter_upstream(settings)), workspace_controller=controller,
+        meter_tokens=meter_tokens, workspace_controller=controller,
+        model_proxy=build_model_proxy(settings, event_store, services.clock, mcp_token_key),
         controller_http=HealthServer(controller.health, settings.controller_host, settings.controller_port),
     )

@@ -11,18 +11,22 @@ from typing import Any
 
 import structlog
 
+from api.workspaces.proxy import ROOT as MODEL_PROXY_ROOT
+from api.workspaces.proxy import ModelProxy
 from domain.portal.notifications import Inboxes, InboxWorkflow, NotificationWorkflow
 from domain.projects.provisioning import ProjectProvisioning, SurfacePorts
 from domain.shared.event_store import EventStore
 from domain.shared.ids import run_key
 from domain.shared.retry import backoff
 from domain.workspaces.material import MaterialConfig
+from domain.workspaces.metering import Meter
+from domain.workspaces.model_routes import ModelRoutes, parse_prices, parse_upstream_models
 from domain.workspaces.ports import VolumeClaim
 from projections.engine.store import DocStore
-from workers.adapters.echo_model import EchoModel
+from workers.adapters.builtin_model import BuiltinModel
 from workers.adapters.error_tracking import NoDsn, SentryKeysDsn
 from workers.adapters.local_git import LocalGitVcs
-from workers.adapters.model_proxy import ModelProxyUpstream
+from workers.adapters.model_upstream import ANTHROPIC, OPENAI, HttpUpstream
 from workers.adapters.novu import NovuWorkflow
 from workers.adapters.portal_surfaces import LocalBoard, LocalCatalog, LocalDesign
 from workers.notify_relay import NotificationRelay
@@ -157,8 +161,11 @@ def build_plane(settings: Settings, event_store: EventStore, token_key: str) -> 
         max_processes=settings.local_max_processes,
         first_tool_seconds=settings.local_first_tool_seconds,
         stop_grace_seconds=settings.local_stop_grace_seconds,
-        model_proxy_base_url=settings.model_proxy_base_url,
+        # C22: the service's own model proxy unless an endpoint is set explicitly.
+        model_proxy_base_url=settings.model_proxy_base_url or service_url(settings) + MODEL_PROXY_ROOT,
         model_proxy_token=settings.model_proxy_token,
+        own_model_proxy=not settings.model_proxy_base_url,
+        model_proxy_token_seconds=settings.model_proxy_token_seconds,
         token_key=token_key,
         provider_fallback=settings.local_provider_fallback,
         sandbox=sandbox_config(settings),
@@ -221,9 +228,22 @@ def await_database(url: str, seconds: float = STARTUP_WAIT_SECONDS) -> None:
             time.sleep(backoff(failures))
 
 
-def meter_upstream(settings: Settings) -> Any:
-    """The usage meter forwards to the model proxy when one is configured, else to the
-    built-in deterministic echo model."""
-    if settings.model_proxy_url:
-        return ModelProxyUpstream(settings.model_proxy_url, settings.model_proxy_client_key or settings.model_proxy_token)
-    return EchoModel()
+def build_model_proxy(settings: Settings, event_store: EventStore, clock: Callable[[], str], token_key: str) -> ModelProxy:
+    """The model proxy: each API's upstream (the configured root under the service's key, else
+    the built-in model), the alias and price tables, and the meter recording to the event store."""
+    builtin = BuiltinModel()
+
+    def upstream(name: str, url: str, key: str) -> Any:
+        return HttpUpstream(name, url, key) if url else builtin
+
+    routes = ModelRoutes(
+        parse_upstream_models(settings.model_proxy_upstream_models) if settings.model_proxy_upstream_models else None,
+        parse_prices(settings.model_prices) if settings.model_prices else None,
+    )
+    return ModelProxy(
+        meter=Meter(event_store, routes),
+        anthropic=upstream(ANTHROPIC, settings.upstream_anthropic_url, settings.upstream_anthropic_key),
+        openai=upstream(OPENAI, settings.upstream_openai_url, settings.upstream_openai_key),
+        token_key=token_key,
+        clock=clock,
+    )

@@ -22,6 +22,7 @@ from projections.studio.runs import RunsProjector
 from projections.studio.surfaces import SurfacesProjector
 from projections.studio.transcripts import TranscriptsProjector
 from projections.studio.workspace_mirror import MirrorProjector
+from projections.workspaces.usage import UsageProjector
 from projections.workspaces.workspaces import WorkspacesProjector
 
 
@@ -47,5 +48,6 @@ def read_projectors() -> list[Projector]:
         InboxProjector(),
         ImpactProjector(),
         WorkspacesProjector(),
+        UsageProjector(),
         FeedProjector(),  # derived from the studio models above, in the same transaction
     ]

@@ -16,6 +16,7 @@ from api.auth import check_algorithms
 from api.browser import origin_of
 from domain.shared.ids import is_valid_id, is_valid_repo_slug
 from domain.studio.process import CLAUDE_CODE_CLI, CODEX
+from domain.workspaces.model_routes import parse_prices, parse_upstream_models
 
 DEFAULT_SQLITE_PATH = Path("var") / "squadops.db"
 EXECUTION_PLANES = ("simulator", "local")
@@ -30,6 +31,8 @@ SECRET_SETTINGS = (
     "api_keys",
     "model_proxy_token",
     "model_proxy_client_key",
+    "upstream_anthropic_key",
+    "upstream_openai_key",
     "error_tracking_token",
     "novu_api_key",
 )  # and SQUADOPS_NOVU_SECRET_KEY, read on every request (workers.builders.notification_secret)
@@ -144,9 +147,21 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     agent_sandbox_read_only: str = ""
     # The address agents (and links) reach this service at; "" = the address it listens on.
     public_url: str = ""
+    # The agents' model endpoint (C22): "" = this service's own model proxy (/v1/model-proxy),
+    # with a proxy token per agent; set, it is used as given with SQUADOPS_MODEL_PROXY_TOKEN.
     model_proxy_base_url: str = ""
     model_proxy_token: str = ""
     mcp_token_key: str = ""
+    # The model proxy (issue 26): API roots and keys of the upstreams ("" = the built-in
+    # model), alias -> upstream model (JSON, over the defaults), prices (JSON, over the
+    # defaults), and how long an agent's proxy token is valid.
+    upstream_anthropic_url: str = ""
+    upstream_anthropic_key: str = ""
+    upstream_openai_url: str = ""
+    upstream_openai_key: str = ""
+    model_proxy_upstream_models: str = ""
+    model_prices: str = ""
+    model_proxy_token_seconds: float = 24 * 3600.0
     # Jobs, sync and the gate: their files live under ``data_dir``.
     connector_dir: str = ""  # the local connector source; "" = <data_dir>/connectors
     vcs_dir: str = ""  # the gate's bare repositories; "" = <data_dir>/vcs
@@ -388,6 +403,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         except ValueError as exc:
             raise SettingsError(f"SQUADOPS_LOCAL_AGENT_COMMAND cannot be shell-split: {exc}") from None
     _check_jobs(settings)
+    _check_model_proxy(settings)
     _check_edge(settings)
     _check_keys(settings)
     check_exposure(settings)
@@ -418,6 +434,23 @@ def _check_sandbox(settings: Settings) -> None:
     for path in settings.agent_sandbox_read_only.split(":"):
         if path and not path.startswith("/"):
             raise SettingsError(f"SQUADOPS_AGENT_SANDBOX_READ_ONLY holds absolute paths (':'-separated), got {path!r}")
+
+
+def _check_model_proxy(settings: Settings) -> None:
+    """The model proxy's upstream roots, alias table and prices (see the README's model proxy section)."""
+    for name in ("upstream_anthropic_url", "upstream_openai_url"):
+        url = getattr(settings, name)
+        if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
+            raise SettingsError(f"SQUADOPS_{name.upper()} must be an http(s) URL (the API's root), got {url!r}")
+    for name, parse in (("model_proxy_upstream_models", parse_upstream_models), ("model_prices", parse_prices)):
+        raw = getattr(settings, name)
+        if raw:
+            try:
+                parse(raw)
+            except ValueError as exc:
+                raise SettingsError(f"SQUADOPS_{name.upper()} {exc}") from None
+    if settings.model_proxy_token_seconds <= 0:
+        raise SettingsError("SQUADOPS_MODEL_PROXY_TOKEN_SECONDS must be positive")
 
 
 def _check_jobs(settings: Settings) -> None:

@@ -198,9 +198,19 @@ class Progress(Strict):
     completed: int
 
 
+class CostSource(Strict):
+    agent_id: str
+    session_id: str
+    source: str  # cli_report (the CLI's own total) or meter (the model proxy's)
+    total_cost_usd: float
+
+
 class RunCost(Strict):
     total_cost_usd: float
     agent_count_with_cost: int
+    # The model proxy's metered sum for the run, and where each agent's cost came from.
+    metered_cost_usd: float = 0.0
+    cost_sources: list[CostSource] = []
 
 
 class Freshness(Strict):

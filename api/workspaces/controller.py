@@ -1,4 +1,4 @@
-"""The ``dev_workspace`` launch provider (Portal) and the per-employee usage meter.
+"""The ``dev_workspace`` launch provider (Portal); the per-employee meter is ``api.workspaces.proxy``.
 
 Access is decided in one place, ``domain.workspaces.policies.require_workspace_role``, over
 the project's grants as the permission graph answers them (``graph_grants``: participants,
@@ -12,15 +12,14 @@ from typing import Annotated, Any
 
 import msgspec
 import structlog
-from litestar import Request, Response, Router, delete, get, post
+from litestar import Response, Router, delete, get
 from litestar.datastructures import State
-from litestar.params import Body, PathParameter, QueryParameter
+from litestar.params import PathParameter, QueryParameter
 
 from api.auth import EdgeJwt
 from api.browser import CHANGES_STATE
 from api.context import CallerDep, caller_dependency, part, read_store, studio_reads
 from api.errors import ApiError
-from api.openapi import answers
 from api.read_your_writes import command
 from api.workspaces.dto import WorkspaceList, WorkspaceOut, record_of, workspace_out
 from domain.portal.relations import graph_grants
@@ -29,7 +28,6 @@ from domain.shared.errors import NotFound, project_not_found
 from domain.shared.ids import BRANCH_PATTERN, ID_PATTERN
 from domain.workspaces import material
 from domain.workspaces.commands import WorkspaceCommands, workspace_not_found
-from domain.workspaces.metering import MeterTokens, UsageMeter
 from domain.workspaces.policies import PROVIDER_NAME, require_workspace_role
 from projections.workspaces.workspaces import TABLE, employee_partition, record_key
 
@@ -143,45 +141,3 @@ def workspace_router(edge: EdgeJwt) -> Router:
         dependencies=caller_dependency(edge, admin=False),
         tags=["portal", "dev_workspace"],
     )
-
-
-# -- the usage meter (workspace token, not the edge) ---------------------------------------------
-
-# A model call carries its whole context: more than the service's other bodies (decoded
-# off the event loop, api/body.py).
-METER_MAX_BODY_BYTES = 8 << 20
-
-
-@post(
-    "/{employee_slug:str}/v1/chat/completions",
-    status_code=200,
-    sync_to_thread=True,
-    request_max_body_size=METER_MAX_BODY_BYTES,
-    summary="Metered model call",
-    opt=answers(401, 422),  # the workspace's meter token, not the edge
-)
-def metered_completion(
-    employee_slug: PathId, request: Request[Any, Any, Any], state: State, data: Annotated[dict[str, Any], Body()]
-) -> dict[str, Any]:
-    tokens: MeterTokens = part(state, "meter_tokens")
-    meter: UsageMeter = part(state, "usage_meter")
-    auth = request.headers.get("authorization", "")
-    token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else request.headers.get("x-api-key", "")
-    try:
-        tenant, scope = tokens.binding(token, employee_slug)
-    except Exception as exc:
-        raise ApiError(401, str(exc), getattr(exc, "code", "meter_token_invalid")) from None
-    workspace = commands(state).get(tenant, scope)
-    if workspace is None:
-        raise ApiError(401, "The meter token's workspace does not exist.", "meter_token_invalid")
-    # Counted for the workspace's whole subject: the slug in the path is shared by look-alikes.
-    answer = meter.forward(workspace.employee, data)
-    try:  # the workspace is in use: no idle auto-stop (best effort: the call was answered)
-        commands(state).mark_active(tenant, scope)
-    except Exception as exc:
-        log.warning("workspace_activity_not_recorded", scope=scope, error=repr(exc))
-    return answer
-
-
-def meter_router() -> Router:
-    return Router(path="/v1/meter", route_handlers=[metered_completion], tags=["dev_workspace"])

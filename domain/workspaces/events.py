@@ -89,3 +89,40 @@ EVENTS: dict[str, type[WorkspaceEvent]] = {
         SiblingsCleaned,
     )
 }
+
+
+class UsageRecorded(msgspec.Struct, kw_only=True, frozen=True):
+    """One model request through the proxy (``domain.workspaces.usage.ModelUsage``).
+
+    ``caller`` is ``agent`` (a squad agent's process: run, session and agent are set) or
+    ``workspace`` (a developer workspace: ``workspace_scope`` is set). ``employee`` is the
+    workspace's owner, or for an agent the subject who launched its run. ``partial``: the
+    stream ended before the upstream said it was whole (cut, or the caller went away); the
+    tokens are the ones reported until then."""
+
+    at: str
+    tenant: str
+    request_id: str
+    caller: str
+    employee: str
+    project_slug: str
+    run_id: str
+    session_id: str
+    agent_id: str
+    workspace_scope: str
+    api: str
+    alias: str
+    upstream: str
+    upstream_model: str
+    status: int
+    tokens_in: int
+    cached_tokens: int
+    tokens_out: int
+    requests: int
+    duration_ms: int
+    cost_usd: float
+    priced: bool
+    partial: bool
+
+
+USAGE_EVENTS: dict[str, type[msgspec.Struct]] = {"ModelUsage.Recorded": UsageRecorded}

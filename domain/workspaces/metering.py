@@ -1,10 +1,11 @@
-"""Per-employee model metering: workspace-bound meter tokens, the upstream port, the counts.
+"""Model metering: workspace-bound meter tokens, the meter that records each request, the counts.
 
-The meter is an OpenAI-compatible endpoint per employee (``/v1/meter/<employee>/v1``). A
-workspace's token is bound to its scope and employee and is given to the workspace at
-runtime by the controller (never baked into an image or the provider definition). Each
-forwarded request adds its tokens and one request to the employee's counts; the counts are
-exposed as ``<prefix>_tokens`` / ``<prefix>_requests`` (see ``material.metric_names``).
+A workspace's meter endpoint (``/v1/meter/<employee>/v1``) is the model proxy under the
+workspace's token, bound to its scope and employee and given to the workspace at runtime
+by the controller (never baked into an image or the provider definition). Every request
+the proxy finishes is priced and recorded as one ``ModelUsage`` event (the read models of
+cost per agent, run, project and employee fold them), and adds its tokens and one request
+to the counts exposed as ``<prefix>_tokens`` / ``<prefix>_requests`` (``material.metric_names``).
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import threading
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from domain.shared.errors import DomainError, Forbidden
+from domain.workspaces.model_routes import ModelRoutes
+from domain.workspaces.usage import ModelUsage, Tally
 
 DEFAULT_TENANT = "default"
 
@@ -68,41 +72,59 @@ class MeterTokens:
         return self.binding(token, employee_slug)[1]
 
 
-class ModelProxy(Protocol):
-    """The central model-routing proxy: answers a chat completion with its token usage."""
+class UsageCounts:
+    """Tokens and requests per (employee, run, agent) since the process started: the
+    Prometheus counters (by whole subject key, never the slug); safe under concurrent requests."""
 
-    def complete(self, request: dict[str, Any]) -> dict[str, Any]: ...
-
-
-def usage_tokens(response: dict[str, Any]) -> int:
-    usage = response.get("usage") if isinstance(response, dict) else None
-    if not isinstance(usage, dict):
-        return 0
-    total = usage.get("total_tokens")
-    if isinstance(total, int) and total >= 0:
-        return total
-    parts = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
-    return sum(p for p in parts if isinstance(p, int) and p >= 0)
-
-
-class UsageMeter:
-    """Token and request counts per employee (by whole subject key, never the slug);
-    safe under concurrent requests."""
-
-    def __init__(self, upstream: ModelProxy) -> None:
-        self.upstream = upstream
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._tokens: dict[str, int] = {}
-        self._requests: dict[str, int] = {}
+        self._tokens: dict[tuple[str, str, str], int] = {}
+        self._requests: dict[tuple[str, str, str], int] = {}
 
-    def forward(self, employee: str, request: dict[str, Any]) -> dict[str, Any]:
-        response = self.upstream.complete(request)
-        tokens = usage_tokens(response)
+    def add(self, employee: str, run_id: str, agent_id: str, tokens: int, requests: int) -> None:
+        key = (employee, run_id, agent_id)
         with self._lock:
-            self._tokens[employee] = self._tokens.get(employee, 0) + tokens
-            self._requests[employee] = self._requests.get(employee, 0) + 1
-        return response
+            self._tokens[key] = self._tokens.get(key, 0) + tokens
+            self._requests[key] = self._requests.get(key, 0) + requests
 
-    def snapshot(self) -> tuple[dict[str, int], dict[str, int]]:
+    def snapshot(self) -> tuple[dict[tuple[str, str, str], int], dict[tuple[str, str, str], int]]:
         with self._lock:
             return dict(self._tokens), dict(self._requests)
+
+
+@dataclass(frozen=True)
+class Metered:
+    """Who a proxied request is metered to."""
+
+    tenant: str
+    caller: str  # "agent" or "workspace"
+    employee: str
+    project_slug: str = ""
+    run_id: str = ""
+    session_id: str = ""
+    agent_id: str = ""
+    workspace_scope: str = ""
+
+
+class Meter:
+    """Prices a finished request, records it as a ``ModelUsage`` event and counts it."""
+
+    def __init__(self, store: Any, routes: ModelRoutes, counts: UsageCounts | None = None) -> None:
+        self.store, self.routes = store, routes
+        self.counts = counts or UsageCounts()
+
+    def record(self, who: Metered, tally: Tally, *, request_id: str, at: str, alias: str, upstream: str,
+               upstream_model: str, status: int, duration_ms: int, partial: bool) -> ModelUsage:
+        model = tally.model or upstream_model
+        cost, priced = self.routes.cost(model, tally.tokens_in, tally.cached_tokens, tally.tokens_out)
+        usage = ModelUsage(
+            at=at, tenant=who.tenant, request_id=request_id, caller=who.caller, employee=who.employee,
+            project_slug=who.project_slug, run_id=who.run_id, session_id=who.session_id, agent_id=who.agent_id,
+            workspace_scope=who.workspace_scope, api=tally.api, alias=alias, upstream=upstream,
+            upstream_model=model, status=status, tokens_in=tally.tokens_in, cached_tokens=tally.cached_tokens,
+            tokens_out=tally.tokens_out, requests=1, duration_ms=duration_ms, cost_usd=cost, priced=priced,
+            partial=partial,
+        )
+        self.store.save(usage)
+        self.counts.add(who.employee, who.run_id, who.agent_id, tally.tokens_in + tally.tokens_out, 1)
+        return usage

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Protocol
 
 import msgspec
@@ -47,3 +48,29 @@ class WorkspaceProvider(Protocol):
 
     def stop(self, namespace: str, scope: str) -> list[str]:
         """Deletes every pod of the workspace (user home kept); answers the pods removed."""
+
+
+# -- the model proxy's upstreams -------------------------------------------------------------
+
+
+class UpstreamAnswer(Protocol):
+    """An upstream's answer as it arrives: its status, the headers worth relaying, and its
+    body chunk by chunk (raising when the connection is cut before the end)."""
+
+    status: int
+    headers: list[tuple[str, str]]
+
+    def chunks(self) -> AsyncIterator[bytes]: ...
+
+    async def close(self) -> None: ...
+
+
+class ModelUpstream(Protocol):
+    """One model API root (Anthropic's, OpenAI's, or the built-in model)."""
+
+    name: str
+
+    async def open(self, path: str, query: str, headers: list[tuple[str, str]], body: bytes) -> UpstreamAnswer:
+        """Sends the request (``path`` below the API root); raises ``Unavailable``
+        (``model_proxy_unavailable``) when the upstream cannot be reached."""
+        ...

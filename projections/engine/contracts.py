@@ -19,6 +19,7 @@ from domain.projects import events as project_events
 from domain.projects.events import BY_KIND as PROJECTS
 from domain.studio.events import BY_KIND as STUDIO
 from domain.workspaces.events import EVENTS as WORKSPACES
+from domain.workspaces.events import USAGE_EVENTS
 
 CONTRACTS: dict[str, type[msgspec.Struct]] = {
     **STUDIO,
@@ -27,6 +28,7 @@ CONTRACTS: dict[str, type[msgspec.Struct]] = {
     **JOBS,
     **GATE,
     **{f"DevWorkspace.{name}": struct for name, struct in WORKSPACES.items()},
+    **USAGE_EVENTS,
 }
 
 

@@ -12,7 +12,10 @@ Rules (all from session events, never the clock):
 - ``wall`` comes from ``domain.studio.policies.walls``; an empty ``recommended_action`` = not blocked;
 - ``process_metrics`` keep 0.0 / -1 / -1 until the runner reports a final result, and only
   numbers it reported are shown;
-- ``run_cost`` sums the positive per-agent costs;
+- ``process_metrics.total_cost_usd`` is the CLI's own report, else (Codex reports none) the
+  sum the model proxy metered for the agent (``ModelUsage.Recorded``);
+- ``run_cost`` sums the positive per-agent costs, and the meter's sum, and names each
+  agent's cost source (``cli_report`` or ``meter``);
 - ``coordination_friction`` aggregates only structured session-state fields.
 A fold that raises marks the document broken: its surfaces fall back to their empty-typed
 defaults (the feed logs why) instead of failing the projector or the feed.
@@ -29,6 +32,7 @@ from domain.shared.dispatch import ByType
 from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS
 from domain.studio.session_state import SessionState, after, moves_status
+from domain.workspaces.events import UsageRecorded
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
@@ -36,6 +40,8 @@ from projections.studio.pixel_derived import empty_wall, refresh, run_cost
 
 log = structlog.get_logger("squadops.projections.pixels")
 
+# Where an agent's cost comes from: its CLI's own report (Claude Code), else the model proxy's meter.
+CLI_REPORT, METER = "cli_report", "meter"
 SERVER_BUNDLES = {"errors": "error_tracking", "browser": "browser_proof"}
 
 # Session event -> what the session did last (``last_activity`` of the pixel policy);
@@ -77,7 +83,7 @@ def empty_progress() -> dict[str, int]:
 
 
 def empty_run_cost() -> dict[str, Any]:
-    return {"total_cost_usd": 0.0, "agent_count_with_cost": 0}
+    return {"total_cost_usd": 0.0, "agent_count_with_cost": 0, "metered_cost_usd": 0.0, "cost_sources": []}
 
 
 def empty_friction() -> dict[str, Any]:
@@ -102,12 +108,15 @@ def _number(value: Any) -> float | None:
 class PixelsProjector(Projector):
     name = "pixels"
     # Every run and session event: kinds added later still move the times and counts.
-    prefixes = ("AgentSession.", "Run.Launched")
+    prefixes = ("AgentSession.", "Run.Launched", "ModelUsage.Recorded")
 
     def wants(self, env: Envelope) -> bool:
         return env.kind.startswith(self.prefixes)
 
     def apply(self, env: Envelope, docs: Docs) -> None:
+        if isinstance(env.event, UsageRecorded):
+            self._metered(env.event, docs)
+            return
         key = pixels_doc_key(env.tenant, env.run_id)
         if isinstance(env.event, ev.RunLaunched):
             docs.put(key, new_doc(env), partition=f"pixels/{env.tenant}")
@@ -121,6 +130,24 @@ class PixelsProjector(Projector):
             break_doc(doc, f"{type(exc).__name__}: {exc} (event {env.position} {env.kind})")
             log.warning("pixels_fold_failed", run_id=env.run_id, reason=doc["broken"])
         docs.put(key, doc, partition=f"pixels/{env.tenant}")
+
+
+    @staticmethod
+    def _metered(e: UsageRecorded, docs: Docs) -> None:
+        """A metered model request of an agent: its cost, unless its CLI reports its own."""
+        key = pixels_doc_key(e.tenant, e.run_id)
+        doc = docs.get(key) if e.run_id else None
+        if doc is None or doc["broken"] or e.agent_id not in doc["fold"]:
+            return
+        private = doc["fold"][e.agent_id]
+        private["metered"] = round(private.get("metered", 0.0) + e.cost_usd, 9)
+        if private.get("cost_source") != CLI_REPORT:
+            private["cost_source"] = METER
+            private["cost"] = private["metered"]
+            agent = doc["pixel_agents"][private["index"]]
+            agent["process_metrics"]["total_cost_usd"] = round(private["metered"], 6)
+        doc["run_cost"] = run_cost(doc)
+        docs.put(key, doc, p=f"pixels/{e.tenant}")
 
 
 def new_doc(env: Envelope) -> dict[str, Any]:
@@ -174,10 +201,10 @@ def fold(doc: dict[str, Any], env: Envelope) -> None:
     agent["last_update_at"] = max(agent["last_update_at"], at)
     if env.name not in STEPS:
         return  # recorded only (controls, task cards, queued requests): nothing else moves
-    cost_before = private["cost"]
+    cost_before = (private["cost"], private.get("cost_source"))
     step(agent, private, env)
     refresh(doc, agent, private, env, at)
-    if private["cost"] != cost_before:
+    if (private["cost"], private.get("cost_source")) != cost_before:
         doc["run_cost"] = run_cost(doc)
 
 
@@ -226,6 +253,8 @@ def open_agent(doc: dict[str, Any], env: Envelope, at: str) -> None:
         "switch_pending": False,
         "bucket": "idle",
         "cost": 0.0,
+        "cost_source": "",
+        "metered": 0.0,
         "tools": {},
         "friction": [False, False, False, 0, -1, -1],
         "attention": None,
@@ -412,6 +441,7 @@ def report_metrics(agent: dict[str, Any], private: dict[str, Any], result: dict[
     if cost is not None:
         metrics["total_cost_usd"] = float(cost)
         private["cost"] = float(cost) if cost > 0 else 0.0
+        private["cost_source"] = CLI_REPORT
     duration = _number(result.get("duration_ms"))
     if duration is not None and duration >= 0:
         metrics["duration_ms"] = int(duration)

@@ -178,7 +178,7 @@ def test_the_meter_keeps_look_alike_employees_apart(tmp_path: Path) -> None:
                 assert answer.status_code == 200, answer.text
             metrics = http.get("/metrics").text
             requests = obs["metric_names"]["requests"]
-            assert f'{requests}{{employee="carol@evil.com"}} 3.0' in metrics
+            assert f'{requests}{{agent="",employee="carol@evil.com",run=""}} 3.0' in metrics
             assert 'employee="carol@corp.com"' not in metrics and 'employee="carol"' not in metrics
     finally:
         container.close()

@@ -1,7 +1,8 @@
-"""The usage meter forwards to the model-proxy port when ``SQUADOPS_MODEL_PROXY_URL`` is set
-(issue 11 §5): the request goes upstream as given under the service's proxy client key, the
-upstream's reported usage is what is counted (and marks the workspace used), and an
-unreachable proxy is a 503 that counts nothing."""
+"""A workspace's meter is the model proxy (issues 11 §5 and 26): with
+``SQUADOPS_UPSTREAM_OPENAI_URL`` set, a chat completion goes upstream as given under the
+service's upstream key (never the workspace's token), the upstream's reported usage is what
+is counted (and marks the workspace used), and an unreachable upstream is a 503 that
+counts nothing."""
 
 from __future__ import annotations
 
@@ -42,9 +43,10 @@ class _Proxy(BaseHTTPRequestHandler):
 def test_meter_forwards_to_the_model_proxy_and_counts_its_usage(tmp_path: Path) -> None:
     server = HTTPServer(("127.0.0.1", 0), _Proxy)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    url = f"http://127.0.0.1:{server.server_address[1]}"
     container = build(settings_for(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(tmp_path),
-                                   model_proxy_url=url, model_proxy_client_key="proxy-key-0123456789abcdef-0123456789"))
+                                   upstream_openai_url=url, upstream_openai_key="upstream-key-openai",
+                                   model_proxy_client_key="proxy-key-0123456789abcdef-0123456789"))
     try:
         with TestClient(create_app(container, workers=("projector",))) as http:
             project = {"project_key": "acme", "participants": [{"subject_key": "owner@x.io", "project_role": "owner"}]}
@@ -65,8 +67,8 @@ def test_meter_forwards_to_the_model_proxy_and_counts_its_usage(tmp_path: Path) 
             used = container.workspaces.get("default", scope)
             assert used is not None and used.last_active_at > earlier  # metered use: not idle
             [(path, auth, body)] = _Proxy.seen
-            assert (path, auth, body) == ("/v1/chat/completions", "Bearer proxy-key-0123456789abcdef-0123456789", call)
-            label = f'{{{obs["employee_label"]}="{obs["employee"]}"}}'
+            assert (path, auth, body) == ("/v1/chat/completions", "Bearer upstream-key-openai", call)
+            label = f'{{agent="",{obs["employee_label"]}="{obs["employee"]}",run=""}}'
             metrics = http.get("/metrics").text
             assert f"{obs['metric_names']['tokens']}{label} 42.0" in metrics
             assert f"{obs['metric_names']['requests']}{label} 1.0" in metrics

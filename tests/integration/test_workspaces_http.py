@@ -166,7 +166,7 @@ def test_meter_counts_concurrent_requests_without_loss(served: tuple[TestClient,
     denied = http.post(url, json=body, headers={"authorization": "Bearer contrib.x.bad"})
     assert denied.status_code == 401 and denied.json()["code"] == "meter_token_invalid"
     metrics = http.get("/metrics").text
-    label = f'{{{obs["employee_label"]}="{obs["employee"]}"}}'
+    label = f'{{agent="",{obs["employee_label"]}="{obs["employee"]}",run=""}}'
     assert f"{obs['metric_names']['requests']}{label} 64.0" in metrics
     assert f"{obs['metric_names']['tokens']}{label} {float(sum(totals))}" in metrics
 

@@ -16,7 +16,9 @@ user's home), and points ``HOME``, ``CLAUDE_CONFIG_DIR`` and ``CODEX_HOME`` ther
 
 The token that names the agent to the MCP server is in ``SQUAD_MCP_TOKEN``, never in a
 file; the model endpoint's token is in ``SQUAD_MODEL_TOKEN`` (and ``ANTHROPIC_AUTH_TOKEN``),
-in the environment only. Of ``SQUADOPS_*`` the agent sees only its run, session and agent ids.
+in the environment only. By default the model endpoint is the service's own model proxy
+and that token is the agent's own proxy token (``domain.workspaces.proxy_tokens``): no
+upstream key is ever in an agent's environment. Of ``SQUADOPS_*`` the agent sees only its run, session and agent ids.
 
 Under the sandbox (``SQUADOPS_AGENT_SANDBOX=bwrap``, the default; ``sandbox``) the command
 runs inside bubblewrap, and every URL the agent is given (MCP, model endpoint) is the one
@@ -29,6 +31,7 @@ import json
 import os
 import shlex
 import shutil
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,6 +40,7 @@ from typing import Any
 from domain.studio.agent_tools import SERVER
 from domain.studio.process import CLAUDE_CODE_CLI, CODEX
 from domain.studio.roster import role_name
+from domain.workspaces import proxy_tokens
 from workers.planes.local import sandbox as sandboxing
 from workers.planes.local.sandbox import SandboxConfig
 
@@ -71,6 +75,10 @@ class LocalConfig:
     model_proxy_base_url: str = ""
     model_proxy_token: str = ""
     token_key: str = ""
+    # With the service's own model proxy, each agent gets a proxy token of its own (signed
+    # with ``token_key``, valid this long) instead of ``model_proxy_token``.
+    own_model_proxy: bool = False
+    model_proxy_token_seconds: float = 24 * 3600.0
     agent_domain: str = "agents.squadops.local"
     allowed_commands: tuple[str, ...] = ()
     provider_fallback: str = ""
@@ -216,7 +224,17 @@ def with_configuration(argv: list[str], config: LocalConfig, folder: Path) -> li
 # -- environment -------------------------------------------------------------------------------
 
 
-def agent_env(config: LocalConfig, run: Any, session: Any, token: str, folder: Path, worktree: Path) -> dict[str, str]:
+def model_token(config: LocalConfig, run: Any, session: Any, now: float) -> str:
+    """The agent's model-proxy token: its own, naming its tenant, project, run, session and
+    agent, when the service's own proxy is its model endpoint; else the configured one."""
+    if not config.own_model_proxy:
+        return config.model_proxy_token
+    caller = proxy_tokens.ProxyCaller(run.tenant, run.project_slug, run.run_id, session.session_id, session.agent_id)
+    return proxy_tokens.sign(config.token_key, caller, int(now + config.model_proxy_token_seconds))
+
+
+def agent_env(config: LocalConfig, run: Any, session: Any, token: str, folder: Path, worktree: Path,
+              model_token: str = "") -> dict[str, str]:
     """The process environment: an allow-list of the machine's, the agent's ids, its own
     configuration folders, its git author, its MCP token and the model endpoint."""
     env = {k: v for k, v in os.environ.items() if k in PASSED_THROUGH}
@@ -238,8 +256,9 @@ def agent_env(config: LocalConfig, run: Any, session: Any, token: str, folder: P
     env[TOKEN_VARIABLE] = token
     if config.model_proxy_base_url:
         env.update(ANTHROPIC_BASE_URL=config.model_proxy_base_url.rstrip("/"))
-    if config.model_proxy_token:
-        env.update({MODEL_TOKEN_VARIABLE: config.model_proxy_token, "ANTHROPIC_AUTH_TOKEN": config.model_proxy_token})
+    model_token = model_token or config.model_proxy_token
+    if model_token:
+        env.update({MODEL_TOKEN_VARIABLE: model_token, "ANTHROPIC_AUTH_TOKEN": model_token})
     return env
 
 
@@ -284,7 +303,7 @@ def prepare(
     _write_private(codex_file, codex_config(seen, model, list(git_dirs)))
     (folder / "author").write_text(agent_identity(config, session.role_key) + "\n")
     argv = with_configuration(argv, config, folder)
-    env = agent_env(seen, run, session, token, folder, worktree)
+    env = agent_env(seen, run, session, token, folder, worktree, model_token(config, run, session, time.time()))
     plan = None
     if config.sandbox.enabled:
         writable = [worktree, *git_dirs, *subfolders]

@@ -201,7 +201,7 @@ class LocalPlane:
 
     def check_credentials(self, run: Any, session: Any) -> CredentialCheck:
         """A model proxy given without its token cannot resolve the agent's credentials."""
-        if self.config.model_proxy_base_url and not self.config.model_proxy_token:
+        if self.config.model_proxy_base_url and not (self.config.model_proxy_token or self.config.own_model_proxy):
             return CredentialCheck(profile_resolved=False)
         return CredentialCheck(profile_resolved=True)
 
