@@ -40,14 +40,16 @@ def agent_data_dir() -> Iterator[Path]:
 
 @contextlib.contextmanager
 def real_squad(database_url: str, models_url: str, **changes: Any) -> Iterator[Served]:
-    """The service whose local plane runs the real ``claude`` and ``codex`` against ``models_url``."""
+    """The service whose local plane runs the real ``claude`` and ``codex`` against ``models_url``
+    (an explicit model endpoint); with ``models_url`` empty, through the service's own model
+    proxy (whose upstreams ``changes`` may name)."""
     old_path = os.environ.get("PATH", "")
     os.environ["PATH"] = cli_path()
+    endpoint = {"model_proxy_base_url": models_url, "model_proxy_token": "scripted-model-token"} if models_url else {}
     try:
         with agent_data_dir() as data, served(
-            database_url, data, {}, local_agent_command="", model_proxy_base_url=models_url,
-            model_proxy_token="scripted-model-token", local_first_tool_seconds=90.0, local_stop_grace_seconds=3.0,
-            **changes,
+            database_url, data, {}, local_agent_command="", local_first_tool_seconds=90.0, local_stop_grace_seconds=3.0,
+            **endpoint, **changes,
         ) as svc:
             yield svc
     finally:

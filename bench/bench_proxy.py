@@ -1,0 +1,115 @@
+"""Model proxy: first-byte latency it adds (target p99 < 5 ms) and streamed throughput (target >= 0.9 of direct).
+
+Side by side in one run, against one scripted Anthropic Messages upstream in its own
+process (``bench.model_upstream``): the same request straight to the upstream, and through
+``squadops serve`` (its own process, PostgreSQL) at ``/v1/model-proxy/v1/messages`` under
+an agent's proxy token, alternating. First byte: the time until the first body bytes of a
+short streamed answer arrive. Throughput: a long streamed answer (``LONG_DELTAS`` deltas of
+1 KiB) read whole, in MiB/s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from bench.context import BenchContext, percentile
+from domain.workspaces import proxy_tokens
+from tests import infra
+from tests.conftest import ADMIN, settings_for
+from tests.integration.local_support import PROJECT, STUDIO
+from tests.live_helpers import service_process
+
+KEY = "bench-proxy-signing-key-0123456789abcdef"
+FIRST_BYTE_ROUNDS = 400
+LONG_DELTAS = 16 * 1024  # about 16 MiB of SSE per answer
+THROUGHPUT_ROUNDS = 5
+
+
+@contextlib.contextmanager
+def upstream() -> Iterator[str]:
+    port = infra.free_port()
+    process = subprocess.Popen([sys.executable, "-m", "bench.model_upstream", str(port)])
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                httpx.post(f"{url}/v1/messages", json={"max_tokens": 1}, timeout=2)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)  # polling the upstream's port until it listens
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def first_byte(http: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]) -> float:
+    started = time.perf_counter()
+    with http.stream("POST", url, json=body, headers=headers) as answer:
+        for _ in answer.iter_raw():
+            elapsed = time.perf_counter() - started
+            break
+        for _ in answer.iter_raw():
+            pass
+    return elapsed * 1000
+
+
+def streamed(http: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]) -> float:
+    started, size = time.perf_counter(), 0
+    with http.stream("POST", url, json=body, headers=headers) as answer:
+        assert answer.status_code == 200, answer.read()
+        for chunk in answer.iter_raw():
+            size += len(chunk)
+    return size / (1 << 20) / (time.perf_counter() - started)
+
+
+def run(ctx: BenchContext) -> list[str]:
+    with upstream() as models, ctx.postgres() as database:
+        settings = settings_for(database)
+        env = {"SQUADOPS_UPSTREAM_ANTHROPIC_URL": models, "SQUADOPS_UPSTREAM_ANTHROPIC_KEY": "bench-upstream-key",
+               "SQUADOPS_MCP_TOKEN_KEY": KEY, "SQUADOPS_RATE_LIMIT_PER_MINUTE": "0"}
+        with service_process(settings, workers="projector", **env) as service, httpx.Client(timeout=60) as http:
+            assert http.post(f"{service.url}/v1/project-factory/projects", json=PROJECT, headers=ADMIN).status_code == 201
+            run_id = http.post(f"{service.url}{STUDIO}/runs", headers=ADMIN,
+                               json={"template_id": "delivery-core", "project_slug": "acme"}).json()["run_id"]
+            token = proxy_tokens.sign(KEY, proxy_tokens.ProxyCaller("default", "acme", run_id, "ses-bench", "planner"),
+                                      int(time.time() + 3600))
+            direct, proxied = f"{models}/v1/messages", f"{service.url}/v1/model-proxy/v1/messages"
+            auth = {"authorization": f"Bearer {token}"}
+            short = {"model": "model-proxy claude-code-cli alias", "max_tokens": 3, "stream": True,
+                     "messages": [{"role": "user", "content": "hello"}]}
+            for _ in range(20):  # warm both paths (connections, caches)
+                first_byte(http, direct, {}, short)
+                first_byte(http, proxied, auth, short)
+            straight, through = [], []
+            for _ in range(FIRST_BYTE_ROUNDS):
+                straight.append(first_byte(http, direct, {}, short))
+                through.append(first_byte(http, proxied, auth, short))
+            long = {**short, "max_tokens": LONG_DELTAS}
+            rates_direct, rates_proxy = [], []
+            for _ in range(THROUGHPUT_ROUNDS):
+                rates_direct.append(streamed(http, direct, {}, long))
+                rates_proxy.append(streamed(http, proxied, auth, long))
+    added = [p - d for p, d in zip(through, straight, strict=True)]
+    ratio = statistics.median(rates_proxy) / statistics.median(rates_direct)
+    return [
+        f"first byte, direct: p50 {percentile(straight, 50):.2f} ms, p99 {percentile(straight, 99):.2f} ms; "
+        f"through the proxy: p50 {percentile(through, 50):.2f} ms, p99 {percentile(through, 99):.2f} ms",
+        f"first byte added by the proxy: p50 {percentile(through, 50) - percentile(straight, 50):.2f} ms, "
+        f"p99 {percentile(through, 99) - percentile(straight, 99):.2f} ms (paired: p50 {percentile(added, 50):.2f}, "
+        f"p99 {percentile(added, 99):.2f}) (target p99 < 5 ms; {FIRST_BYTE_ROUNDS} requests each)",
+        f"streamed throughput: direct {statistics.median(rates_direct):.0f} MiB/s, through the proxy "
+        f"{statistics.median(rates_proxy):.0f} MiB/s: {ratio:.2f} of direct (target >= 0.9; "
+        f"{THROUGHPUT_ROUNDS} answers of {LONG_DELTAS} KiB each)",
+    ]
