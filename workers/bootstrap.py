@@ -235,10 +235,10 @@ class Container(Services):
     notification_config: dict[str, str] = field(default_factory=dict)
     copilot_answerer: Any = None  # ModelProxyAnswerer when SQUADOPS_MODEL_PROXY_URL is set
     skill_sources: list[Any] = field(default_factory=list)  # GET /v1/skills beyond the shipped files
-    # Developer workspaces: connection material, meter tokens and the per-employee meter.
+    # Developer workspaces (material, meter tokens); the model proxy (workers.builders.build_model_proxy).
     workspace_material: MaterialConfig = field(default_factory=MaterialConfig)
     meter_tokens: MeterTokens = field(default_factory=lambda: MeterTokens(""))
-    model_proxy: Any = None  # api.workspaces.proxy.ModelProxy (workers.builders.build_model_proxy)
+    model_proxy: Any = None
     workspace_controller: WorkspaceController | None = None
     controller_http: HealthServer | None = None
 
@@ -419,17 +419,14 @@ def build(settings: Settings) -> Container:
     )
     return Container(
         event_store=event_store, projects=services.projects, studio=services.studio, clock=services.clock,
-        jobs=services.jobs, gate=services.gate,
-        settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
+        jobs=services.jobs, gate=services.gate, settings=settings, store=store, runner=runner, ticker=ticker, plane=plane,
         fanout=fanout, live_broker=live_broker, watcher=watcher, health=health, job_runner=job_runner,
         agent_tools=AgentToolCalls(services.studio.runs, branches=branches), mcp_token_key=mcp_token_key,
         provisioning=build_provisioning(settings, event_store, services.clock, services.gate.vcs),
         reviews=GitReviews(plane.worktrees) if hasattr(plane, "worktrees") else None,
         **build_notifications(settings, event_store, store, services.clock),
-        copilot_answerer=(
-            ModelProxyAnswerer(settings.model_proxy_url, settings.model_proxy_token, settings.copilot_model)
-            if settings.model_proxy_url else None
-        ),
+        copilot_answerer=ModelProxyAnswerer(settings.model_proxy_url, settings.model_proxy_token, settings.copilot_model)
+        if settings.model_proxy_url else None,
         skill_sources=[DirectorySkills(Path(settings.skills_path))] if settings.skills_path else [],
         workspaces=services.workspaces, workspace_material=material_config(settings),
         meter_tokens=meter_tokens, workspace_controller=controller,

@@ -200,8 +200,19 @@ MATRIX: dict[tuple[str, str], tuple[Make, str]] = {
     ("GET", "/v1/portal/launches/dev_workspace/kubeconfig"): (
         fixed("/v1/portal/launches/dev_workspace/kubeconfig?workspace_scope=ws-nobody"), "404 404 404 404 404 404 404"),
     ("GET", "/v1/portal/launches/{solution_id:str}"): (fixed("/v1/portal/launches/docs"), "404 404 404 404 404 404 404"),
-    ("POST", "/v1/meter/{employee_slug:str}/v1/chat/completions"): (
-        fixed("/v1/meter/olga/v1/chat/completions", {"model": "m", "messages": []}), "401 401 401 401 401 401 401"),
+    # The model proxy: a workspace's meter token or an agent's proxy token, never the edge's claims.
+    **{("POST", f"/v1/meter/{{employee_slug:str}}/v1/{api}"): (
+        fixed(f"/v1/meter/olga/v1/{api}", {"model": "m", "messages": []}), "401 401 401 401 401 401 401")
+       for api in ("chat/completions", "responses", "messages", "messages/count_tokens")},
+    **{("POST", f"/v1/model-proxy/v1/{api}"): (
+        fixed(f"/v1/model-proxy/v1/{api}", {"model": "m", "messages": []}), "401 401 401 401 401 401 401")
+       for api in ("chat/completions", "responses", "messages", "messages/count_tokens")},
+    ("GET", "/v1/admin/usage/runs/{run_id:str}"): (fixed("/v1/admin/usage/runs/{run}"), "200 403 403 403 403 403 403"),
+    ("GET", "/v1/admin/usage/projects/{project_slug:str}"): (
+        fixed("/v1/admin/usage/projects/acme"), "200 403 403 403 403 403 403"),
+    ("GET", "/v1/admin/usage/employees"): (
+        fixed("/v1/admin/usage/employees?employee=olga@example.com"), "200 403 403 403 403 403 403"),
+    ("GET", "/v1/portal/usage"): (fixed("/v1/portal/usage"), "200 200 200 200 200 200 200"),
     # jobs, sync, checkpoints: a role in the tenant (contributor and above to enqueue)
     ("POST", "/v1/jobs/sync/access"): (fixed("/v1/jobs/sync/access", ACCESS_SYNC), "202 202 202 202 403 403 422"),
     ("POST", "/v1/wizard/try"): (

@@ -137,9 +137,13 @@ REQUESTS: dict[str, Request | None] = {
         "get", "/v1/portal/launches/dev_workspace?project_slug=acme&repository_key=backend&branch=main", None,
     ),
     "V1PortalLaunchesSolutionIdLaunchOther": ("get", "/v1/portal/launches/{solution_id}", None),
-    "V1MeterEmployeeSlugChatCompletionsMeteredCompletion": (
-        "post", "/v1/meter/{employee_slug}/v1/chat/completions", lambda: {"model": "m", "messages": []},
-    ),
+    **{f"V1Meter{name}MeteredModelCall": ("post", f"/v1/meter/{{employee_slug}}/v1/{path}", lambda: {"model": "m"})
+       for name, path in (("EmployeeSlugChatCompletions", "chat/completions"), ("EmployeeSlugResponses", "responses"),
+                          ("EmployeeSlugMessages", "messages"), ("EmployeeSlugMessagesCountTokens", "messages/count_tokens"))},
+    "V1AdminUsageRunsRunIdRunUsage": ("get", "/v1/admin/usage/runs/{run_id}", None),
+    "V1AdminUsageProjectsProjectSlugProjectUsage": ("get", "/v1/admin/usage/projects/{project_slug}", None),
+    "V1AdminUsageEmployeesEmployeeUsage": ("get", "/v1/admin/usage/employees?employee=carol@x.io", None),
+    "V1PortalUsageOwnUsage": ("get", "/v1/portal/usage", None),
 }
 
 

@@ -242,12 +242,13 @@ def test_a_cut_stream_counts_what_was_delivered_as_partial(tmp_path: Path) -> No
                                headers=ADMIN).json()["run_id"]
             w = World(http, container, run_id)  # type: ignore[arg-type]
             received = b""
-            with pytest.raises(httpx.RemoteProtocolError):  # the response ends as the upstream's did: cut
-                with http.stream("POST", "/v1/model-proxy/v1/messages", json=messages(),
-                                 headers={"authorization": f"Bearer {w.token()}"}) as answer:
-                    assert answer.status_code == 200
-                    for chunk in answer.iter_raw():
-                        received += chunk
+            # The response ends as the upstream's did: cut.
+            with pytest.raises(httpx.RemoteProtocolError), http.stream(
+                    "POST", "/v1/model-proxy/v1/messages", json=messages(),
+                    headers={"authorization": f"Bearer {w.token()}"}) as answer:
+                assert answer.status_code == 200
+                for chunk in answer.iter_raw():
+                    received += chunk
             assert received.startswith(b"event: message_start\n")  # what was delivered was passed on
             usage = eventually(lambda: (u := w.usage())["totals"]["requests"] == 1 and u)
             assert usage["totals"] | {"cost_usd": 0} == {

@@ -95,6 +95,8 @@ def test_secrets_are_read_from_files(tmp_path: Path) -> None:
         "api_keys": "automation-key-0123456789abcdef-0123",
         "model_proxy_token": "upstream-token",
         "model_proxy_client_key": "c" * 40,
+        "upstream_anthropic_key": "sk-ant-from-file",
+        "upstream_openai_key": "sk-openai-from-file",
         "error_tracking_token": "sentry-token",
         "novu_api_key": "novu-key",
     }
