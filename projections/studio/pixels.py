@@ -147,7 +147,7 @@ class PixelsProjector(Projector):
             agent = doc["pixel_agents"][private["index"]]
             agent["process_metrics"]["total_cost_usd"] = round(private["metered"], 6)
         doc["run_cost"] = run_cost(doc)
-        docs.put(key, doc, p=f"pixels/{e.tenant}")
+        docs.put(key, doc, partition=f"pixels/{e.tenant}")
 
 
 def new_doc(env: Envelope) -> dict[str, Any]:

@@ -69,7 +69,7 @@ class UsageProjector(Projector):
             if e.session_id not in agent["sessions"]:
                 agent["sessions"].append(e.session_id)
             doc["updated_at"] = e.at
-            docs.put(key, doc, p=f"usage-runs/{e.tenant}")
+            docs.put(key, doc, partition=f"usage-runs/{e.tenant}")
         for key, fields in (
             (project_key(e.tenant, e.project_slug), {"project_slug": e.project_slug}) if e.project_slug else (None, {}),
             (employee_key(e.tenant, e.employee), {"employee": e.employee}) if e.employee else (None, {}),
