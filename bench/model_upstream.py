@@ -8,6 +8,7 @@ throughput), between ``message_start`` and ``message_stop`` with its usage.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -22,6 +23,11 @@ def frame(name: str, payload: dict[str, Any]) -> bytes:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        # Each chunk leaves when written, as a model API's stream does (no Nagle wait on the ACK).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, *args: Any) -> None:
         pass

@@ -64,10 +64,15 @@ class ModelProxy:
     def upstream(self, api: str) -> ModelUpstream:
         return self.anthropic if api in (MESSAGES, COUNT_TOKENS) else self.openai
 
+    def known(self, tenant: str, run_id: str, agent_id: str) -> dict[str, Any] | None:
+        """The run as remembered, when the agent was in it (no I/O: asked in the event loop)."""
+        known = self._runs.get((tenant, run_id))
+        return known if known is not None and agent_id in known["agents"] else None
+
     def run(self, state: State, tenant: str, run_id: str, agent_id: str) -> dict[str, Any] | None:
         """The run's project, launcher and agents (read model), remembered once the agent is in it."""
-        known = self._runs.get((tenant, run_id))
-        if known is not None and agent_id in known["agents"]:
+        known = self.known(tenant, run_id, agent_id)
+        if known is not None:
             return known
         try:
             doc = studio_reads(state).run_doc(tenant, run_id)
@@ -104,7 +109,8 @@ async def agent_caller(request: Request[Any, Any, Any], proxy: ModelProxy) -> Me
     named = request.headers.get(TENANT_HEADER)
     if named is not None and named != caller.tenant:
         raise _refused("not valid for this tenant")
-    run = await anyio.to_thread.run_sync(proxy.run, request.app.state, caller.tenant, caller.run_id, caller.agent_id)
+    run = proxy.known(caller.tenant, caller.run_id, caller.agent_id) or await anyio.to_thread.run_sync(
+        proxy.run, request.app.state, caller.tenant, caller.run_id, caller.agent_id)
     if run is None or caller.agent_id not in run["agents"] or run["project_slug"] != caller.project_slug:
         raise _refused("not valid for this tenant (no such run, project or agent)")
     return Metered(tenant=caller.tenant, caller="agent", employee=run["launched_by"], project_slug=caller.project_slug,

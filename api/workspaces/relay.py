@@ -56,6 +56,8 @@ class Observer:
             return
         lines = (self._rest + chunk).split(b"\n")
         self._rest = lines.pop()
+        if len(self._rest) > MAX_JSON_BYTES:  # no line that long carries usage worth holding memory for
+            self._rest = b""
         for line in lines:
             self._line(line)
 
