@@ -54,12 +54,17 @@ class Observer:
             if self._size <= MAX_JSON_BYTES:
                 self._body.append(chunk)
             return
-        lines = (self._rest + chunk).split(b"\n")
-        self._rest = lines.pop()
-        if len(self._rest) > MAX_JSON_BYTES:  # no line that long carries usage worth holding memory for
-            self._rest = b""
-        for line in lines:
-            self._line(line)
+        data = self._rest + chunk if self._rest else chunk
+        end = data.rfind(b"\n")
+        if end < 0:  # no whole line yet
+            self._rest = data if len(data) <= MAX_JSON_BYTES else b""
+            return
+        whole, self._rest = data[:end], data[end + 1:]
+        # Most of a long stream is text deltas: the whole chunk is searched once, and split
+        # into lines only when a line of it can carry usage.
+        if any(m in whole for m in MARKERS):
+            for line in whole.split(b"\n"):
+                self._line(line)
 
     def _line(self, line: bytes) -> None:
         if line.startswith(b"data:") and any(m in line for m in MARKERS):

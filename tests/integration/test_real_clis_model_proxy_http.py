@@ -14,16 +14,28 @@ import json
 import pytest
 
 from tests.helpers import eventually
+from tests.integration.local_support import Served
 from tests.integration.real_clis import launch, real_squad, show
 from tests.integration.scripted_models import USAGE, ScriptedModels
 
 PRICES = {"claude-sonnet-4-5": {"input_per_mtok": 3.0, "output_per_mtok": 15.0},
           "gpt-5-codex": {"input_per_mtok": 1.25, "output_per_mtok": 10.0}}
 KEYS = {"upstream_anthropic_key": "sk-ant-service-key", "upstream_openai_key": "sk-openai-service-key"}
+AGENTS = ("planner", "curator")
 SCRIPTS = {
     "planner": [("write", "PLAN.md", "# Orders\n"), ("say", "Planned.")],  # Claude Code
     "curator": [("write", "SOURCES.md", "orders: none yet\n"), ("say", "Sources mapped.")],  # Codex
 }
+
+
+def both_complete(svc: Served) -> str:
+    """Launches a run with the planner on Claude Code and the curator on Codex; both complete."""
+    run_id = launch(svc, {"planner": "claude-code-cli"})
+    for agent in AGENTS:
+        svc.wait_status(run_id, agent, "session_completed", "blocked", timeout=120)
+    state = svc.sessions(run_id)
+    assert {a: state[a]["live_status"] for a in AGENTS} == dict.fromkeys(AGENTS, "session_completed"), state
+    return run_id
 
 
 def test_both_clis_through_the_proxy_against_scripted_upstreams(database_url: str) -> None:
@@ -31,12 +43,7 @@ def test_both_clis_through_the_proxy_against_scripted_upstreams(database_url: st
         database_url, "", upstream_anthropic_url=models.url, upstream_openai_url=models.url,
         model_prices=json.dumps(PRICES), **KEYS,
     ) as svc:
-        run_id = launch(svc, {"planner": "claude-code-cli"})
-        for agent in ("planner", "curator"):
-            svc.wait_status(run_id, agent, "session_completed", "blocked", timeout=120)
-        state = svc.sessions(run_id)
-        assert {a: state[a]["live_status"] for a in ("planner", "curator")} == dict.fromkeys(
-            ("planner", "curator"), "session_completed"), state
+        run_id = both_complete(svc)
 
         planner, curator = models.requests_of("planner"), models.requests_of("curator")
         assert planner and curator
@@ -68,12 +75,7 @@ def test_both_clis_through_the_proxy_against_scripted_upstreams(database_url: st
 
 def test_the_built_in_model_leads_both_clis_through_a_short_task(database_url: str) -> None:
     with real_squad(database_url, "") as svc:
-        run_id = launch(svc, {"planner": "claude-code-cli"})
-        for agent in ("planner", "curator"):
-            svc.wait_status(run_id, agent, "session_completed", "blocked", timeout=120)
-        state = svc.sessions(run_id)
-        assert {a: state[a]["live_status"] for a in ("planner", "curator")} == dict.fromkeys(
-            ("planner", "curator"), "session_completed"), state
+        run_id = both_complete(svc)
         assembly = svc.repository("assembly")
         for agent in ("planner", "curator"):
             written = eventually(lambda a=agent: show(assembly, f"squad/{run_id}/{a}", f"NOTES-{a}.md"), timeout=30)
