@@ -2,7 +2,7 @@
 
 Side by side in one run, against one scripted Anthropic Messages upstream in its own
 process (``bench.model_upstream``): the same request straight to the upstream, and through
-``squadops serve`` (its own process, PostgreSQL) at ``/v1/model-proxy/v1/messages`` under
+``squadops serve`` (its own process, PostgreSQL, with its projector) at ``/v1/model-proxy/v1/messages`` under
 an agent's proxy token, alternating. First byte: the time until the first body bytes of a
 short streamed answer arrive. Throughput: a long streamed answer (``LONG_DELTAS`` deltas of
 1 KiB) read whole, in MiB/s.
@@ -77,6 +77,7 @@ def run(ctx: BenchContext) -> list[str]:
         settings = settings_for(database)
         env = {"SQUADOPS_UPSTREAM_ANTHROPIC_URL": models, "SQUADOPS_UPSTREAM_ANTHROPIC_KEY": "bench-upstream-key",
                "SQUADOPS_MCP_TOKEN_KEY": KEY, "SQUADOPS_RATE_LIMIT_PER_MINUTE": "0"}
+        # The proxy's run lookups read the runs read model: its projector runs in the process.
         with service_process(settings, workers="projector", **env) as service, httpx.Client(timeout=60) as http:
             assert http.post(f"{service.url}/v1/project-factory/projects", json=PROJECT, headers=ADMIN).status_code == 201
             run_id = http.post(f"{service.url}{STUDIO}/runs", headers=ADMIN,

@@ -98,7 +98,8 @@ def provider_definition(record: dict[str, Any], cfg: MaterialConfig) -> dict[str
         "agent": {"driver": "kubernetes", "timeout": f"{int(policies.TOOL_TIMEOUT_SECONDS)}s"},
         "env": {
             # One CLI takes a base URL plus an auth token, another a base URL plus an API key.
-            "ANTHROPIC_BASE_URL": meter_url,
+            # Claude appends /v1/messages to its root; OpenAI clients append /responses to theirs.
+            "ANTHROPIC_BASE_URL": meter_url.removesuffix("/v1"),
             "ANTHROPIC_AUTH_TOKEN": token_ref,
             "OPENAI_BASE_URL": meter_url,
             "OPENAI_API_KEY": token_ref,

@@ -91,19 +91,27 @@ def update_friction(doc: dict[str, Any], agent_id: str, old: list[Any], new: lis
 
 
 def run_cost(doc: dict[str, Any]) -> dict[str, Any]:
-    """The run's cost: each agent's as shown (its CLI's own report, else the meter's), the
-    meter's whole sum, and where each agent's cost came from."""
+    """The run's cost: each agent's as shown (its CLI's own report, else the meter's); once
+    the model proxy metered any of its agents, also the meter's whole sum and where each
+    agent's cost came from (a run of agents never metered keeps the shape it always had)."""
     # Every agent of the run has its private fold; ``fsum`` is exact, so the order is not.
     positive = [c for private in doc["fold"].values() if (c := private["cost"]) > 0]
-    metered = math.fsum(private.get("metered", 0.0) for private in doc["fold"].values())
+    cost = {"total_cost_usd": round(math.fsum(positive), 6), "agent_count_with_cost": len(positive)}
+    if not any("metered" in private for private in doc["fold"].values()):
+        return cost
     sources = [
         {"agent_id": agent_id, "session_id": doc["pixel_agents"][private["index"]]["session_id"],
-         "source": private["cost_source"], "total_cost_usd": round(private["cost"], 6)}
+         "source": METER if "metered" in private and not private["reported"] else CLI_REPORT,
+         "total_cost_usd": round(private["cost"], 6)}
         for agent_id, private in sorted(doc["fold"].items(), key=lambda item: item[1]["index"])
-        if private.get("cost_source")
+        if "metered" in private or private["cost"] > 0
     ]
-    return {"total_cost_usd": round(math.fsum(positive), 6), "agent_count_with_cost": len(positive),
-            "metered_cost_usd": round(metered, 6), "cost_sources": sources}
+    metered = math.fsum(private.get("metered", 0.0) for private in doc["fold"].values())
+    return {**cost, "metered_cost_usd": round(metered, 6), "cost_sources": sources}
+
+
+# Where an agent's cost comes from: its CLI's own report (Claude Code), else the model proxy's meter.
+CLI_REPORT, METER = "cli_report", "meter"
 
 
 def attention(agent: dict[str, Any], private: dict[str, Any], env: Envelope, at: str) -> dict[str, Any] | None:

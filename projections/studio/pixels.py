@@ -40,8 +40,6 @@ from projections.studio.pixel_derived import empty_wall, refresh, run_cost
 
 log = structlog.get_logger("squadops.projections.pixels")
 
-# Where an agent's cost comes from: its CLI's own report (Claude Code), else the model proxy's meter.
-CLI_REPORT, METER = "cli_report", "meter"
 SERVER_BUNDLES = {"errors": "error_tracking", "browser": "browser_proof"}
 
 # Session event -> what the session did last (``last_activity`` of the pixel policy);
@@ -83,7 +81,7 @@ def empty_progress() -> dict[str, int]:
 
 
 def empty_run_cost() -> dict[str, Any]:
-    return {"total_cost_usd": 0.0, "agent_count_with_cost": 0, "metered_cost_usd": 0.0, "cost_sources": []}
+    return {"total_cost_usd": 0.0, "agent_count_with_cost": 0}
 
 
 def empty_friction() -> dict[str, Any]:
@@ -140,9 +138,11 @@ class PixelsProjector(Projector):
         if doc is None or doc["broken"] or e.agent_id not in doc["fold"]:
             return
         private = doc["fold"][e.agent_id]
-        private["metered"] = round(private.get("metered", 0.0) + e.cost_usd, 9)
-        if private.get("cost_source") != CLI_REPORT:
-            private["cost_source"] = METER
+        if "metered" not in private:  # (absent until the agent's first metered request)
+            # Before any metered request, only the CLI's own report sets a cost.
+            private["metered"], private["reported"] = 0.0, private["cost"] > 0
+        private["metered"] = round(private["metered"] + e.cost_usd, 9)
+        if not private["reported"]:
             private["cost"] = private["metered"]
             agent = doc["pixel_agents"][private["index"]]
             agent["process_metrics"]["total_cost_usd"] = round(private["metered"], 6)
@@ -201,10 +201,10 @@ def fold(doc: dict[str, Any], env: Envelope) -> None:
     agent["last_update_at"] = max(agent["last_update_at"], at)
     if env.name not in STEPS:
         return  # recorded only (controls, task cards, queued requests): nothing else moves
-    cost_before = (private["cost"], private.get("cost_source"))
+    cost_before = (private["cost"], private.get("reported"))
     step(agent, private, env)
     refresh(doc, agent, private, env, at)
-    if (private["cost"], private.get("cost_source")) != cost_before:
+    if (private["cost"], private.get("reported")) != cost_before:
         doc["run_cost"] = run_cost(doc)
 
 
@@ -253,8 +253,6 @@ def open_agent(doc: dict[str, Any], env: Envelope, at: str) -> None:
         "switch_pending": False,
         "bucket": "idle",
         "cost": 0.0,
-        "cost_source": "",
-        "metered": 0.0,
         "tools": {},
         "friction": [False, False, False, 0, -1, -1],
         "attention": None,
@@ -441,7 +439,8 @@ def report_metrics(agent: dict[str, Any], private: dict[str, Any], result: dict[
     if cost is not None:
         metrics["total_cost_usd"] = float(cost)
         private["cost"] = float(cost) if cost > 0 else 0.0
-        private["cost_source"] = CLI_REPORT
+        if "metered" in private:  # the CLI's own total wins over the meter's
+            private["reported"] = True
     duration = _number(result.get("duration_ms"))
     if duration is not None and duration >= 0:
         metrics["duration_ms"] = int(duration)

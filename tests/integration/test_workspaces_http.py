@@ -128,6 +128,8 @@ def test_list_material_and_delete_are_the_callers_own(served: tuple[TestClient, 
     assert provider["agent"]["driver"] == "kubernetes"
     assert provider["env"]["OPENAI_API_KEY"] == "${SQUADOPS_METER_TOKEN}" and "proxy-key-0123456789abcdef-0123456789" not in str(provider)
     assert provider["env"]["OPENAI_BASE_URL"].endswith(mine["reconnect_material"]["usage_observability"]["meter_path"])
+    # Claude Code appends /v1/messages to its root: the same meter, one level up.
+    assert provider["env"]["ANTHROPIC_BASE_URL"] + "/v1" == provider["env"]["OPENAI_BASE_URL"]
     scratch = next(v for v in provider["volumes"] if v["name"] == "scratch")
     assert (scratch["size"], scratch["storage_class"], scratch["access_mode"]) == ("10Gi", "scratch", "ReadWriteOnce")
     kube = msgspec.yaml.decode(
