@@ -1,12 +1,24 @@
-"""Read models in PostgreSQL, in the same database as the events."""
+"""Read models in PostgreSQL, in the same database as the events: the PostgreSQL dialect of
+``projections.engine.store.DocStore``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from projections.engine import announce
-from projections.engine.store import TRACKING, Change, DocStore, Row, Shadow, T, table_name
+from projections.engine.store import (
+    COLUMNS,
+    TRACKING,
+    Change,
+    DocStore,
+    Row,
+    Shadow,
+    T,
+    as_row,
+    table_name,
+)
 from projections.engine.unavailable import GuardedPool, connection_bounds, connection_lost
 
 PG_COLUMNS = (
@@ -22,6 +34,7 @@ class PostgresDocStore(DocStore):
     """Read models in PostgreSQL, in the same database as the events."""
 
     dialect = "postgres"
+    mark = "%s"
 
     def __init__(
         self, url: str, *, min_size: int = 1, max_size: int = 10, wait_seconds: float = 30.0, statement_seconds: float = 0.0
@@ -36,10 +49,7 @@ class PostgresDocStore(DocStore):
             url, min_size=min_size, max_size=max_size, open=True, kwargs=kwargs, timeout=wait_seconds
         )
         with self.pool.connection() as conn:
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {TRACKING} ("
-                "name TEXT PRIMARY KEY, position BIGINT NOT NULL DEFAULT 0)"
-            )
+            self._create_tracking(conn)
             row = conn.execute(LZ4).fetchone()
         self.columns = PG_COLUMNS.format(compression=" COMPRESSION lz4" if row and row[0] else "")
 
@@ -50,12 +60,6 @@ class PostgresDocStore(DocStore):
         """Tells listening readers, on commit, what changed (``projections.engine.announce``)."""
         for payload in announce.entries(name, position, keys):
             conn.execute("SELECT pg_notify(%s, %s)", (announce.CHANNEL, payload))
-
-    def _create(self, conn: Any, table: str) -> None:
-        conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {table} ({self.columns})"
-        )
-        conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
 
     def reading(self, query: Callable[[Any], T]) -> T:
         """``query(connection)``, once more on a fresh connection if the first one died
@@ -68,6 +72,17 @@ class PostgresDocStore(DocStore):
                 raise
         with self.pool.connection() as conn:
             return query(conn)
+
+    def _fetch(self, sql: str, params: Sequence[Any] = (), *, prepare: bool = False) -> list[Any]:
+        return self.reading(lambda conn: conn.execute(sql, params, prepare=prepare or None).fetchall())
+
+    @staticmethod
+    def _executemany(conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(sql, rows)
+
+    def _delete_keys(self, conn: Any, table: str, keys: Sequence[str]) -> None:
+        conn.execute(f"DELETE FROM {table} WHERE k = ANY(%s)", (list(keys),))
 
     def ensure(self, name: str) -> None:
         """Creates the read model's table and tracking row when missing.
@@ -89,68 +104,13 @@ class PostgresDocStore(DocStore):
                     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"squadops-rm-{name}",))
                     self._create(conn, table)
             if not tracked:
-                conn.execute(
-                    f"INSERT INTO {TRACKING} (name, position) VALUES (%s, 0) ON CONFLICT (name) DO NOTHING",
-                    (name,),
-                )
-
-    def position(self, name: str) -> int:
-        sql = f"SELECT position FROM {TRACKING} WHERE name = %s"
-        row = self.reading(lambda conn: conn.execute(sql, (name,)).fetchone())
-        return int(row[0]) if row else 0
-
-    def positions(self) -> dict[str, int]:
-        sql = f"SELECT name, position FROM {TRACKING} ORDER BY name"
-        rows = self.reading(lambda conn: conn.execute(sql).fetchall())
-        return {name: int(pos) for name, pos in rows}
-
-    def get(self, name: str, key: str) -> bytes | None:
-        sql = f"SELECT v FROM {table_name(name)} WHERE k = %s"
-        row = self.reading(lambda conn: conn.execute(sql, (key,), prepare=True).fetchone())
-        return bytes(row[0]) if row else None
+                self._track(conn, name)
 
     def get_many(self, name: str, keys: Sequence[str]) -> dict[str, bytes]:
         if not keys:
             return {}
-        sql = f"SELECT k, v FROM {table_name(name)} WHERE k = ANY(%s)"
-        rows = self.reading(lambda conn: conn.execute(sql, (list(keys),)).fetchall())
+        rows = self._fetch(f"SELECT k, v FROM {table_name(name)} WHERE k = ANY(%s)", (list(keys),))
         return {k: bytes(v) for k, v in rows}
-
-    def scan(
-        self,
-        name: str,
-        *,
-        partition: str,
-        after: str = "",
-        before: str = "",
-        group: str | None = None,
-        status: str | None = None,
-        limit: int = 100,
-        descending: bool = False,
-    ) -> list[Row]:
-        sql, params = self.scan_query(
-            name, "%s", partition=partition, after=after, before=before, group=group, status=status,
-            limit=limit, descending=descending,
-        )
-        rows = self.reading(lambda conn: conn.execute(sql, params).fetchall())
-        return [Row(*row[:5], bytes(row[5])) for row in rows]
-
-    def count(self, name: str, *, partition: str) -> int:
-        sql = f"SELECT COUNT(*) FROM {table_name(name)} WHERE p = %s"
-        row = self.reading(lambda conn: conn.execute(sql, (partition,)).fetchone())
-        return int(row[0])
-
-    def _write_rows(self, conn: Any, table: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
-        with conn.cursor() as cur:
-            if deletes:
-                cur.execute(f"DELETE FROM {table} WHERE k = ANY(%s)", (list(deletes),))
-            if upserts:
-                cur.executemany(
-                    f"INSERT INTO {table} (k, p, g, s, st, v) VALUES (%s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (k) DO UPDATE SET p = excluded.p, g = excluded.g, s = excluded.s, "
-                    "st = excluded.st, v = excluded.v",
-                    upserts,
-                )
 
     def commit_many(self, changes: Sequence[Change]) -> bool:
         """One pipeline: every position move and row write is sent before any answer is
@@ -158,15 +118,10 @@ class PostgresDocStore(DocStore):
         position another runner moved rolls all of it back."""
         from psycopg import Rollback
 
+        move = self._move_sql()
         with self.pool.connection() as conn, conn.transaction():
             with conn.pipeline():
-                moves = [
-                    conn.execute(
-                        f"UPDATE {TRACKING} SET position = %s WHERE name = %s AND position = %s",
-                        (change.position, change.name, change.expected),
-                    )
-                    for change in changes
-                ]
+                moves = [conn.execute(move, (change.position, change.name, change.expected)) for change in changes]
                 for change in changes:
                     self._write_rows(conn, table_name(change.name), change.upserts, change.deletes)
                     if change.name in self.announced:  # told on commit only
@@ -176,6 +131,9 @@ class PostgresDocStore(DocStore):
                 raise Rollback()
             return True
         return False
+
+    def _renamed(self, conn: Any, table: str, shadow: str) -> None:
+        conn.execute(f"ALTER INDEX IF EXISTS {shadow}_pkey RENAME TO {table}_pkey")
 
     def open_shadow(self, name: str) -> Shadow:
         return PostgresShadow(self, name)
@@ -195,11 +153,6 @@ class PostgresDocStore(DocStore):
         if self._shadows <= 0 and self._shadowing is not None:
             self._shadowing.close()
             self._shadowing = None
-
-    def dump(self, name: str) -> list[Row]:
-        sql = f"SELECT k, p, g, s, st, v FROM {table_name(name)} ORDER BY k"
-        rows = self.reading(lambda conn: conn.execute(sql).fetchall())
-        return [Row(*row[:5], bytes(row[5])) for row in rows]
 
     def close(self) -> None:
         if self._shadowing is not None:
@@ -231,35 +184,31 @@ class PostgresShadow(Shadow):
             return
         with self.conn.transaction(), self.conn.cursor() as cur:
             if deletes:
-                cur.execute(f"DELETE FROM {self.shadow} WHERE k = ANY(%s)", (list(deletes),))
+                self.store._delete_keys(cur, self.shadow, deletes)
             if upserts:
-                with cur.copy(f"COPY {self.shadow} (k, p, g, s, st, v) FROM STDIN") as copy:
+                with cur.copy(f"COPY {self.shadow} ({COLUMNS}) FROM STDIN") as copy:
                     for row in upserts:
                         copy.write_row(row)
 
     def get(self, key: str) -> Row | None:
-        sql = f"SELECT k, p, g, s, st, v FROM {self.shadow} WHERE k = %s"
-        row = self.conn.execute(sql, (key,), prepare=True).fetchone()
-        return Row(row[0], row[1], row[2], row[3], row[4], bytes(row[5])) if row else None
+        row = self.conn.execute(f"SELECT {COLUMNS} FROM {self.shadow} WHERE k = %s", (key,), prepare=True).fetchone()
+        return as_row(row) if row else None
+
+    @contextmanager
+    def _held(self) -> Iterator[Any]:
+        """A transaction on the shadow's connection that holds the live runner off this read
+        model (its tracking row locked) until it commits."""
+        self.conn.execute(f"ALTER TABLE {self.shadow} SET LOGGED")
+        with self.conn.transaction():
+            self.conn.execute(f"SELECT position FROM {TRACKING} WHERE name = %s FOR UPDATE", (self.name,))
+            yield self.conn
 
     def swap(self, position: int, catch_up: Any) -> int:
-        conn, table, shadow, name = self.conn, self.table, self.shadow, self.name
-        conn.execute(f"ALTER TABLE {shadow} SET LOGGED")
-        with conn.transaction():
-            # Holds the live runner off this read model until the swap commits.
-            conn.execute(f"SELECT position FROM {TRACKING} WHERE name = %s FOR UPDATE", (name,))
+        with self._held() as conn:
             upserts, deletes, final = catch_up(position)
-            self.store._write_rows(conn, shadow, upserts, deletes)
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
-            conn.execute(f"ALTER TABLE {shadow} RENAME TO {table}")
-            conn.execute(f"ALTER INDEX IF EXISTS {shadow}_pkey RENAME TO {table}_pkey")
-            conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
-            conn.execute(
-                f"INSERT INTO {TRACKING} (name, position) VALUES (%s, %s) "
-                "ON CONFLICT (name) DO UPDATE SET position = excluded.position",
-                (name, final),
-            )
-            self.store._announce(conn, name, final, None)  # every copy of the model goes
+            self.store._write_rows(conn, self.shadow, upserts, deletes)
+            self.store._replace(conn, self.name, self.shadow, final)
+            self.store._announce(conn, self.name, final, None)  # every copy of the model goes
         self.done = True
         self.store._shadow_done()
         return final

@@ -3,9 +3,13 @@
 Every read model is a table ``rm_<name>`` of JSON documents, each with a key and four
 attributes to list them by: ``partition`` (e.g. a run's reports), ``group`` (e.g. a
 project), ``sort_key`` and ``status``. In SQL the columns are ``k, p, g, s, st, v`` (key,
-partition, group, sort key, status, the document's bytes). A projector's row changes and its new position are
-committed in one transaction, guarded by the position it started from, so a crash resumes
-where it stopped and two runners never apply the same events twice.
+partition, group, sort key, status, the document's bytes). A projector's row changes and
+its new position are committed in one transaction, guarded by the position it started
+from, so a crash resumes where it stopped and two runners never apply the same events twice.
+
+``DocStore`` is one implementation over SQL; a dialect (SQLite here, PostgreSQL in
+``projections.engine.pg_store``) supplies its connections, its parameter mark, its column
+types and the few statements that differ (``get_many``, ``commit_many``, ``ensure``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any, NamedTuple, TypeVar
 
 T = TypeVar("T")
 TRACKING = "rm_tracking"
+COLUMNS = "k, p, g, s, st, v"
 
 
 class Row(NamedTuple):
@@ -45,6 +50,11 @@ def table_name(name: str) -> str:
     if not name.replace("_", "").isalnum():
         raise ValueError(f"bad read model name {name!r}")
     return f"rm_{name}"
+
+
+def as_row(record: Sequence[Any]) -> Row:
+    """A ``SELECT k, p, g, s, st, v`` record as a ``Row``."""
+    return Row(record[0], record[1], record[2], record[3], record[4], bytes(record[5]))
 
 
 SHADOW_BATCH = 5000  # rows per write while a shadow table is filled
@@ -91,29 +101,60 @@ class DocStore(ABC):
     """The read-model side of the database (same database as the event store)."""
 
     dialect = ""
+    mark = "?"  # the dialect's parameter placeholder
+    columns = ""  # the column definitions of a read model's table
+
+    # -- the dialect seam ------------------------------------------------------------------------
+
+    @abstractmethod
+    def _fetch(self, sql: str, params: Sequence[Any] = (), *, prepare: bool = False) -> list[Any]:
+        """The records a read answers (``prepare``: a statement worth preparing)."""
+
+    @staticmethod
+    def _executemany(conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        conn.executemany(sql, rows)
+
+    @abstractmethod
+    def _delete_keys(self, conn: Any, table: str, keys: Sequence[str]) -> None: ...
 
     @abstractmethod
     def ensure(self, name: str) -> None:
         """Creates the read model's table and tracking row when missing."""
+
+    @abstractmethod
+    def get_many(self, name: str, keys: Sequence[str]) -> dict[str, bytes]: ...
+
+    @abstractmethod
+    def commit_many(self, changes: Sequence[Change]) -> bool:
+        """Several projectors' ``commit`` in one transaction: all move, or none does."""
+
+    @abstractmethod
+    def open_shadow(self, name: str) -> Shadow:
+        """A fresh, empty shadow table of ``name`` (an older one is dropped), for a rebuild to
+        fill; the read model itself is untouched until ``Shadow.swap``."""
+
+    @abstractmethod
+    def close(self) -> None: ...
 
     def announce(self, name: str) -> None:
         """Every commit of ``name`` tells listening readers what it changed (PostgreSQL
         only: ``projections.engine.announce``); elsewhere there is no one to tell."""
         return None
 
-    @abstractmethod
-    def position(self, name: str) -> int: ...
+    # -- reads ---------------------------------------------------------------------------------
 
-    @abstractmethod
-    def positions(self) -> dict[str, int]: ...
+    def position(self, name: str) -> int:
+        rows = self._fetch(f"SELECT position FROM {TRACKING} WHERE name = {self.mark}", (name,))
+        return int(rows[0][0]) if rows else 0
 
-    @abstractmethod
-    def get(self, name: str, key: str) -> bytes | None: ...
+    def positions(self) -> dict[str, int]:
+        rows = self._fetch(f"SELECT name, position FROM {TRACKING} ORDER BY name")
+        return {name: int(pos) for name, pos in rows}
 
-    @abstractmethod
-    def get_many(self, name: str, keys: Sequence[str]) -> dict[str, bytes]: ...
+    def get(self, name: str, key: str) -> bytes | None:
+        rows = self._fetch(f"SELECT v FROM {table_name(name)} WHERE k = {self.mark}", (key,), prepare=True)
+        return bytes(rows[0][0]) if rows else None
 
-    @abstractmethod
     def scan(
         self,
         name: str,
@@ -128,9 +169,30 @@ class DocStore(ABC):
     ) -> list[Row]:
         """The rows of ``partition`` by sort key (strictly between ``after`` and ``before``
         when given), only those of ``group`` / ``status`` when given."""
+        mark = self.mark
+        sql = f"SELECT {COLUMNS} FROM {table_name(name)} WHERE p = {mark}"
+        params: list[Any] = [partition]
+        for clause, value in (("s >", after), ("s <", before)):
+            if value:
+                sql += f" AND {clause} {mark}"
+                params.append(value)
+        for column, value in (("g", group), ("st", status)):
+            if value is not None:
+                sql += f" AND {column} = {mark}"
+                params.append(value)
+        sql += f" ORDER BY s {'DESC' if descending else 'ASC'} LIMIT {mark}"
+        params.append(limit)
+        return [as_row(record) for record in self._fetch(sql, params)]
 
-    @abstractmethod
-    def count(self, name: str, *, partition: str) -> int: ...
+    def count(self, name: str, *, partition: str) -> int:
+        rows = self._fetch(f"SELECT COUNT(*) FROM {table_name(name)} WHERE p = {self.mark}", (partition,))
+        return int(rows[0][0])
+
+    def dump(self, name: str) -> list[Row]:
+        """Every row in key order (for comparing a rebuild with live projection)."""
+        return [as_row(record) for record in self._fetch(f"SELECT {COLUMNS} FROM {table_name(name)} ORDER BY k")]
+
+    # -- writes --------------------------------------------------------------------------------
 
     def commit(
         self,
@@ -143,42 +205,56 @@ class DocStore(ABC):
         """Applies row changes and moves the position; False if another runner moved it."""
         return self.commit_many([Change(name, expected, position, upserts, deletes)])
 
-    @abstractmethod
-    def commit_many(self, changes: Sequence[Change]) -> bool:
-        """Several projectors' ``commit`` in one transaction: all move, or none does."""
+    def _create(self, conn: Any, table: str) -> None:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({self.columns})")
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
 
-    @staticmethod
-    def scan_query(
-        name: str,
-        mark: str,
-        *,
-        partition: str,
-        after: str,
-        before: str,
-        group: str | None,
-        status: str | None,
-        limit: int,
-        descending: bool,
-    ) -> tuple[str, list[Any]]:
-        """The SQL of ``scan`` with ``mark`` as the parameter placeholder."""
-        sql = f"SELECT k, p, g, s, st, v FROM {table_name(name)} WHERE p = {mark}"
-        params: list[Any] = [partition]
-        for clause, value in (("s >", after), ("s <", before)):
-            if value:
-                sql += f" AND {clause} {mark}"
-                params.append(value)
-        for column, value in (("g", group), ("st", status)):
-            if value is not None:
-                sql += f" AND {column} = {mark}"
-                params.append(value)
-        sql += f" ORDER BY s {'DESC' if descending else 'ASC'} LIMIT {mark}"
-        params.append(limit)
-        return sql, params
+    def _create_tracking(self, conn: Any) -> None:
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {TRACKING} (name TEXT PRIMARY KEY, position BIGINT NOT NULL DEFAULT 0)"
+        )
 
-    @abstractmethod
-    def open_shadow(self, name: str) -> Shadow:
-        """A fresh, empty shadow table of ``name`` (an older one is dropped), for a rebuild to
-        fill; the read model itself is untouched until ``Shadow.swap``."""
+    def _track(self, conn: Any, name: str) -> None:
+        """The tracking row of ``name`` at 0, unless it has one."""
+        conn.execute(
+            f"INSERT INTO {TRACKING} (name, position) VALUES ({self.mark}, 0) ON CONFLICT (name) DO NOTHING", (name,)
+        )
+
+    def _move_sql(self) -> str:
+        """Moves a position, guarded by the one it started from (one row changed, or none)."""
+        mark = self.mark
+        return f"UPDATE {TRACKING} SET position = {mark} WHERE name = {mark} AND position = {mark}"
+
+    def _write_rows(self, conn: Any, table: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
+        if deletes:
+            self._delete_keys(conn, table, deletes)
+        if upserts:
+            marks = ", ".join([self.mark] * 6)
+            self._executemany(
+                conn,
+                f"INSERT INTO {table} ({COLUMNS}) VALUES ({marks}) "
+                "ON CONFLICT (k) DO UPDATE SET p = excluded.p, g = excluded.g, s = excluded.s, "
+                "st = excluded.st, v = excluded.v",
+                upserts,
+            )
+
+    def _replace(self, conn: Any, name: str, shadow: str, position: int) -> None:
+        """In the caller's transaction: the shadow table becomes the read model ``name``, at
+        ``position``."""
+        table = table_name(name)
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(f"ALTER TABLE {shadow} RENAME TO {table}")
+        self._renamed(conn, table, shadow)
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
+        conn.execute(
+            f"INSERT INTO {TRACKING} (name, position) VALUES ({self.mark}, {self.mark}) "
+            "ON CONFLICT (name) DO UPDATE SET position = excluded.position",
+            (name, position),
+        )
+
+    def _renamed(self, conn: Any, table: str, shadow: str) -> None:
+        """What else the dialect renames with a swapped-in table."""
+        return None
 
     def swap_in(self, name: str, rows: Iterable[Row], position: int, catch_up: Any) -> int:
         """Blue/green: fills a shadow table with ``rows``, then atomically replaces the read
@@ -196,13 +272,6 @@ class DocStore(ABC):
         finally:
             shadow.drop()
 
-    @abstractmethod
-    def dump(self, name: str) -> list[Row]:
-        """Every row in key order (for comparing a rebuild with live projection)."""
-
-    @abstractmethod
-    def close(self) -> None: ...
-
 
 # -- SQLite ----------------------------------------------------------------------------------
 
@@ -211,6 +280,10 @@ class SqliteDocStore(DocStore):
     """Read models in the embedded SQLite file (WAL: readers never block the writer)."""
 
     dialect = "sqlite"
+    mark = "?"
+    columns = (
+        "k TEXT PRIMARY KEY, p TEXT NOT NULL, g TEXT NOT NULL, s TEXT NOT NULL, st TEXT NOT NULL, v BLOB NOT NULL"
+    )
 
     def __init__(self, path: str | Path, *, autocheckpoint: bool = True) -> None:
         """``autocheckpoint=False``: commits never checkpoint the WAL; a checkpointer of
@@ -222,10 +295,7 @@ class SqliteDocStore(DocStore):
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         with self._writing() as conn:
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {TRACKING} ("
-                "name TEXT PRIMARY KEY, position INTEGER NOT NULL DEFAULT 0)"
-            )
+            self._create_tracking(conn)
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -242,6 +312,9 @@ class SqliteDocStore(DocStore):
                 self._all.append(conn)
         return conn
 
+    def _fetch(self, sql: str, params: Sequence[Any] = (), *, prepare: bool = False) -> list[Any]:
+        return self._conn().execute(sql, params).fetchall()
+
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         with self._write_lock:
@@ -254,32 +327,10 @@ class SqliteDocStore(DocStore):
                 raise
             conn.execute("COMMIT")
 
-    def _create(self, conn: sqlite3.Connection, table: str) -> None:
-        conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {table} (k TEXT PRIMARY KEY, p TEXT NOT NULL, "
-            "g TEXT NOT NULL, s TEXT NOT NULL, st TEXT NOT NULL, v BLOB NOT NULL)"
-        )
-        conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_ps ON {table} (p, s)")
-
     def ensure(self, name: str) -> None:
         with self._writing() as conn:
             self._create(conn, table_name(name))
-            conn.execute(
-                f"INSERT INTO {TRACKING} (name, position) VALUES (?, 0) ON CONFLICT (name) DO NOTHING",
-                (name,),
-            )
-
-    def position(self, name: str) -> int:
-        row = self._conn().execute(f"SELECT position FROM {TRACKING} WHERE name = ?", (name,)).fetchone()
-        return int(row[0]) if row else 0
-
-    def positions(self) -> dict[str, int]:
-        rows = self._conn().execute(f"SELECT name, position FROM {TRACKING} ORDER BY name").fetchall()
-        return {name: int(pos) for name, pos in rows}
-
-    def get(self, name: str, key: str) -> bytes | None:
-        row = self._conn().execute(f"SELECT v FROM {table_name(name)} WHERE k = ?", (key,)).fetchone()
-        return bytes(row[0]) if row else None
+            self._track(conn, name)
 
     def get_many(self, name: str, keys: Sequence[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
@@ -287,56 +338,21 @@ class SqliteDocStore(DocStore):
         for start in range(0, len(keys), 500):
             chunk = keys[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            rows = self._conn().execute(
-                f"SELECT k, v FROM {table_name(name)} WHERE k IN ({marks})", chunk
-            ).fetchall()
+            rows = self._fetch(f"SELECT k, v FROM {table_name(name)} WHERE k IN ({marks})", chunk)
             found.update((k, bytes(v)) for k, v in rows)
         return found
 
-    def scan(
-        self,
-        name: str,
-        *,
-        partition: str,
-        after: str = "",
-        before: str = "",
-        group: str | None = None,
-        status: str | None = None,
-        limit: int = 100,
-        descending: bool = False,
-    ) -> list[Row]:
-        sql, params = self.scan_query(
-            name, "?", partition=partition, after=after, before=before, group=group, status=status,
-            limit=limit, descending=descending,
-        )
-        return [Row(*row[:5], bytes(row[5])) for row in self._conn().execute(sql, params)]
-
-    def count(self, name: str, *, partition: str) -> int:
-        row = self._conn().execute(f"SELECT COUNT(*) FROM {table_name(name)} WHERE p = ?", (partition,)).fetchone()
-        return int(row[0])
-
-    def _write_rows(self, conn: sqlite3.Connection, table: str, upserts: Sequence[Row], deletes: Sequence[str]) -> None:
-        if deletes:
-            conn.executemany(f"DELETE FROM {table} WHERE k = ?", [(k,) for k in deletes])
-        if upserts:
-            conn.executemany(
-                f"INSERT INTO {table} (k, p, g, s, st, v) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (k) DO UPDATE SET p = excluded.p, g = excluded.g, s = excluded.s, "
-                "st = excluded.st, v = excluded.v",
-                upserts,
-            )
+    def _delete_keys(self, conn: Any, table: str, keys: Sequence[str]) -> None:
+        conn.executemany(f"DELETE FROM {table} WHERE k = ?", [(k,) for k in keys])
 
     def commit_many(self, changes: Sequence[Change]) -> bool:
+        move = self._move_sql()
         with self._write_lock:
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 for change in changes:
-                    moved = conn.execute(
-                        f"UPDATE {TRACKING} SET position = ? WHERE name = ? AND position = ?",
-                        (change.position, change.name, change.expected),
-                    ).rowcount
-                    if moved != 1:
+                    if conn.execute(move, (change.position, change.name, change.expected)).rowcount != 1:
                         conn.execute("ROLLBACK")
                         return False
                     self._write_rows(conn, table_name(change.name), change.upserts, change.deletes)
@@ -350,15 +366,8 @@ class SqliteDocStore(DocStore):
         shadow = SqliteShadow(self, name)
         with self._writing() as conn:
             conn.execute(f"DROP TABLE IF EXISTS {shadow.shadow}")
-            conn.execute(
-                f"CREATE TABLE {shadow.shadow} (k TEXT PRIMARY KEY, p TEXT NOT NULL, g TEXT NOT NULL, "
-                "s TEXT NOT NULL, st TEXT NOT NULL, v BLOB NOT NULL)"
-            )
+            conn.execute(f"CREATE TABLE {shadow.shadow} ({self.columns})")
         return shadow
-
-    def dump(self, name: str) -> list[Row]:
-        rows = self._conn().execute(f"SELECT k, p, g, s, st, v FROM {table_name(name)} ORDER BY k")
-        return [Row(*row[:5], bytes(row[5])) for row in rows]
 
     def close(self) -> None:
         with self._all_lock:
@@ -382,23 +391,14 @@ class SqliteShadow(Shadow):
                 self.store._write_rows(conn, self.shadow, upserts, deletes)
 
     def get(self, key: str) -> Row | None:
-        row = self.store._conn().execute(f"SELECT k, p, g, s, st, v FROM {self.shadow} WHERE k = ?", (key,)).fetchone()
-        return Row(row[0], row[1], row[2], row[3], row[4], bytes(row[5])) if row else None
+        rows = self.store._fetch(f"SELECT {COLUMNS} FROM {self.shadow} WHERE k = ?", (key,))
+        return as_row(rows[0]) if rows else None
 
     def swap(self, position: int, catch_up: Any) -> int:
-        table, shadow = self.table, self.shadow
         with self.store._writing() as conn:  # the write lock holds the live runner off
             upserts, deletes, final = catch_up(position)
-            self.store._write_rows(conn, shadow, upserts, deletes)
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
-            conn.execute(f"ALTER TABLE {shadow} RENAME TO {table}")
-            conn.execute(f"DROP INDEX IF EXISTS {table}_ps")
-            conn.execute(f"CREATE INDEX {table}_ps ON {table} (p, s)")
-            conn.execute(
-                f"INSERT INTO {TRACKING} (name, position) VALUES (?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET position = excluded.position",
-                (self.name, final),
-            )
+            self.store._write_rows(conn, self.shadow, upserts, deletes)
+            self.store._replace(conn, self.name, self.shadow, final)
         self.done = True
         return final
 
@@ -408,5 +408,3 @@ class SqliteShadow(Shadow):
             with self.store._writing() as conn:
                 conn.execute(f"DROP TABLE IF EXISTS {self.shadow}")
 
-
-# -- PostgreSQL -------------------------------------------------------------------------------
