@@ -26,9 +26,10 @@ from projections.engine.store import DocStore
 from projections.portal.relations import NAME as RELATIONS
 from projections.portal.relations import store_graph
 from projections.projects.projects import project_doc_key
-from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, compose_feed, feed_reads, feed_scans
+from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, feed_reads
 from projections.studio.feed_doc import FEED, answer, stored_feed_key
-from projections.studio.fleet import fleet_partition
+from projections.studio.feed_sources import StoreView, run_feed
+from projections.studio.fleet import fleet_doc_key, fleet_partition
 from projections.studio.runs import run_doc_key
 from projections.studio.time_travel import RunNotYet, TimeTravel, workspace_names
 
@@ -138,7 +139,7 @@ class FeedReads:
         What it read is kept in memory (``feed_copy``) while nothing has replaced it."""
         key, project_key = stored_feed_key(tenant, project_slug, run_id, limit), project_doc_key(tenant, project_slug)
         mark = self.copies.mark() if self.copies is not None else None
-        parts, _ = fetch(self.store, {"project": (PROJECTS, project_key), "feed": (FEED, key)})
+        parts = fetch(self.store, {"project": (PROJECTS, project_key), "feed": (FEED, key)})
         project = parts["project"]
         self._check_project(project, project_slug)
         body = parts["feed"]
@@ -151,12 +152,13 @@ class FeedReads:
         return self.composed_feed(tenant, project_slug, run_id, limit)
 
     def composed_feed(self, tenant: str, project_slug: str, run_id: str, limit: int) -> bytes:
-        """The run's feed composed from its read models now (what the stored one equals)."""
-        reads = {"project": ("projects", project_doc_key(tenant, project_slug)), **feed_reads(tenant, run_id, project_slug)}
-        parts, rows = fetch(self.store, reads, feed_scans(tenant, run_id, limit))
-        self._check_project(parts.pop("project"), project_slug)
-        self._check_run(parts.get("run"), tenant, run_id, project_slug)
-        return compose_feed(tenant, run_id, project_slug, parts, rows, limit)
+        """The run's feed produced from its read models now, as the stored one is (what the
+        stored one equals)."""
+        reads = {"project": (PROJECTS, project_doc_key(tenant, project_slug)), "run": ("fleet", fleet_doc_key(tenant, run_id))}
+        parts = fetch(self.store, reads)
+        self._check_project(parts["project"], project_slug)
+        self._check_run(parts["run"], tenant, run_id, project_slug)
+        return run_feed(StoreView(self.store), tenant, run_id, project_slug, limit)
 
     def feed_at(
         self,
@@ -171,7 +173,7 @@ class FeedReads:
         """The feed as it was at log ``position`` (or at ``moment``), from the event log."""
         reads = {"project": ("projects", project_doc_key(tenant, project_slug)), **feed_reads(tenant, run_id, project_slug)}
         wanted = {part: reads[part] for part in ("project", "run", "mirror") if part in reads}
-        parts, _ = fetch(self.store, wanted)
+        parts = fetch(self.store, wanted)
         self._check_project(parts["project"], project_slug)
         self._check_run(parts.get("run"), tenant, run_id, project_slug)
         head = self.log_position()

@@ -15,6 +15,7 @@ the whole read.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 import structlog
 
@@ -23,12 +24,22 @@ from projections.engine.unavailable import unavailable
 
 log = structlog.get_logger("squadops.lookups")
 
-Newest = dict[tuple[str, str], list[tuple[str, str, bytes | None]]]  # (model, partition) -> [(sort key, key, body)], newest first
+
+
+class Newest(NamedTuple):
+    """The newest ``limit`` rows of ``partition`` of read model ``name``, by sort key."""
+
+    name: str
+    partition: str
+    limit: int
+
+
+NewestKeys = dict[tuple[str, str], list[tuple[str, str, bytes | None]]]  # (model, partition) -> [(sort key, key, body)], newest first
 
 
 def read_many(
     store: DocStore, docs: Mapping[str, Iterable[str]], partitions: Mapping[str, Iterable[str]], limit: int
-) -> tuple[dict[tuple[str, str], bytes], Newest]:
+) -> tuple[dict[tuple[str, str], bytes], NewestKeys]:
     """``model -> keys`` and ``model -> partitions`` in; the bodies found by (model, key),
     and each partition's newest ``limit`` rows as (sort key, key, body or None: not read)."""
     docs = {name: sorted(set(keys)) for name, keys in docs.items()}
@@ -52,7 +63,7 @@ def read_many(
             if unavailable(exc) is not None:
                 raise
             log.warning("lookup_failed", read_model=name, error=repr(exc))
-    newest: Newest = {}
+    newest: NewestKeys = {}
     for name, names_partitions in partitions.items():
         for partition in names_partitions:
             try:
@@ -68,7 +79,7 @@ def read_many(
 
 def _union(
     store: DocStore, docs: dict[str, list[str]], partitions: dict[str, list[str]], limit: int
-) -> tuple[dict[tuple[str, str], bytes], Newest]:
+) -> tuple[dict[tuple[str, str], bytes], NewestKeys]:
     names: list[str] = []
     selects: list[str] = []
     params: list[object] = []
@@ -88,7 +99,7 @@ def _union(
     sql = " UNION ALL ".join(selects)
     result = store.reading(lambda conn: conn.execute(sql, params).fetchall())  # type: ignore[attr-defined]
     found: dict[tuple[str, str], bytes] = {}
-    newest: Newest = {(name, p): [] for name, ps in partitions.items() for p in ps}
+    newest: NewestKeys = {(name, p): [] for name, ps in partitions.items() for p in ps}
     for index, key, p, sort, body in result:
         name = names[index]
         if index < len(docs):

@@ -24,8 +24,8 @@ from typing import Any
 import msgspec
 import structlog
 
+from projections.engine.bulk import Newest
 from projections.engine.docs import decode, encode
-from projections.engine.lookups import Newest
 from projections.engine.stamps import seconds_between
 from projections.studio import mirror_surface
 from projections.studio.fleet import fleet_doc_key
@@ -89,6 +89,9 @@ class LogDockPart(msgspec.Struct, gc=False):
     logs: _Lane = msgspec.field(default_factory=_Lane)
 
 
+_encode_feed = msgspec.json.Encoder().encode
+
+
 class Feed(msgspec.Struct, gc=False):
     """The observability feed (spec: Resources / Observability feed)."""
 
@@ -116,10 +119,31 @@ class Feed(msgspec.Struct, gc=False):
     coordination_friction: msgspec.Raw
 
 
+# ``Feed`` as the limit slices it: every field kept as it was encoded but the two bounded
+# lists and the count that follows them (same fields, same order).
+_BOUNDED = {"live_events": list[msgspec.Raw], "runtime_logs": list[msgspec.Raw], "runtime_log_count": int}
+_Sliceable = msgspec.defstruct(
+    "_Sliceable", [(name, _BOUNDED.get(name, msgspec.Raw)) for name in Feed.__struct_fields__], gc=False
+)
+_sliceable = msgspec.json.Decoder(_Sliceable)
+
+
+def slice_feed(body: bytes, limit: int) -> bytes:
+    """A feed's JSON composed for a larger limit cut to ``limit``: what ``compose_feed``
+    answers for ``limit`` (the newest ``limit`` live events and runtime logs, the count set
+    to match)."""
+    feed: Any = _sliceable.decode(body)
+    if len(feed.live_events) <= limit and len(feed.runtime_logs) <= limit:
+        return body
+    feed.live_events = feed.live_events[:limit]
+    feed.runtime_logs = feed.runtime_logs[:limit]
+    feed.runtime_log_count = len(feed.runtime_logs)
+    return _encode_feed(feed)
+
+
 _pixels = msgspec.json.Decoder(PixelsPart)
 _surfaces = msgspec.json.Decoder(SurfacesPart)
 _log_dock = msgspec.json.Decoder(LogDockPart)
-_encode_feed = msgspec.json.Encoder().encode
 
 
 def feed_reads(tenant: str, run_id: str, project_slug: str) -> dict[str, tuple[str, str]]:

@@ -30,26 +30,21 @@ from typing import Any
 import msgspec
 import structlog
 
-from projections.engine.docs import BatchDocs, DerivedProjector, Docs, MemoryDocs, Projector, encode
+from projections.engine.docs import BatchDocs, DerivedProjector, Docs, MemoryDocs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.follower import NotificationSource
 from projections.engine.store import Change, DocStore, Row
 from projections.engine.unavailable import unavailable
 from projections.studio import mirror_surface
-from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, compose_feed, feed_scans
+from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, compose_feed, slice_feed
 from projections.studio.feed_sources import (
-    Parts,
+    MemoryView,
     Run,
     SealedBodies,
     StoreView,
     View,
-    board_project,
-    reads_of,
+    source_projectors,
 )
-from projections.studio.fleet import FleetProjector, fleet_doc_key
-from projections.studio.log_dock import LogDockProjector
-from projections.studio.pixels import PixelsProjector
-from projections.studio.surfaces import SurfacesProjector
 
 log = structlog.get_logger("squadops.feed")
 
@@ -73,60 +68,6 @@ def feed_max_key(tenant: str, project_slug: str, run_id: str) -> str:
 
 def feed_partition(tenant: str) -> str:
     return f"feed/{tenant}"
-
-
-def feed_sources() -> list[Projector]:
-    """The projectors whose documents make up a run's feed (the board row says the run exists)."""
-    projectors: list[Projector] = [FleetProjector(), PixelsProjector(), SurfacesProjector(), LogDockProjector()]
-    mirror = mirror_surface.mirror_projector()
-    if mirror is not None:
-        projectors.append(mirror)
-    return projectors
-
-
-# -- limit: slicing the stored answer ----------------------------------------------------------
-
-
-class _Sliceable(msgspec.Struct, gc=False):
-    """``Feed`` with every field kept as it was encoded but the two bounded lists (same order)."""
-
-    run_id: msgspec.Raw
-    project_slug: msgspec.Raw
-    live_channel_topic: msgspec.Raw
-    live_events: list[msgspec.Raw]
-    pixel_agents: msgspec.Raw
-    runtime_logs: list[msgspec.Raw]
-    execution_workspace_mirror: msgspec.Raw
-    delivery: msgspec.Raw
-    source_ref: msgspec.Raw
-    proposal: msgspec.Raw
-    queue: msgspec.Raw
-    lineage: msgspec.Raw
-    delivery_feedback: msgspec.Raw
-    evidence: msgspec.Raw
-    progress: msgspec.Raw
-    run_cost: msgspec.Raw
-    freshness: msgspec.Raw
-    latest_activity_at: msgspec.Raw
-    event_count: msgspec.Raw
-    pixel_agent_count: msgspec.Raw
-    runtime_log_count: int
-    coordination_friction: msgspec.Raw
-
-
-_sliceable = msgspec.json.Decoder(_Sliceable)
-_encode = msgspec.json.Encoder().encode
-
-
-def slice_feed(body: bytes, limit: int) -> bytes:
-    """The stored ``MAX_LIMIT`` answer cut to ``limit``: what ``compose_feed`` answers for it."""
-    feed = _sliceable.decode(body)
-    if len(feed.live_events) <= limit and len(feed.runtime_logs) <= limit:
-        return body
-    feed.live_events = feed.live_events[:limit]
-    feed.runtime_logs = feed.runtime_logs[:limit]
-    feed.runtime_log_count = len(feed.runtime_logs)
-    return _encode(feed)
 
 
 # -- which runs a change touches ----------------------------------------------------------------
@@ -213,7 +154,7 @@ class FeedMemory(MemoryDocs):
             for key in (*docs.dirty, *docs.deleted):
                 touched.add(name, key)
             docs.dirty, docs.deleted = set(), set()
-        upserts, deletes = compose_rows(_MemoryView(self.private), touched)
+        upserts, deletes = compose_rows(MemoryView(self.private), touched)
         for row in upserts:
             self.bodies[row.key] = row
             self.dirty.add(row.key)
@@ -236,53 +177,6 @@ class FeedMemory(MemoryDocs):
         return upserts, deletes
 
 
-class _MemoryView(View):
-    def __init__(self, docs: Mapping[str, MemoryDocs]) -> None:
-        self.docs = docs
-        self._partitions: dict[str, dict[str, list[tuple[str, str]]]] = {}
-
-    def _get(self, name: str, key: str) -> Any:
-        docs = self.docs.get(name)
-        return docs.get(key) if docs is not None else None
-
-    def projects(self, runs: Iterable[Run]) -> dict[Run, str]:
-        return {run: board_project(self._get("fleet", fleet_doc_key(*run))) for run in runs}
-
-    def gather(self, wanted: Mapping[Run, str]) -> dict[Run, Parts]:
-        answers: dict[Run, Parts] = {}
-        for (tenant, run_id), project_slug in wanted.items():
-            parts = {}
-            for part, (name, key) in reads_of(tenant, run_id, project_slug).items():
-                doc = self._get(name, key)
-                parts[part] = encode(doc) if doc is not None else None
-            rows = {}
-            for part, scan in feed_scans(tenant, run_id, MAX_LIMIT).items():
-                newest = sorted(self._partition(scan.name).get(scan.partition, []), reverse=True)[: scan.limit]
-                rows[part] = [encode(self.docs[scan.name].docs[key][1]) for _, key in newest]
-            answers[(tenant, run_id)] = (parts, rows)
-        return answers
-
-    def _partition(self, name: str) -> dict[str, list[tuple[str, str]]]:
-        index = self._partitions.get(name)
-        if index is None:
-            index = {}
-            docs = self.docs.get(name)
-            for key, (meta, _) in (docs.docs.items() if docs is not None else ()):
-                if meta.partition:
-                    index.setdefault(meta.partition, []).append((meta.sort_key, key))
-            self._partitions[name] = index
-        return index
-
-    def project_runs(self, tenant: str, project_slug: str) -> set[str]:
-        board = self.docs.get("fleet")
-        prefix = fleet_doc_key(tenant, "")
-        return {
-            key.rpartition("/")[2]
-            for key, (meta, _) in (board.docs.items() if board is not None else ())
-            if key.startswith(prefix) and meta.group == project_slug
-        }
-
-
 # -- the projector ------------------------------------------------------------------------------
 
 
@@ -294,7 +188,7 @@ class FeedProjector(DerivedProjector):
     sources = SOURCES
 
     def __init__(self) -> None:
-        self._folds = feed_sources()
+        self._folds = source_projectors()
         self._sealed = SealedBodies()  # the lane chunks' bytes, from one pass to the next
 
     def wants(self, env: Envelope) -> bool:
@@ -305,7 +199,7 @@ class FeedProjector(DerivedProjector):
             docs.fold(env)
 
     def memory_docs(self) -> MemoryDocs:
-        return FeedMemory(feed_sources())
+        return FeedMemory(source_projectors())
 
     def derive(
         self, store: DocStore, batches: Mapping[str, BatchDocs], positions: Mapping[str, int], last: int

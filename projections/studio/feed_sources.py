@@ -1,4 +1,11 @@
-"""The documents the stored feed is composed from, for many runs at once.
+"""The documents a feed is composed from, for many runs at once, and the one production of
+a run's feed from them (``run_feed``).
+
+The documents are seen through a ``View``: ``StoreView`` (the store, overlaid with a live
+pass's batches) for the stored feed and for a read that finds none stored; ``MemoryView``
+(source read models folded in memory) for time travel and for the definition tests
+compare with. Every answer is the feed composed for ``MAX_LIMIT`` (``compose_feed``), cut
+to the limit asked (``slice_feed``): the same bytes whichever way the documents came.
 
 A pass composes the feed of every run its batches touched (a rebuild: of every run, page
 by page). Each source document is taken from where it already is: this pass's batch (as
@@ -19,12 +26,15 @@ from typing import Any
 
 import msgspec
 
-from projections.engine.bulk import read_many
-from projections.engine.docs import BatchDocs, encode
-from projections.engine.lookups import Newest
+from projections.engine.bulk import Newest, read_many
+from projections.engine.docs import BatchDocs, MemoryDocs, Projector, encode
 from projections.engine.store import DocStore
-from projections.studio.feed import MAX_LIMIT, feed_reads, feed_scans
-from projections.studio.fleet import fleet_doc_key, fleet_partition
+from projections.studio import mirror_surface
+from projections.studio.feed import MAX_LIMIT, compose_feed, feed_reads, feed_scans, slice_feed
+from projections.studio.fleet import FleetProjector, fleet_doc_key, fleet_partition
+from projections.studio.log_dock import LogDockProjector
+from projections.studio.pixels import PixelsProjector
+from projections.studio.surfaces import SurfacesProjector
 
 Run = tuple[str, str]  # (tenant, run_id)
 Parts = tuple[dict[str, bytes | None], dict[str, list[bytes]]]  # as compose_feed reads them
@@ -37,6 +47,15 @@ class _Board(msgspec.Struct, gc=False):
 
 
 _board = msgspec.json.Decoder(_Board)
+
+
+def source_projectors() -> list[Projector]:
+    """The projectors whose documents make up a run's feed (the board row says the run exists)."""
+    projectors: list[Projector] = [FleetProjector(), PixelsProjector(), SurfacesProjector(), LogDockProjector()]
+    mirror = mirror_surface.mirror_projector()
+    if mirror is not None:
+        projectors.append(mirror)
+    return projectors
 
 
 def reads_of(tenant: str, run_id: str, project_slug: str) -> dict[str, tuple[str, str]]:
@@ -235,4 +254,63 @@ def _items(names: Mapping[str, set[str]]) -> list[tuple[str, str]]:
     return [(name, key) for name, keys in names.items() for key in keys]
 
 
-__all__ = ["PAGE", "Newest", "Parts", "Run", "SealedBodies", "StoreView", "View", "board_project", "reads_of"]
+class MemoryView(View):
+    """Source documents folded in memory (``name -> MemoryDocs``)."""
+
+    def __init__(self, docs: Mapping[str, MemoryDocs]) -> None:
+        self.docs = docs
+        self._partitions: dict[str, dict[str, list[tuple[str, str]]]] = {}
+
+    def _get(self, name: str, key: str) -> Any:
+        docs = self.docs.get(name)
+        return docs.get(key) if docs is not None else None
+
+    def projects(self, runs: Iterable[Run]) -> dict[Run, str]:
+        return {run: board_project(self._get("fleet", fleet_doc_key(*run))) for run in runs}
+
+    def gather(self, wanted: Mapping[Run, str]) -> dict[Run, Parts]:
+        answers: dict[Run, Parts] = {}
+        for (tenant, run_id), project_slug in wanted.items():
+            parts = {}
+            for part, (name, key) in reads_of(tenant, run_id, project_slug).items():
+                doc = self._get(name, key)
+                parts[part] = encode(doc) if doc is not None else None
+            rows = {}
+            for part, scan in feed_scans(tenant, run_id, MAX_LIMIT).items():
+                newest = sorted(self._partition(scan.name).get(scan.partition, []), reverse=True)[: scan.limit]
+                rows[part] = [encode(self.docs[scan.name].docs[key][1]) for _, key in newest]
+            answers[(tenant, run_id)] = (parts, rows)
+        return answers
+
+    def _partition(self, name: str) -> dict[str, list[tuple[str, str]]]:
+        index = self._partitions.get(name)
+        if index is None:
+            index = {}
+            docs = self.docs.get(name)
+            for key, (meta, _) in (docs.docs.items() if docs is not None else ()):
+                if meta.partition:
+                    index.setdefault(meta.partition, []).append((meta.sort_key, key))
+            self._partitions[name] = index
+        return index
+
+    def project_runs(self, tenant: str, project_slug: str) -> set[str]:
+        board = self.docs.get("fleet")
+        prefix = fleet_doc_key(tenant, "")
+        return {
+            key.rpartition("/")[2]
+            for key, (meta, _) in (board.docs.items() if board is not None else ())
+            if key.startswith(prefix) and meta.group == project_slug
+        }
+
+
+def run_feed(view: View, tenant: str, run_id: str, project_slug: str, limit: int) -> bytes:
+    """The run's feed for ``limit`` from ``view``'s documents: composed for ``MAX_LIMIT`` and
+    cut to ``limit``, the bytes its stored rows answer (``projections.studio.feed_doc``)."""
+    parts, rows = view.gather({(tenant, run_id): project_slug})[(tenant, run_id)]
+    return slice_feed(compose_feed(tenant, run_id, project_slug, parts, rows, MAX_LIMIT), limit)
+
+
+__all__ = [
+    "PAGE", "MemoryView", "Newest", "Parts", "Run", "SealedBodies", "StoreView", "View", "board_project", "reads_of",
+    "run_feed", "source_projectors",
+]

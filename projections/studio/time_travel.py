@@ -5,9 +5,10 @@ its sessions (named by the run's ``SessionOpened`` events), those of its project
 workspace leases (the mirror is per project) and the gate's events for the run (from the
 threads named by the run's id or its proposal's), selected by aggregate id with the log
 position bound in SQL. They are folded in memory by the same projectors that keep the
-live read models, and composed by the same ``compose_feed``: nothing is stored, nothing
-re-fires. Every per-run document depends only on those events, so the answer equals the
-live feed at that position byte for byte.
+live read models, and the feed is produced from them as the stored one is
+(``feed_sources.run_feed``): nothing is stored, nothing re-fires. Every per-run document
+depends only on those events, so the answer equals the live feed at that position byte
+for byte.
 
 ``as_of`` (a timestamp) answers the feed right after the last of those events stamped
 at or before it.
@@ -25,15 +26,9 @@ from domain.gate.thread import thread_key_id
 from domain.shared.clock import iso
 from domain.shared.ids import lease_key, run_key, session_key
 from domain.studio import events as ev
-from projections.engine.docs import MemoryDocs, Projector, decode, encode
+from projections.engine.docs import MemoryDocs, decode
 from projections.engine.envelope import Envelope, envelope
-from projections.studio.feed import compose_feed, feed_reads, feed_scans
-from projections.studio.fleet import FleetProjector
-from projections.studio.log_dock import LogDockProjector
-from projections.studio.mirror_surface import mirror_projector
-from projections.studio.pixels import PixelsProjector
-from projections.studio.runs import RunsProjector
-from projections.studio.surfaces import SurfacesProjector
+from projections.studio.feed_sources import MemoryView, run_feed, source_projectors
 
 
 class RunNotYet(LookupError):
@@ -119,17 +114,6 @@ def recorder_dialect(recorder: Any) -> str:
     return "other"
 
 
-def feed_projectors() -> list[Projector]:
-    """The projectors whose documents make up a run's feed."""
-    projectors: list[Projector] = [
-        RunsProjector(), FleetProjector(), PixelsProjector(), SurfacesProjector(), LogDockProjector()
-    ]
-    mirror = mirror_projector()
-    if mirror is not None:
-        projectors.append(mirror)
-    return projectors
-
-
 class TimeTravel:
     """Answers a run's feed at a past position (or time) from the event log alone."""
 
@@ -188,27 +172,18 @@ class TimeTravel:
             events = [e for e in events if e.position <= upto]
         if not any(e.kind == "Run.Launched" for e in events):
             raise RunNotYet(run_id)
-        projectors = feed_projectors()
-        docs = {p.name: MemoryDocs() for p in projectors}
-        for env in events:
-            for projector in projectors:
-                if projector.wants(env):
-                    projector.apply(env, docs[projector.name])
-        parts: dict[str, bytes | None] = {}
-        for part, (name, key) in feed_reads(tenant, run_id, project_slug).items():
-            doc = docs[name].get(key) if name in docs else None
-            parts[part] = encode(doc) if doc is not None else None
-        rows = {
-            part: newest(docs[scan.name], scan.partition, scan.limit)
-            for part, scan in feed_scans(tenant, run_id, limit).items()
-        }
-        return compose_feed(tenant, run_id, project_slug, parts, rows, limit), upto
+        return run_feed(MemoryView(fold(events)), tenant, run_id, project_slug, limit), upto
 
 
-def newest(docs: MemoryDocs, partition: str, limit: int) -> list[bytes]:
-    """The newest ``limit`` rows of a partition of documents in memory, as the store answers."""
-    found = sorted(((meta.sort_key, doc) for meta, doc in docs.docs.values() if meta.partition == partition), key=lambda r: r[0])
-    return [encode(doc) for _, doc in reversed(found[-limit:])]
+def fold(events: Sequence[Envelope]) -> dict[str, MemoryDocs]:
+    """The feed's source read models folded in memory from ``events``."""
+    projectors = source_projectors()
+    docs = {p.name: MemoryDocs() for p in projectors}
+    for env in events:
+        for projector in projectors:
+            if projector.wants(env):
+                projector.apply(env, docs[projector.name])
+    return docs
 
 
 def workspace_names(mirror_doc: bytes | None) -> list[str]:

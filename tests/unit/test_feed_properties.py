@@ -18,14 +18,15 @@ from api.studio.feed_dto import ObservabilityFeed
 from domain.shared.event_store import EventStore
 from domain.studio.policies.pixel import PIXEL_STATES
 from domain.studio.policies.walls import RECOMMENDED
-from projections.engine.docs import MemoryDocs, encode
+from projections.engine.docs import MemoryDocs
 from projections.engine.runner import NotificationSource
 from projections.engine.stamps import stamp
-from projections.studio.feed import MAX_LIMIT, compose_feed, feed_reads, feed_scans
+from projections.studio import time_travel
+from projections.studio.feed import MAX_LIMIT
+from projections.studio.feed_sources import MemoryView, run_feed
 from projections.studio.fleet import fleet_doc_key
 from projections.studio.live_events import live_event
 from projections.studio.log_dock import CAPACITY
-from projections.studio.time_travel import feed_projectors, newest
 from tests.feed_scenarios import (
     OPERATIONS,
     TENANT,
@@ -50,22 +51,11 @@ def build_scenario(request: dict[str, Any], operations: list[tuple[Any, ...]]) -
 
 def fold(scenario: Scenario) -> tuple[list[Any], dict[str, MemoryDocs]]:
     envs = NotificationSource(scenario.app.event_store.recorder).read(1, 1_000_000)
-    projectors = feed_projectors()
-    docs = {p.name: MemoryDocs() for p in projectors}
-    for env in envs:
-        for projector in projectors:
-            if projector.wants(env):
-                projector.apply(env, docs[projector.name])
-    return envs, docs
+    return envs, time_travel.fold(envs)
 
 
 def feed_of(scenario: Scenario, docs: dict[str, MemoryDocs], limit: int = MAX_LIMIT) -> ObservabilityFeed:
-    parts = {}
-    for part, (name, key) in feed_reads(TENANT, scenario.run_id, "acme").items():
-        doc = docs[name].get(key)
-        parts[part] = encode(doc) if doc is not None else None
-    rows = {part: newest(docs[scan.name], scan.partition, scan.limit) for part, scan in feed_scans(TENANT, scenario.run_id, limit).items()}
-    raw = compose_feed(TENANT, scenario.run_id, "acme", parts, rows, limit)
+    raw = run_feed(MemoryView(docs), TENANT, scenario.run_id, "acme", limit)
     return msgspec.json.decode(raw, type=ObservabilityFeed, strict=True)
 
 
