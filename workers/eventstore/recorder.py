@@ -46,28 +46,26 @@ STREAM_CHUNK = 48
 class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        id_type = "uuid" if self.datastore.originator_id_type == "uuid" else "text"
-        self.typed_insert_statement = SQL(
+        self.typed_insert_statement = self._on_events(
             "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
             "SELECT * FROM unnest(%b::{id_type}[], %b::bigint[], %b::text[], %b::bytea[]) "
             "RETURNING notification_id"
-        ).format(
-            schema=Identifier(self.datastore.schema),
-            table=Identifier(self.events_table_name),
-            id_type=SQL(id_type),
         ).as_bytes()
         # The library composes these again for every insert; rendered once, psycopg's
         # cache of converted queries answers for them.
         self.lock_table_statements = [q.as_bytes() for q in self.lock_table_statements]
         self.notify_statement = SQL("NOTIFY {0}").format(Identifier(self.channel_name)).as_bytes()
-        self.recorded_statement = SQL(
+        self.recorded_statement = self._on_events(
             "SELECT originator_id, originator_version, notification_id, state FROM {schema}.{table} "
             "WHERE (originator_id, originator_version) IN "
             "(SELECT * FROM unnest(%b::{id_type}[], %b::bigint[]))"
-        ).format(
-            schema=Identifier(self.datastore.schema),
-            table=Identifier(self.events_table_name),
-            id_type=SQL(id_type),
+        )
+
+    def _on_events(self, template: str) -> Any:
+        """``template`` with the events table (``{schema}.{table}``) and its id type filled in."""
+        id_type = "uuid" if self.datastore.originator_id_type == "uuid" else "text"
+        return SQL(template).format(  # type: ignore[arg-type]
+            schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name), id_type=SQL(id_type)
         )
 
     # -- reads: once more on a fresh connection, only if the connection died ----------------

@@ -30,7 +30,7 @@ costs one substring count over the bytes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -88,55 +88,51 @@ def _checked_dict(value: dict[Any, Any]) -> dict[Any, Any]:
     that cannot be stored faithfully raises :class:`EventPayloadError`. Plain values
     cost one type check; only containers recurse.
     """
-    out = value
-    for key, item in value.items():
-        if type(key) is not str:
-            raise EventPayloadError(f"key {key!r} is not a string (JSON would make it one)")
-        kind = type(item)
-        if kind in _PLAIN:
-            continue
-        try:
-            if kind is dict:
-                checked = _checked_dict(item)
-            elif kind is list:
-                checked = _checked_list(item)
-            elif kind is float:
-                checked = _float(item)
-            else:
-                raise _refused(item)
-        except EventPayloadError as e:
-            raise e.at(key) from None
-        if checked is not item:
-            if out is value:
-                out = dict(value)
-            out[key] = checked
+    out = _checked_items(value, _string_keyed(value), dict)
     if len(value) == 2 and "_type_" in value and "_data_" in value:
         raise EventPayloadError("a {'_type_', '_data_'} mapping reads back as a typed value")
     return out
 
 
+def _string_keyed(value: dict[Any, Any]) -> Iterator[tuple[str, Any]]:
+    for key, item in value.items():
+        if type(key) is not str:
+            raise EventPayloadError(f"key {key!r} is not a string (JSON would make it one)")
+        yield key, item
+
+
 def _checked_list(value: list[Any]) -> list[Any]:
+    return _checked_items(value, enumerate(value), list)
+
+
+def _checked_items(value: Any, items: Iterable[tuple[Any, Any]], copy: Callable[[Any], Any]) -> Any:
+    """``value`` (a dict or a list, its ``items`` as (key or index, item)) checked item by
+    item; copied with ``copy`` at the first item that must change."""
     out = value
-    for i, item in enumerate(value):
-        kind = type(item)
-        if kind in _PLAIN:
+    for at, item in items:
+        if type(item) in _PLAIN:
             continue
         try:
-            if kind is dict:
-                checked = _checked_dict(item)
-            elif kind is list:
-                checked = _checked_list(item)
-            elif kind is float:
-                checked = _float(item)
-            else:
-                raise _refused(item)
+            checked = _checked(item)
         except EventPayloadError as e:
-            raise e.at(i) from None
+            raise e.at(at) from None
         if checked is not item:
             if out is value:
-                out = list(value)
-            out[i] = checked
+                out = copy(value)
+            out[at] = checked
     return out
+
+
+def _checked(item: Any) -> Any:
+    """A container or float as ``_checked_dict`` answers for its values."""
+    kind = type(item)
+    if kind is dict:
+        return _checked_dict(item)
+    if kind is list:
+        return _checked_list(item)
+    if kind is float:
+        return _float(item)
+    raise _refused(item)
 
 
 class MsgspecTranscoder(Transcoder):
