@@ -22,7 +22,7 @@ import structlog
 
 from domain.shared.retry import backoff
 from projections.engine.envelope import Envelope
-from projections.engine.follower import LogFollower, NotificationSource
+from projections.engine.follower import FollowsLog, LogFollower, NotificationSource
 from projections.engine.store import DocStore
 from projections.studio.live_channel import Broker, live_message
 
@@ -41,7 +41,7 @@ class FanoutStats:
     last_error: str = ""
 
 
-class LiveFanout:
+class LiveFanout(FollowsLog):
     """The fan-out worker: one thread with its own event loop and broker connection."""
 
     name = TRACKING_NAME
@@ -97,26 +97,6 @@ class LiveFanout:
             self._thread.join(timeout=timeout)
             self._thread = None
         self.follower.stop_listening()
-
-    @property
-    def page_size(self) -> int:
-        return self.follower.page_size
-
-    @page_size.setter
-    def page_size(self, value: int) -> None:
-        self.follower.page_size = value
-
-    @property
-    def gap_timeout(self) -> float:
-        return self.follower.gap_timeout
-
-    @gap_timeout.setter
-    def gap_timeout(self, value: float) -> None:
-        self.follower.gap_timeout = value
-
-    def wake(self, _position: int | None = None) -> None:
-        """Thread-safe: an append happened (called by the application after each save)."""
-        self.follower.wake()
 
     def _woken(self) -> None:
         """The follower was woken (an append here, or a NOTIFY): end the poll wait."""

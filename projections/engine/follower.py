@@ -254,3 +254,21 @@ class LogFollower(Generic[T]):
             except Exception as exc:
                 log.warning("log_listen_failed", follower=self.name, error=repr(exc))
                 self._unheard.wait(1.0)
+
+
+def _followers(name: str) -> Any:
+    """The attribute ``name`` of the worker's follower, read and set through the worker."""
+    return property(lambda self: getattr(self.follower, name), lambda self, value: setattr(self.follower, name, value))
+
+
+class FollowsLog:
+    """What a worker reading the log through its ``follower`` (the projection runner, the
+    live fan-out) passes on to it: the page size, the gap timeout and the wake-up."""
+
+    follower: LogFollower[Any]
+    page_size = _followers("page_size")
+    gap_timeout = _followers("gap_timeout")
+
+    def wake(self, _position: int | None = None) -> None:
+        """Thread-safe: an append happened (called by the application after each save)."""
+        self.follower.wake()

@@ -23,7 +23,7 @@ import structlog
 from domain.shared.retry import backoff
 from projections.engine.docs import BatchDocs, DerivedProjector, DocCache, DocMemory, Projector
 from projections.engine.envelope import Envelope
-from projections.engine.follower import LogFollower, NotificationSource, contiguous
+from projections.engine.follower import FollowsLog, LogFollower, NotificationSource, contiguous
 from projections.engine.heartbeat import Heartbeats
 from projections.engine.store import Change, DocStore
 from projections.engine.unavailable import unavailable
@@ -60,7 +60,7 @@ class RunnerStats:
     statuses: dict[str, ProjectorStatus] = field(default_factory=dict)
 
 
-class ProjectionRunner:
+class ProjectionRunner(FollowsLog):
     """Runs projectors over the log; safe to run in several processes at once."""
 
     def __init__(
@@ -127,25 +127,6 @@ class ProjectionRunner:
     def running(self) -> bool:
         """Whether this runner's loop runs in this process now."""
         return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
-
-    @property
-    def page_size(self) -> int:
-        return self.follower.page_size
-
-    @page_size.setter
-    def page_size(self, value: int) -> None:
-        self.follower.page_size = value
-
-    @property
-    def gap_timeout(self) -> float:
-        return self.follower.gap_timeout
-
-    @gap_timeout.setter
-    def gap_timeout(self, value: float) -> None:
-        self.follower.gap_timeout = value
-
-    def wake(self, _position: int | None = None) -> None:
-        self.follower.wake()
 
     def _loop(self) -> None:
         failures = 0
