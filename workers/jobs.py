@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 import structlog
@@ -25,6 +25,7 @@ from domain.shared.retry import backoff
 from projections.engine.store import DocStore
 from projections.jobs.jobs import QUEUE_PARTITION
 from workers.job_claims import JobClaims
+from workers.passes import PassThread
 
 log = structlog.get_logger("squadops.jobs")
 
@@ -38,8 +39,10 @@ class _Due(msgspec.Struct):
 _due = msgspec.json.Decoder(_Due).decode
 
 
-class JobRunner:
+class JobRunner(PassThread):
     """Runs due jobs' steps, ``batch`` candidates per pass, every ``poll_seconds``."""
+
+    thread_name, event, join_seconds = "job-runner", "job", 30.0
 
     def __init__(
         self,
@@ -61,10 +64,7 @@ class JobRunner:
         self.clock = clock
         self.runner_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.outcomes: dict[str, int] = {}
-        self.failures = 0
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__()
 
     def due(self) -> list[_Due]:
         """Jobs due now, earliest first (as the read model has them)."""
@@ -96,38 +96,8 @@ class JobRunner:
 
     # -- thread ------------------------------------------------------------------------------
 
-    def wake(self, _position: int | None = None) -> None:
-        self._wake.set()
+    def pause(self, result: Any, started: float) -> float:
+        return 0.0 if result else self.poll_seconds  # more may be due right away (a step that waits 0 s)
 
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="job-runner", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def _loop(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            pause = self.poll_seconds
-            try:
-                ran = self.run_once()
-                failures = 0
-                if ran:
-                    pause = 0.0  # more may be due right away (a step that waits 0 s)
-            except Exception as exc:  # a database outage: back off, never give up
-                failures += 1
-                self.failures += 1
-                pause = backoff(failures, base=self.poll_seconds, cap=10.0)
-                log.warning("job_pass_failed", error=repr(exc), retry_in=pause)
-            self._wake.wait(pause)
-            self._wake.clear()
+    def retry_in(self, failures: int) -> float:
+        return backoff(failures, base=self.poll_seconds, cap=10.0)

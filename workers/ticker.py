@@ -9,7 +9,6 @@ holdings remember it, so a quiet run is still ticked once per interval, not once
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -20,10 +19,10 @@ import structlog
 
 from domain.shared.clock import iso
 from domain.shared.ports import ExecutionPlane
-from domain.shared.retry import backoff
 from domain.studio.commands.ticks import TickCommands, TickOutcome
 from domain.studio.policies.queue import QueueEntry, pick_runs
 from projections.engine.store import DocStore
+from workers.passes import PassThread
 
 log = structlog.get_logger("squadops.ticker")
 _decode = msgspec.json.Decoder(dict).decode
@@ -38,8 +37,10 @@ def queue_entries(store: DocStore, limit: int = 10_000) -> list[QueueEntry]:
     return entries
 
 
-class Ticker:
+class Ticker(PassThread):
     """Drives runs through an execution plane, about once per ``tick_seconds`` (C13)."""
+
+    thread_name, event = "ticker", "tick"
 
     def __init__(
         self,
@@ -59,9 +60,7 @@ class Ticker:
         self.policies = list(policies)
         self.passes = 0
         self.totals = TickOutcome()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__()
 
     def run_once(self) -> TickOutcome:
         running, to_start = pick_runs(queue_entries(self.store), self.capacity)
@@ -97,37 +96,7 @@ class Ticker:
         if after is not None:
             after()
 
-    def wake(self, _position: int | None = None) -> None:
-        self._wake.set()
-
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="ticker", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        # Check the queue a few times per tick so a scheduled run starts promptly.
+    def pause(self, result: Any, started: float) -> float:
+        """The queue is checked a few times per tick, so a scheduled run starts promptly."""
         check = max(min(self.tick_seconds, 0.25), 0.005)
-        failures = 0
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                self.run_once()
-            except Exception as exc:  # the database went away: back off, resume by itself
-                failures += 1
-                delay = backoff(failures)
-                log.warning("tick_pass_failed", error=repr(exc), failures=failures, retry_in=delay)
-                self._stop.wait(delay)
-                continue
-            if failures:
-                log.info("tick_resumed", failures=failures)
-                failures = 0
-            elapsed = time.monotonic() - started
-            self._wake.wait(max(check - elapsed, 0.0))
-            self._wake.clear()
+        return max(check - (time.monotonic() - started), 0.0)

@@ -35,6 +35,7 @@ from domain.studio.policies import watch
 from domain.studio.policies.walls import wall_for
 from projections.engine.store import DocStore
 from projections.engine.unavailable import unavailable
+from workers.passes import PassThread
 from workers.ticker import queue_entries
 
 log = structlog.get_logger("squadops.watcher")
@@ -114,8 +115,10 @@ def load_project_assets(path: str | Path) -> dict[str, dict[str, Any]]:
     return {slug: raw}
 
 
-class Watcher:
+class Watcher(PassThread):
     """Watches running runs; one pass per ``interval_seconds`` on its own thread."""
+
+    thread_name, event, stops_on = "watcher", "watch", (ObservationFailed,)
 
     def __init__(
         self,
@@ -137,9 +140,8 @@ class Watcher:
         self.strict = strict
         self.explicit = dict(explicit_assets) if explicit_assets is not None else None
         self.lookups = 0
-        self.failure: ObservationFailed | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__()
+        self.join_seconds = timeout_seconds + 5
 
     # -- one pass -----------------------------------------------------------------------
 
@@ -203,38 +205,14 @@ class Watcher:
 
     # -- worker -------------------------------------------------------------------------
 
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="watcher", daemon=True)
-        self._thread.start()
+    def run_once(self) -> list[OperatorView]:
+        return self.watch_once()
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.timeout_seconds + 5)
+    def pause(self, result: Any, started: float) -> float:
+        return self.interval_seconds
 
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def _loop(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                self.watch_once()
-            except ObservationFailed as exc:
-                self.failure = exc
-                log.error("watcher_failed", error=str(exc))
-                return
-            except Exception as exc:  # e.g. the database went away: the next pass retries
-                failures += 1
-                log.warning("watch_pass_failed", error=repr(exc), failures=failures, retry_in=self.interval_seconds)
-                self._stop.wait(self.interval_seconds)
-                continue
-            if failures:
-                log.info("watch_resumed", failures=failures)
-                failures = 0
-            self._stop.wait(self.interval_seconds)
+    def retry_in(self, failures: int) -> float:
+        return self.interval_seconds
 
 
 def views_json(views: list[OperatorView]) -> str:
