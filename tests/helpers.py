@@ -53,3 +53,31 @@ def drive_runs(app: Services, *, runs: int, ticks: int, project: dict[str, Any] 
     for _ in range(ticks):
         app.studio.ticks.tick_runs(plane, tick=[("default", r) for r in ids])
     return ids
+
+
+def log_positions(app: Services) -> list[int]:
+    """Every position of the notification log, in order."""
+    from projections.engine.follower import NotificationSource
+
+    return [e.position for e in NotificationSource(app.event_store.recorder).read(1, 10**9)]
+
+
+def burn_a_position(app: Services) -> list[int]:
+    """A version conflict burns a log position: a stale copy of a run fails to save between
+    two appends. Answers the log's positions before the conflict."""
+    import pytest
+    from eventsourcing.persistence import RecordConflictError
+
+    app.projects.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
+    run, _ = app.studio.runs.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
+    stale = app.event_store.repository.get(run.id)
+    app.studio.runs.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
+    before = log_positions(app)
+    stale.share_preview({"note": "from a stale copy"}, "2026-01-01T00:00:00.000000Z")
+    with pytest.raises(RecordConflictError):
+        app.event_store.save(stale)
+    app.studio.runs.share_preview(tenant="default", run_id=run.run_id, fields={"note": "after the gap"})
+    after = log_positions(app)
+    assert after != list(range(1, len(after) + 1)), "the conflict burned no position"
+    return before
+

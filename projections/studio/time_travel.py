@@ -19,7 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
+
+from eventsourcing.persistence import Notification
 
 from domain.gate import events as gate
 from domain.gate.thread import thread_key_id
@@ -33,14 +35,6 @@ from projections.studio.feed_sources import MemoryView, run_feed, source_project
 
 class RunNotYet(LookupError):
     """The run had no event at or before the asked position or time."""
-
-
-class _Note(NamedTuple):
-    id: int
-    originator_id: str
-    originator_version: int
-    topic: str
-    state: bytes
 
 
 class EventSelector:
@@ -65,7 +59,7 @@ class EventSelector:
     def max_position(self) -> int:
         return self.recorder.max_notification_id() or 0
 
-    def _postgres(self, ids: list[str], upto: int) -> list[_Note]:
+    def _postgres(self, ids: list[str], upto: int) -> list[Notification]:
         from psycopg.sql import SQL, Identifier
 
         statement = SQL(
@@ -76,11 +70,10 @@ class EventSelector:
             cursor.execute(statement, (ids, upto))
             rows = cursor.fetchall()
         return [
-            _Note(r["notification_id"], r["originator_id"], r["originator_version"], r["topic"], bytes(r["state"]))
-            for r in rows
+            _note(r["notification_id"], r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in rows
         ]
 
-    def _sqlite(self, ids: list[str], upto: int) -> list[_Note]:
+    def _sqlite(self, ids: list[str], upto: int) -> list[Notification]:
         table = self.recorder.events_table_name
         marks = ",".join("?" * len(ids))
         statement = (
@@ -90,9 +83,9 @@ class EventSelector:
         with self.recorder.datastore.transaction(commit=False) as cursor:
             cursor.execute(statement, [*ids, upto])
             rows = cursor.fetchall()
-        return [_Note(r[0], r[1], r[2], r[3], bytes(r[4])) for r in rows]
+        return [_note(*r) for r in rows]
 
-    def _scan(self, ids: list[str], upto: int) -> list[_Note]:
+    def _scan(self, ids: list[str], upto: int) -> list[Notification]:
         wanted, found, position = set(ids), [], 0
         while position < upto:
             page = self.recorder.select_notifications(start=position + 1, limit=5000, stop=upto)
@@ -101,6 +94,12 @@ class EventSelector:
             found.extend(n for n in page if n.originator_id in wanted)
             position = page[-1].id
         return found
+
+
+def _note(position: int, originator_id: str, version: int, topic: str, state: bytes) -> Notification:
+    return Notification(
+        id=position, originator_id=originator_id, originator_version=version, topic=topic, state=bytes(state)
+    )
 
 
 def recorder_dialect(recorder: Any) -> str:

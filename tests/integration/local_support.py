@@ -18,7 +18,7 @@ import uvicorn
 from api.app import create_app
 from tests import infra
 from tests.conftest import ADMIN, settings_for
-from tests.helpers import eventually
+from tests.helpers import DEMO_LIKE, eventually
 from workers.bootstrap import Container, build
 from workers.planes.local import LocalPlane
 from workers.settings import Settings
@@ -27,15 +27,7 @@ STANDIN = Path(__file__).with_name("standin_agent.py")
 SANDBOX_PYTHON = "/usr/bin/python3"
 STUDIO = "/v1/admin/studio"
 PLANE = "/control-plane/studio"
-PROJECT = {
-    "project_key": "acme",
-    "display_name": "Acme shop",
-    "repository_bindings": [
-        {"repository_key": "assembly", "vcs_repo_slug": "acme/assembly", "repository_type": "assembly"},
-        {"repository_key": "backend", "vcs_repo_slug": "acme/api"},
-        {"repository_key": "frontend", "vcs_repo_slug": "acme/web"},
-    ],
-}
+PROJECT = {key: value for key, value in DEMO_LIKE.items() if key != "project_assembly"}
 
 
 def local_settings(database_url: str, data_dir: Path, plan: dict[str, Any], port: int, **changes: Any) -> Settings:

@@ -5,21 +5,15 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import pytest
-
 from projections.engine.envelope import Envelope
 from projections.engine.follower import LogFollower, LogHeader, NotificationSource, header
 from tests.conftest import settings_for
-from tests.helpers import DEMO_LIKE, drive_runs
+from tests.helpers import DEMO_LIKE, burn_a_position, drive_runs, log_positions
 from workers.bootstrap import Container, build
 
 
 def follower_for(container: Container, **kw: Any) -> LogFollower[Envelope]:
     return LogFollower(NotificationSource(container.event_store.recorder), **kw)
-
-
-def all_positions(container: Container) -> list[int]:
-    return [e.position for e in NotificationSource(container.event_store.recorder).read(1, 10**9)]
 
 
 class Hiding:
@@ -48,7 +42,7 @@ class Hiding:
 
 def test_pages_are_contiguous_and_cover_the_log_once(container: Container) -> None:
     drive_runs(container, runs=2, ticks=6)
-    expected = all_positions(container)
+    expected = log_positions(container)
     follower = follower_for(container, page_size=7)
     seen: list[int] = []
     while page := follower.next_page():
@@ -74,7 +68,7 @@ def test_a_page_stops_at_stop_and_reads_headers_only(container: Container) -> No
 
 def test_resumes_from_a_stored_position(container: Container) -> None:
     drive_runs(container, runs=1, ticks=4)
-    expected = all_positions(container)
+    expected = log_positions(container)
     container.store.ensure("tracked")
     assert container.store.commit("tracked", 0, expected[9], [], [])
     follower = follower_for(container, page_size=1000)
@@ -85,7 +79,7 @@ def test_resumes_from_a_stored_position(container: Container) -> None:
 
 def test_a_gap_is_waited_for_while_an_append_may_fill_it(container: Container) -> None:
     drive_runs(container, runs=1, ticks=4)
-    expected = all_positions(container)
+    expected = log_positions(container)
     gap = expected[5]
     now = [0.0]
     source = Hiding(NotificationSource(container.event_store.recorder), {gap})
@@ -101,7 +95,7 @@ def test_a_gap_is_waited_for_while_an_append_may_fill_it(container: Container) -
 
 def test_a_gap_is_accepted_after_the_timeout_and_nothing_else_is_skipped(container: Container) -> None:
     drive_runs(container, runs=1, ticks=4)
-    expected = all_positions(container)
+    expected = log_positions(container)
     gap = expected[5]
     now = [0.0]
     source = Hiding(NotificationSource(container.event_store.recorder), {gap})
@@ -116,7 +110,7 @@ def test_a_gap_is_accepted_after_the_timeout_and_nothing_else_is_skipped(contain
 
 def test_a_gap_no_append_can_fill_is_accepted_at_once(container: Container) -> None:
     drive_runs(container, runs=1, ticks=4)
-    expected = all_positions(container)
+    expected = log_positions(container)
     source = Hiding(NotificationSource(container.event_store.recorder), {expected[5]})
     source.in_flight = False  # a rolled-back insert: nothing will ever fill it
     follower = LogFollower(source, page_size=1000, gap_timeout=60.0, clock=lambda: 0.0)
@@ -127,7 +121,7 @@ def test_a_gap_no_append_can_fill_is_accepted_at_once(container: Container) -> N
 
 def test_a_gap_is_waited_for_while_the_store_cannot_tell(container: Container) -> None:
     drive_runs(container, runs=1, ticks=4)
-    expected = all_positions(container)
+    expected = log_positions(container)
 
     class Unsure(Hiding):
         def insert_in_flight(self) -> bool:
@@ -170,22 +164,10 @@ def test_subscribers_are_told_of_every_wake_up(container: Container) -> None:
 
 def test_a_rolled_back_append_on_postgres_is_a_gap_accepted_at_once(pg_url: str) -> None:
     """A version conflict burns a position; the store says no append is in flight."""
-    from eventsourcing.persistence import RecordConflictError
-
     container = build(settings_for(pg_url))
     try:
-        container.projects.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
-        run, _ = container.studio.runs.launch_run(
-            tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op"
-        )
-        stale = container.event_store.repository.get(run.id)
-        container.studio.runs.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
-        stale.share_preview({"note": "from a stale copy"}, "2026-01-01T00:00:00.000000Z")
-        with pytest.raises(RecordConflictError):
-            container.event_store.save(stale)
-        container.studio.runs.share_preview(tenant="default", run_id=run.run_id, fields={"note": "after"})
-        expected = all_positions(container)
-        assert expected != list(range(1, len(expected) + 1)), "the conflict burned no position"
+        burn_a_position(container)
+        expected = log_positions(container)
         follower = follower_for(container, page_size=1000, gap_timeout=3600.0)
         seen: list[int] = []
         for _ in range(10):
@@ -199,22 +181,10 @@ def test_a_gap_on_postgres_waits_while_an_append_holds_the_log(pg_url: str) -> N
     """While another transaction holds the events table's lock (an append in flight), a
     gap is not accepted before the timeout; once the lock is gone, it is."""
     import psycopg
-    from eventsourcing.persistence import RecordConflictError
-
     container = build(settings_for(pg_url))
     try:
-        container.projects.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
-        run, _ = container.studio.runs.launch_run(
-            tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op"
-        )
-        stale = container.event_store.repository.get(run.id)
-        container.studio.runs.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
-        before = all_positions(container)
-        stale.share_preview({"note": "from a stale copy"}, "2026-01-01T00:00:00.000000Z")
-        with pytest.raises(RecordConflictError):
-            container.event_store.save(stale)
-        container.studio.runs.share_preview(tenant="default", run_id=run.run_id, fields={"note": "after"})
-        expected = all_positions(container)
+        before = burn_a_position(container)
+        expected = log_positions(container)
         now = [0.0]
         follower = follower_for(container, page_size=1000, gap_timeout=5.0, clock=lambda: now[0])
         assert [e.position for e in follower.next_page()] == before

@@ -13,7 +13,7 @@ from projections.engine.envelope import Envelope
 from projections.engine.runner import NotificationSource, ProjectionRunner, contiguous
 from projections.engine.store import DocStore
 from tests.conftest import settings_for
-from tests.helpers import DEMO_LIKE, drive_runs, eventually
+from tests.helpers import DEMO_LIKE, burn_a_position, drive_runs, eventually, log_positions
 from workers.bootstrap import Container, Services, build, read_projectors
 
 
@@ -207,21 +207,10 @@ def test_commit_is_guarded_by_the_expected_position(store: DocStore) -> None:
 
 def test_a_rolled_back_append_leaves_a_gap_that_is_accepted_at_once(pg_url: str) -> None:
     """A version conflict burns a position; no append is in flight, so no waiting."""
-    from eventsourcing.persistence import RecordConflictError
-
     container = build(settings_for(pg_url, projection_gap_timeout_seconds=60.0))
     try:
-        app = container
-        app.projects.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
-        run, _ = app.studio.runs.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
-        stale = app.event_store.repository.get(run.id)
-        app.studio.runs.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
-        stale.share_preview({"note": "from a stale copy"}, "2026-01-01T00:00:00.000000Z")
-        with pytest.raises(RecordConflictError):
-            app.event_store.save(stale)
-        app.studio.runs.share_preview(tenant="default", run_id=run.run_id, fields={"note": "after the gap"})
-        positions = [e.position for e in NotificationSource(app.event_store.recorder).read(1, 10**6)]
-        assert positions != list(range(1, len(positions) + 1)), "the conflict burned no position"
+        burn_a_position(container)
+        positions = log_positions(container)
         runner = runner_for(container, gap_timeout=60.0)
         started = time.monotonic()
         while runner.run_once():

@@ -10,9 +10,9 @@ the runs, pixels, fleet and surfaces read models equal the aggregate's.
 from __future__ import annotations
 
 from contextlib import suppress
-from typing import Any, NamedTuple
+from typing import Any
 
-from eventsourcing.persistence import Mapper
+from eventsourcing.persistence import Mapper, Notification
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,14 +31,6 @@ TENANT, RUN_ID = "acme", "run-1"
 AGENTS = ("planner", "builder", "tester")
 AT = "2026-01-02T03:04:05.000006Z"
 MAPPER = Mapper(transcoder=MsgspecTranscoder())
-
-
-class _Note(NamedTuple):
-    id: int
-    originator_id: str
-    originator_version: int
-    topic: str
-    state: bytes
 
 
 def _opened(run: Run, agent_id: str) -> AgentSession:
@@ -140,7 +132,10 @@ class World:
         for domain_event in aggregate.collect_events():
             stored = MAPPER.to_stored_event(domain_event)
             self.position += 1
-            note = _Note(self.position, stored.originator_id, stored.originator_version, stored.topic, stored.state)
+            note = Notification(
+                id=self.position, originator_id=stored.originator_id,
+                originator_version=stored.originator_version, topic=stored.topic, state=stored.state,
+            )
             self.fold(envelope(note))
 
     def fold(self, env: Envelope) -> None:
