@@ -77,13 +77,19 @@ def test_resumes_from_a_stored_position(container: Container) -> None:
     assert [e.position for e in page] == expected[10:]
 
 
-def test_a_gap_is_waited_for_while_an_append_may_fill_it(container: Container) -> None:
+def hidden_gap(container: Container) -> tuple[list[int], list[float], Hiding, LogFollower[Envelope]]:
+    """A log whose sixth position is not visible yet (an append in flight), and a follower of
+    it on a clock the test moves (``now[0]``)."""
     drive_runs(container, runs=1, ticks=4)
     expected = log_positions(container)
-    gap = expected[5]
     now = [0.0]
-    source = Hiding(NotificationSource(container.event_store.recorder), {gap})
+    source = Hiding(NotificationSource(container.event_store.recorder), {expected[5]})
     follower = LogFollower(source, page_size=1000, gap_timeout=5.0, clock=lambda: now[0])
+    return expected, now, source, follower
+
+
+def test_a_gap_is_waited_for_while_an_append_may_fill_it(container: Container) -> None:
+    expected, now, source, follower = hidden_gap(container)
     assert [e.position for e in follower.next_page()] == expected[:5]  # up to the gap, not past it
     assert follower.next_page() == []  # in flight: wait
     now[0] = 4.9
@@ -94,12 +100,7 @@ def test_a_gap_is_waited_for_while_an_append_may_fill_it(container: Container) -
 
 
 def test_a_gap_is_accepted_after_the_timeout_and_nothing_else_is_skipped(container: Container) -> None:
-    drive_runs(container, runs=1, ticks=4)
-    expected = log_positions(container)
-    gap = expected[5]
-    now = [0.0]
-    source = Hiding(NotificationSource(container.event_store.recorder), {gap})
-    follower = LogFollower(source, page_size=1000, gap_timeout=5.0, clock=lambda: now[0])
+    expected, now, source, follower = hidden_gap(container)
     follower.next_page()  # the gap is first seen here, behind the page
     now[0] = 3.0
     assert follower.next_page() == []
