@@ -2,7 +2,7 @@
 
 Side by side in one run, against one scripted Anthropic Messages upstream in its own
 process (``bench.model_upstream``): the same request straight to the upstream, and through
-``squadops serve`` (its own process, PostgreSQL, with its projector) at ``/v1/model-proxy/v1/messages`` under
+``squadops serve`` (its own process, PostgreSQL, its projector another process) at ``/v1/model-proxy/v1/messages`` under
 an agent's proxy token, alternating. First byte: the time until the first body bytes of a
 short streamed answer arrive. Throughput: a long streamed answer (``LONG_DELTAS`` deltas of
 1 KiB) read whole, in MiB/s.
@@ -25,8 +25,10 @@ from bench.context import BenchContext, percentile
 from domain.workspaces import proxy_tokens
 from tests import infra
 from tests.conftest import ADMIN, settings_for
+from tests.helpers import eventually
 from tests.integration.local_support import PROJECT, STUDIO
 from tests.live_helpers import service_process
+from tests.processes import ServiceProcess, service_env
 
 KEY = "bench-proxy-signing-key-0123456789abcdef"
 FIRST_BYTE_ROUNDS = int(os.environ.get("BENCH_PROXY_ROUNDS", "400"))
@@ -77,11 +79,15 @@ def run(ctx: BenchContext) -> list[str]:
         settings = settings_for(database)
         env = {"SQUADOPS_UPSTREAM_ANTHROPIC_URL": models, "SQUADOPS_UPSTREAM_ANTHROPIC_KEY": "bench-upstream-key",
                "SQUADOPS_MCP_TOKEN_KEY": KEY, "SQUADOPS_RATE_LIMIT_PER_MINUTE": "0"}
-        # The proxy's run lookups read the runs read model: its projector runs in the process.
-        with service_process(settings, workers="projector", **env) as service, httpx.Client(timeout=60) as http:
+        # As production runs it: the API process (the proxy and its meter's appends) and the
+        # read models' projector in a process of its own.
+        projector = ServiceProcess.worker("projector", service_env(settings, **env), "projector").start()
+        with contextlib.closing(projector), service_process(settings, workers="none", **env) as service, \
+                httpx.Client(timeout=60) as http:
             assert http.post(f"{service.url}/v1/project-factory/projects", json=PROJECT, headers=ADMIN).status_code == 201
             run_id = http.post(f"{service.url}{STUDIO}/runs", headers=ADMIN,
                                json={"template_id": "delivery-core", "project_slug": "acme"}).json()["run_id"]
+            eventually(lambda: http.get(f"{service.url}{STUDIO}/runs/{run_id}", headers=ADMIN).status_code == 200)
             token = proxy_tokens.sign(KEY, proxy_tokens.ProxyCaller("default", "acme", run_id, "ses-bench", "planner"),
                                       int(time.time() + 3600))
             direct, proxied = f"{models}/v1/messages", f"{service.url}/v1/model-proxy/v1/messages"
