@@ -59,6 +59,15 @@ def feed_of(scenario: Scenario, docs: dict[str, MemoryDocs], limit: int = MAX_LI
     return msgspec.json.decode(raw, type=ObservabilityFeed, strict=True)
 
 
+def observed(
+    request: dict[str, Any], operations: list[tuple[Any, ...]], limit: int = MAX_LIMIT
+) -> tuple[Scenario, list[Any], dict[str, MemoryDocs], ObservabilityFeed]:
+    """The run the operations record, its events, its folded documents and its feed."""
+    scenario = build_scenario(request, operations)
+    envs, docs = fold(scenario)
+    return scenario, envs, docs, feed_of(scenario, docs, limit)
+
+
 def reported(result: dict[str, Any], name: str) -> Any:
     value = result.get(name)
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -67,9 +76,7 @@ def reported(result: dict[str, Any], name: str) -> Any:
 @FAST
 @given(request=project_requests(), operations=st.lists(OPERATIONS, min_size=8, max_size=40))
 def test_pixel_agents_follow_their_sessions(request: dict[str, Any], operations: list[tuple[Any, ...]]) -> None:
-    scenario = build_scenario(request, operations)
-    _, docs = fold(scenario)
-    feed = feed_of(scenario, docs)
+    scenario, _, docs, feed = observed(request, operations)
     sessions = scenario.sessions()
     assert [p.agent_id for p in feed.pixel_agents] == [s.agent_id for s in sessions]
     assert feed.pixel_agent_count == len(sessions)
@@ -122,9 +129,7 @@ def test_pixel_agents_follow_their_sessions(request: dict[str, Any], operations:
 @FAST
 @given(request=project_requests(), operations=st.lists(OPERATIONS, min_size=8, max_size=40))
 def test_progress_cost_and_friction(request: dict[str, Any], operations: list[tuple[Any, ...]]) -> None:
-    scenario = build_scenario(request, operations)
-    _, docs = fold(scenario)
-    feed = feed_of(scenario, docs)
+    scenario, _, docs, feed = observed(request, operations)
     sessions = scenario.sessions()
     p = feed.progress
     buckets = (p.active, p.waiting, p.blocked, p.moving, p.idle, p.completed)
@@ -166,9 +171,7 @@ def test_progress_cost_and_friction(request: dict[str, Any], operations: list[tu
 @FAST
 @given(request=project_requests(), operations=st.lists(OPERATIONS, min_size=8, max_size=40))
 def test_run_surfaces(request: dict[str, Any], operations: list[tuple[Any, ...]]) -> None:
-    scenario = build_scenario(request, operations)
-    envs, docs = fold(scenario)
-    feed = feed_of(scenario, docs)
+    scenario, envs, docs, feed = observed(request, operations)
     sessions, run = scenario.sessions(), scenario.run()
     run_envs = [e for e in envs if e.run_id == scenario.run_id]
     # delivery: a pull request gives delivered, else a blocked session gives blocker
@@ -234,9 +237,7 @@ def test_run_surfaces(request: dict[str, Any], operations: list[tuple[Any, ...]]
 def test_log_dock_is_the_live_event_mapping_newest_first(
     request: dict[str, Any], operations: list[tuple[Any, ...]], limit: int
 ) -> None:
-    scenario = build_scenario(request, operations)
-    envs, docs = fold(scenario)
-    feed = feed_of(scenario, docs, limit)
+    scenario, envs, docs, feed = observed(request, operations, limit)
     items = [i for i in (live_event(e) for e in envs if e.run_id == scenario.run_id) if i is not None]
     expected = list(reversed(items))[: min(limit, CAPACITY)]
     assert [msgspec.to_builtins(e) for e in feed.live_events] == expected
