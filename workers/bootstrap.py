@@ -216,6 +216,7 @@ class Container(Services):
     live_broker: Callable[[], Broker]
     health: HealthProbe | None = None
     started: list[str] = field(default_factory=list)
+    _woken: list[Callable[[int], None]] = field(default_factory=list, init=False, repr=False)
     watcher: Watcher | None = None
     job_runner: JobRunner | None = None
     # The squad's MCP server (``/mcp``): its command object and the agent token key.
@@ -248,12 +249,14 @@ class Container(Services):
             listen = self.settings.database_url if self.settings.is_postgres else ""
             channel = getattr(self.event_store.recorder, "channel_name", "")
             self.runner.start(listen_url=listen, channel=channel)
+            self._wake_on_save(self.runner.wake)
             self.started.append("projector")
         if "ticker" in workers:
             self.ticker.start()
             self.started.append("ticker")
         if "fanout" in workers:
             self.fanout.start()
+            self._wake_on_save(self.fanout.wake)
             self.started.append("fanout")
         if "watcher" in workers and self.watcher is not None:
             self.watcher.start()
@@ -269,6 +272,13 @@ class Container(Services):
             if self.controller_http is not None:
                 self.controller_http.start()
             self.started.append("workspace-controller")
+
+    def _wake_on_save(self, wake: Callable[[int], None]) -> None:
+        """A log follower working in this process hears this process's saves at once (a
+        command's thread pays for no worker that runs elsewhere)."""
+        if wake not in self._woken:
+            self._woken.append(wake)
+            self.event_store.add_listener(wake)
 
     def await_reads(self, position: int | None = None, timeout: float = 2.0) -> bool:
         """Read-your-writes: waits until read models include this thread's last save."""
@@ -371,7 +381,6 @@ def build(settings: Settings) -> Container:
         stale_seconds=settings.projector_stale_seconds,
         max_lag_seconds=settings.health_max_lag_seconds,
     )
-    event_store.add_listener(runner.wake)
     mcp_token_key = settings.mcp_token_key or secrets.token_hex(32)
     plane = build_plane(settings, event_store, mcp_token_key)
     services.gate.branches = branches = plane if hasattr(plane, "changes") else None  # the agents' branches
@@ -395,7 +404,6 @@ def build(settings: Settings) -> Container:
         listen_url=settings.database_url if settings.is_postgres else "",
         channel=getattr(event_store.recorder, "channel_name", ""),
     )
-    event_store.add_listener(fanout.wake)
     watcher = Watcher(
         services.studio,
         store,
