@@ -43,6 +43,9 @@ DESCRIPTIONS = {
     422: "A malformed body, query, path or header (C3 validation body).",
     503: "The database, broker or read models cannot answer now (C19); retry after `Retry-After`.",
 }
+# The error statuses most routes answer: a read of one resource, a command on one.
+READ_ERRORS = (401, 403, 404, 422)
+COMMAND_ERRORS = (401, 403, 404, 409, 422)
 
 COMPONENTS: dict[str, dict[str, Any]] = {
     ERROR_BODY: {

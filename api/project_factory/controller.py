@@ -23,7 +23,7 @@ from api.context import (
     studio_reads,
 )
 from api.errors import ApiError, RequestInvalid
-from api.openapi import answers, link
+from api.openapi import COMMAND_ERRORS, answers, link
 from api.project_factory.overview import get_overview
 from api.project_factory.pulls import ROUTES as pull_routes
 from api.read_your_writes import command
@@ -299,11 +299,7 @@ def check_source(state: State, index: int, binding: dict[str, Any]) -> None:
     status_code=201,
     summary="Create a project",
     opt=answers(
-        401,
-        403,
-        404,
-        409,
-        422,
+        *COMMAND_ERRORS,
         links={
             "LaunchRun": link(
                 "launch_run", body={"project_slug": "$response.body#/project_slug", "template_id": "delivery-core"}

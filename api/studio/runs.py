@@ -12,7 +12,7 @@ from litestar.params import JSONBody, PathParameter, QueryParameter
 
 from api.auth import EdgeJwt
 from api.context import CallerDep, caller_dependency, studio_commands, studio_reads
-from api.openapi import answers, link
+from api.openapi import COMMAND_ERRORS, READ_ERRORS, answers, link
 from api.read_your_writes import command
 from api.studio.runs_dto import (
     CleanupRequest,
@@ -49,8 +49,8 @@ RUN_LINKS = {
     "ControlRun": link("control_run", run_id=RUN_ID),
     "AdminControl": link("admin_control", run_id=RUN_ID),
 }
-READ = answers(401, 403, 404, 422, links={"GetRun": link("get_run", run_id="$request.path.run_id")})
-COMMAND = answers(401, 403, 404, 409, 422, links={"GetRun": link("get_run", run_id=RUN_ID)})
+READ = answers(*READ_ERRORS, links={"GetRun": link("get_run", run_id="$request.path.run_id")})
+COMMAND = answers(*COMMAND_ERRORS, links={"GetRun": link("get_run", run_id=RUN_ID)})
 
 def launch_answer(run: Any) -> LaunchResponse:
     return LaunchResponse(
@@ -71,11 +71,7 @@ def list_templates(state: State, caller: CallerDep) -> list[Template]:
     status_code=201,
     summary="Launch a run",
     opt=answers(
-        401,
-        403,
-        404,
-        409,
-        422,
+        *COMMAND_ERRORS,
         links={
             **RUN_LINKS,
             "GetFeed": link("observability_feed", run_id=RUN_ID, project_slug="$request.body#/project_slug"),
@@ -103,10 +99,7 @@ def launch_run(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -
     sync_to_thread=True,
     summary="Run record",
     opt=answers(
-        401,
-        403,
-        404,
-        422,
+        *READ_ERRORS,
         links={
             "GetFeed": link("observability_feed", run_id=RUN_ID, project_slug="$response.body#/project_slug"),
             "GetBoard": link("fleet_board", project_slug="$response.body#/project_slug"),
@@ -126,11 +119,7 @@ def get_run(run_id: RunId, state: State, caller: CallerDep) -> RunRecord:
     wakes_ticker=True,
     summary="Schedule execution",
     opt=answers(
-        401,
-        403,
-        404,
-        409,
-        422,
+        *COMMAND_ERRORS,
         links={
             "GetRun": link("get_run", run_id=RUN_ID),
             "GetSessionState": link("session_state", run_id=RUN_ID),
@@ -149,10 +138,7 @@ def execute_run(run_id: RunId, state: State, caller: CallerDep) -> ExecuteRespon
     sync_to_thread=True,
     summary="Per-agent session state",
     opt=answers(
-        401,
-        403,
-        404,
-        422,
+        *READ_ERRORS,
         links={
             "ControlSession": link(
                 "control_session", run_id=RUN_ID, session_id="$response.body#/sessions/0/session_id"
@@ -217,7 +203,7 @@ def cleanup_run(
     "/runs/{run_id:str}/replay",
     status_code=201,
     summary="Launch again from the same inputs",
-    opt=answers(401, 403, 404, 409, 422, links=RUN_LINKS),
+    opt=answers(*COMMAND_ERRORS, links=RUN_LINKS),
 )
 def replay_run(run_id: RunId, state: State, caller: CallerDep) -> LaunchResponse:
     run, _ = studio_commands(state).runs.replay_run(tenant=caller.tenant, run_id=run_id, launched_by=caller.subject_key)
