@@ -75,8 +75,10 @@ def journey_data(root: Path) -> tuple[Settings, str, str]:
                 if opened[0].tool_call_count >= TRANSCRIPT:
                     break
         assert author, "no lane opened a pull request"
-        mirror = settings.vcs_path / "default" / "shop" / "api.git"
-        git(mirror, "update-ref", "refs/heads/main", first)  # the team's large change is now the PR's too
+        # The lane works in its own clone of the mirror: its base moved back, the team's large
+        # change is now the PR's too.
+        lane = Path(settings.data_dir) / "repos" / "default" / "shop" / "backend.git"
+        git(lane, "update-ref", "refs/heads/main", first)
         assert c.await_reads(c.event_store.max_position(), c.settings.min_position_wait_seconds)
     finally:
         c.close()

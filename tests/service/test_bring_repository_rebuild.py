@@ -105,3 +105,24 @@ def test_what_an_agent_writes_into_its_lane_repository_runs_nothing_on_the_host(
     review = GitReviews(worktrees).pull_changes(run, "backend", changes.head_sha)
     assert {f["path"] for f in review["files"]} == {".gitattributes", "a.txt"}
     assert not marker.exists()
+
+
+def test_a_hook_an_agent_writes_into_its_lane_repository_does_not_run_when_the_plane_keeps_its_work(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from workers.planes.local.worktrees import Worktrees
+
+    worktrees = Worktrees(tmp_path / "data")
+    run = SimpleNamespace(tenant=TENANT, project_slug="acme", run_id="run-1",
+                          project_facts={"repository_bindings": [{"repository_key": "backend", "default_branch": "main"}]})
+    worktree = worktrees.ensure(run, "backend")
+    lane = worktrees.repository_for(run, "backend").path
+    marker = tmp_path / "ran"
+    for hook in ("post-commit", "pre-commit", "post-checkout", "reference-transaction"):
+        (lane / "hooks" / hook).write_text(f"#!/bin/sh\ntouch {marker}\n")
+        (lane / "hooks" / hook).chmod(0o755)
+    git(lane, "config", "core.fsmonitor", f"touch {marker}; true")
+    (worktree / "work.txt").write_text("left uncommitted\n")
+    assert worktrees.preserve(worktree, "dev@example.com", "kept")
+    worktrees.recreate(run, "backend")
+    assert not marker.exists()

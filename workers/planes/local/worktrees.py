@@ -33,6 +33,11 @@ GIT_IDENTITY = {
 }
 
 
+# The plane runs git on the host in repositories whose metadata its sandboxed agents may write
+# (hooks, configuration): none of their hooks, and no fsmonitor command, runs here.
+HOST_SAFE = ("-c", f"core.hooksPath={os.devnull}", "-c", "core.fsmonitor=false")
+
+
 class WorktreeError(Exception):
     """A git command of the plane failed (the session's sources could not be materialized)."""
 
@@ -58,7 +63,7 @@ def git(
                    GIT_COMMITTER_NAME=identity, GIT_COMMITTER_EMAIL=identity)
     try:
         done = subprocess.run(
-            ["git", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
+            ["git", *HOST_SAFE, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
             timeout=GIT_TIMEOUT, check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
