@@ -1,4 +1,9 @@
 # The two commands a newcomer needs: `make run` and `make test`.
+
+# Python caches compiled modules (and pytest its assertion-rewritten tests) in __pycache__,
+# git-ignored: an environment's PYTHONDONTWRITEBYTECODE would have every test worker and
+# every `squadops` process the suite starts compile the project from source again.
+unexport PYTHONDONTWRITEBYTECODE
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python

@@ -57,8 +57,10 @@ class ServiceProcess:
         *,
         port: int | None = None,
         log_path: Path | None = None,
+        root: Path = ROOT,
     ) -> None:
         self.name = name
+        self.root = root  # the code it runs: this checkout, or another one (PYTHONPATH in env)
         self.args = list(args)
         self.env = dict(env)
         self.port = port
@@ -69,13 +71,17 @@ class ServiceProcess:
         self._log_offset = 0
 
     @classmethod
-    def serve(cls, name: str, env: Mapping[str, str], port: int, *, workers: str = "none", log_path: Path | None = None) -> ServiceProcess:
+    def serve(
+        cls, name: str, env: Mapping[str, str], port: int, *, workers: str = "none", log_path: Path | None = None, root: Path = ROOT
+    ) -> ServiceProcess:
         args = ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", workers]
-        return cls(name, args, env, port=port, log_path=log_path)
+        return cls(name, args, env, port=port, log_path=log_path, root=root)
 
     @classmethod
-    def worker(cls, name: str, env: Mapping[str, str], worker: str, *, log_path: Path | None = None) -> ServiceProcess:
-        return cls(name, ["worker", worker], env, log_path=log_path)
+    def worker(
+        cls, name: str, env: Mapping[str, str], worker: str, *, log_path: Path | None = None, root: Path = ROOT
+    ) -> ServiceProcess:
+        return cls(name, ["worker", worker], env, log_path=log_path, root=root)
 
     @property
     def url(self) -> str:
@@ -106,7 +112,7 @@ class ServiceProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "workers.cli", *self.args],
             env=self.env,
-            cwd=str(ROOT),
+            cwd=str(self.root),
             stdout=output,
             stderr=output if self._log is not None else None,
         )
