@@ -77,10 +77,15 @@ class Version:
             raise RuntimeError(f"{self.name}: {' '.join(args[:3])} failed: {done.stderr[-2000:]}")
         return done.stdout
 
+    def log(self, settings: Settings, what: str) -> Path:
+        """A log file of its own for a process (its lines stay out of the table)."""
+        return Path(settings.data_dir) / f"{self.name}-{what}.log"
+
     @contextlib.contextmanager
     def serve(self, settings: Settings, workers: str, **extra: str) -> Iterator[str]:
         process = ServiceProcess.serve(
-            f"{self.name}-serve", self.env(settings, **extra), infra.free_port(), workers=workers, root=self.root
+            f"{self.name}-serve", self.env(settings, **extra), infra.free_port(), workers=workers, root=self.root,
+            log_path=self.log(settings, "serve"),
         )
         try:
             process.start(ready_timeout=120)
@@ -236,7 +241,9 @@ def fanout_figures(ctx: BenchContext, version: Version, backlog_url: str, live: 
     """Events/s of one fan-out process relaying the backlog, from its first message to its last."""
     with copy_of(ctx, backlog_url) as url:
         config = settings(url, ctx.nats_url, scratch)
-        process = ServiceProcess.worker(f"{version.name}-fanout", version.env(config), "fanout", root=version.root)
+        process = ServiceProcess.worker(
+            f"{version.name}-fanout", version.env(config), "fanout", root=version.root, log_path=version.log(config, "fanout")
+        )
         process.start()
         try:
             return asyncio.run(_relay_rate(ctx.nats_url, config.live_stream_name, live))
