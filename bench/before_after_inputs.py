@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import sys
 
-del sys.path[0]  # this file's folder (bench/ of the harness): the checkout's packages only
+if __name__ == "__main__":
+    del sys.path[0]  # this file's folder (bench/ of the harness): the checkout's packages only
 
 import json  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
 
 import httpx  # noqa: E402
 
@@ -86,45 +89,59 @@ def lag(url: str, api_url: str, seconds: float, rate: float) -> dict[str, object
                 if time.monotonic() > deadline:
                     raise RuntimeError("the read models did not catch up with the launches")
                 time.sleep(0.05)  # the poll interval of this bounded wait
-            stop, appended = threading.Event(), [0]
-
-            def writer() -> None:
-                per_save = 20
-                next_at = time.perf_counter()
-                while not stop.is_set():
-                    at = app.clock()
-                    touched = []
-                    for i in range(per_save):
-                        session = sessions[(appended[0] + i) % len(sessions)]
-                        session.say("bench load", at)
-                        touched.append(session)
-                    app.event_store.save(*{id(a): a for a in touched}.values())
-                    appended[0] += per_save
-                    next_at += per_save / rate
-                    delay = next_at - time.perf_counter()
-                    if delay > 0:
-                        time.sleep(delay)  # pacing: the append rate
-
-            thread = threading.Thread(target=writer, daemon=True)
-            thread.start()
-            samples: list[float] = []
-            started = time.perf_counter()
-            while time.perf_counter() - started < seconds:
-                probe.say("probe", app.clock())
-                app.event_store.save(probe)
-                t0 = time.perf_counter()
-                position = app.event_store.last_saved_position()
-                while not _shows(http, path, position):
-                    if time.perf_counter() - t0 > 30:
-                        raise RuntimeError(f"position {position} not in the feed within 30 s")
-                    time.sleep(0.002)  # the poll interval of this bounded wait
-                samples.append(time.perf_counter() - t0)
-                time.sleep(0.03)  # pacing: probes spaced out
-            stop.set()
-            thread.join()
-        return {"samples": samples, "rate": appended[0] / (time.perf_counter() - started)}
+            samples, achieved = lag_samples(app, sessions, probe, rate, seconds, lambda position: _shows(http, path, position))
+        return {"samples": samples, "rate": achieved}
     finally:
         app.close()
+
+
+def lag_samples(
+    app: Any, sessions: list[Any], probe: Any, rate: float, seconds: float, shows: Callable[[int], bool]
+) -> tuple[list[float], float]:
+    """For ``seconds``, while ``sessions`` say lines at ``rate`` events/s: a ``probe`` line
+    now and then, and the seconds until ``shows`` its position (bounded). Answers the
+    samples and the rate achieved (also bench_feed's projection lag)."""
+    stop, appended = threading.Event(), [0]
+    thread = threading.Thread(target=say_at_rate, args=(app, sessions, rate, stop, appended), daemon=True)
+    thread.start()
+    samples: list[float] = []
+    started = time.perf_counter()
+    try:
+        while time.perf_counter() - started < seconds:
+            probe.say("probe", app.clock())
+            app.event_store.save(probe)
+            t0 = time.perf_counter()
+            position = app.event_store.last_saved_position()
+            while not shows(position):
+                if time.perf_counter() - t0 > 30:
+                    raise RuntimeError(f"position {position} not shown within 30 s")
+                time.sleep(0.002)  # the poll interval of this bounded wait
+            samples.append(time.perf_counter() - t0)
+            time.sleep(0.03)  # pacing: probes spaced out
+    finally:
+        stop.set()
+        thread.join()
+    return samples, appended[0] / (time.perf_counter() - started)
+
+
+def say_at_rate(app: Any, sessions: list[Any], rate: float, stop: threading.Event, appended: list[int]) -> None:
+    """Session lines at ``rate`` events/s, 20 a save, until ``stop``; counts them in
+    ``appended[0]`` (also bench_feed's projection lag load)."""
+    per_save = 20
+    next_at = time.perf_counter()
+    while not stop.is_set():
+        at = app.clock()
+        touched = []
+        for i in range(per_save):
+            session = sessions[(appended[0] + i) % len(sessions)]
+            session.say("bench load", at)
+            touched.append(session)
+        app.event_store.save(*{id(a): a for a in touched}.values())
+        appended[0] += per_save
+        next_at += per_save / rate
+        delay = next_at - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)  # pacing: the append rate
 
 
 def _shows(http: httpx.Client, path: str, position: int) -> bool:

@@ -43,12 +43,11 @@ import psycopg
 
 from bench.bench_backbone import launch_latency
 from bench.bench_feed import latencies, throughput
-from bench.context import BenchContext, percentile
+from bench.context import BenchContext, percentile, sse_arrivals
 from bench.scale_support import QUICK
 from tests import infra
 from tests.helpers import DEMO_LIKE
 from tests.processes import ROOT, ServiceProcess, service_env
-from workers.live_watch import SseEvent, SseParser
 from workers.settings import Settings
 
 BEFORE = "490f8af"
@@ -176,19 +175,6 @@ async def _sse_samples(http: httpx.Client, base: str, run_id: str) -> list[float
     received: list[float] = []
     subscribed = asyncio.Event()
 
-    async def listen() -> None:
-        parser = SseParser()
-        async with httpx.AsyncClient(base_url=base, headers=ADMIN, timeout=60) as client, client.stream(
-            "GET", "/control-plane/studio/live", params={"topic": f"portal_live_events:tenant:default:run:{run_id}"}
-        ) as response:
-            async for chunk in response.aiter_raw():
-                now = time.perf_counter()
-                for item in parser.feed(chunk):
-                    if item == "subscribed":
-                        subscribed.set()
-                    elif isinstance(item, SseEvent):
-                        received.append(now)
-
     def send() -> list[float]:
         sent = []
         for n in range(SSE_SAMPLES):
@@ -198,7 +184,8 @@ async def _sse_samples(http: httpx.Client, base: str, run_id: str) -> list[float
             time.sleep(max(0.0, 1 / SSE_RATE - (time.perf_counter() - started)))  # pacing: the append rate
         return sent
 
-    reader = asyncio.create_task(listen())
+    topic = f"portal_live_events:tenant:default:run:{run_id}"
+    reader = asyncio.create_task(sse_arrivals(base, topic, subscribed, lambda _, now: received.append(now)))
     await asyncio.wait_for(subscribed.wait(), 30)
     sent = await asyncio.to_thread(send)
     deadline = time.monotonic() + 30

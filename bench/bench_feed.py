@@ -29,6 +29,7 @@ import msgspec
 from eventsourcing.persistence import StoredEvent
 
 from api.studio.feed_reads import FeedReads
+from bench.before_after_inputs import lag_samples
 from bench.context import BenchContext, percentile
 from bench.scale_support import project
 from domain.shared.ids import session_key
@@ -277,46 +278,12 @@ def lag_figures(container: Container, target: str, seconds: float = 15.0) -> lis
     target = probe_run.run_id
     if not container.await_reads(timeout=60):
         raise RuntimeError("the read models did not catch up with the launches")
-    stop = threading.Event()
-    appended = [0]
 
-    def writer() -> None:
-        per_save, interval = 20, 20 / APPEND_RATE
-        next_at = time.perf_counter()
-        while not stop.is_set():
-            at = app.clock()
-            touched = []
-            for i in range(per_save):
-                session = sessions[(appended[0] + i) % len(sessions)]
-                session.say("bench load", at)
-                touched.append(session)
-            app.event_store.save(*{id(a): a for a in touched}.values())
-            appended[0] += per_save
-            next_at += interval
-            delay = next_at - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
+    def shows(position: int) -> bool:
+        feed = msgspec.json.decode(reads.feed(TENANT, "bench", target, 1))
+        return bool(feed["live_events"]) and int(feed["live_events"][0]["event_id"]) >= position
 
-    thread = threading.Thread(target=writer, daemon=True)
-    thread.start()
-    samples: list[float] = []
-    started = time.perf_counter()
-    while time.perf_counter() - started < seconds:
-        probe.say("probe", app.clock())
-        app.event_store.save(probe)
-        t0 = time.perf_counter()
-        position = app.event_store.last_saved_position()
-        while True:
-            body = reads.feed(TENANT, "bench", target, 1)
-            feed = msgspec.json.decode(body)
-            if feed["live_events"] and int(feed["live_events"][0]["event_id"]) >= position:
-                samples.append(time.perf_counter() - t0)
-                break
-            time.sleep(0.002)
-        time.sleep(0.03)
-    stop.set()
-    thread.join()
-    rate = appended[0] / (time.perf_counter() - started)
+    samples, rate = lag_samples(app, sessions, probe, APPEND_RATE, seconds, shows)
     container.stop()
     return [
         f"projection lag at {rate:,.0f} events/s appended: p50 {percentile(samples, 50) * 1000:.1f} ms, "

@@ -15,18 +15,16 @@ import statistics
 import time
 import uuid
 
-import httpx
 import nats
 
-from bench.context import BenchContext, percentile
+from bench.context import BenchContext, percentile, sse_arrivals
 from projections.engine.runner import NotificationSource
 from projections.studio.live_channel import LiveMessage, live_message, topic_for
-from tests.conftest import ADMIN
 from tests.helpers import DEMO_LIKE
 from tests.live_helpers import served_process
 from workers.bootstrap import Container, broker_factory, build
 from workers.fanout import TRACKING_NAME, LiveFanout
-from workers.live_watch import SseEvent, SseParser
+from workers.live_watch import SseEvent
 from workers.settings import Settings
 
 ROUNDS = 3
@@ -73,18 +71,8 @@ async def measure_latency(url: str, container: Container, run_id: str) -> list[f
     received: dict[str, float] = {}
     subscribed = asyncio.Event()
 
-    async def listen() -> None:
-        parser = SseParser()
-        async with httpx.AsyncClient(base_url=url, headers=ADMIN, timeout=60) as http, http.stream(
-            "GET", "/control-plane/studio/live", params={"topic": topic_for("default", run_id)}
-        ) as response:
-            async for chunk in response.aiter_raw():
-                now = time.perf_counter()
-                for item in parser.feed(chunk):
-                    if item == "subscribed":
-                        subscribed.set()
-                    elif isinstance(item, SseEvent):
-                        received[item.id] = now
+    def arrived(event: SseEvent, now: float) -> None:
+        received[event.id] = now
 
     def append() -> None:
         app = container
@@ -99,7 +87,7 @@ async def measure_latency(url: str, container: Container, run_id: str) -> list[f
             appended[str(app.event_store.last_saved_position())] = before
             time.sleep(max(0.0, interval - (time.perf_counter() - started)))
 
-    reader = asyncio.create_task(listen())
+    reader = asyncio.create_task(sse_arrivals(url, topic_for("default", run_id), subscribed, arrived))
     await asyncio.wait_for(subscribed.wait(), 30)
     await asyncio.to_thread(append)
     deadline = time.monotonic() + 30

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tests import infra
+from tests.conftest import ADMIN
+from workers.live_watch import SseEvent, SseParser
 
 
 class BenchContext:
@@ -50,3 +56,20 @@ def percentile(samples: list[float], q: float) -> float:
         return 0.0
     index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
     return ordered[index]
+
+
+async def sse_arrivals(base: str, topic: str, subscribed: asyncio.Event, arrived: Callable[[SseEvent, float], None]) -> None:
+    """Reads ``topic``'s SSE stream at ``base`` as the admin, until cancelled: sets
+    ``subscribed`` once the server says so, and tells ``arrived`` each event with the
+    moment its chunk came in."""
+    parser = SseParser()
+    async with httpx.AsyncClient(base_url=base, headers=ADMIN, timeout=60) as http, http.stream(
+        "GET", "/control-plane/studio/live", params={"topic": topic}
+    ) as response:
+        async for chunk in response.aiter_raw():
+            now = time.perf_counter()
+            for item in parser.feed(chunk):
+                if item == "subscribed":
+                    subscribed.set()
+                elif isinstance(item, SseEvent):
+                    arrived(item, now)
