@@ -238,10 +238,17 @@ MATRIX: dict[tuple[str, str], tuple[Make, str]] = {
     ("POST", "/mcp"): (fixed("/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}), "401 401 401 401 401 401 401"),
     ("GET", "/mcp"): (fixed("/mcp"), "405 405 405 405 405 405 405"),
     ("DELETE", "/mcp"): (fixed("/mcp"), "405 405 405 405 405 405 405"),
-    # pages: the shell for any principal; a run's office for its readers
+    # pages: the shell for any principal; a run's office, an agent's transcript, a project's
+    # and its pull requests' pages for their readers
     ("GET", "/"): (fixed("/"), "200 200 200 200 200 200 200"),
     ("GET", "/portal"): (fixed("/portal"), "200 200 200 200 200 200 200"),
     ("GET", "/runs/{run_id:str}"): (fixed("/runs/{run}"), "200 200 200 200 200 403 404"),
+    ("GET", "/runs/{run_id:str}/agents/{agent_id:str}"): (fixed("/runs/{run}/agents/planner"), "200 200 200 200 200 403 404"),
+    ("GET", "/portal/projects/new"): (fixed("/portal/projects/new"), "200 200 200 200 200 200 200"),
+    ("GET", "/projects/{project_slug:str}"): (fixed("/projects/acme"), "200 200 200 200 200 403 404"),
+    ("GET", "/projects/{project_slug:str}/pulls/{number:int}"): (fixed("/projects/acme/pulls/1"), "404 404 404 404 404 403 404"),
+    # the pages' launch form: a contributor launches (and every launch here is a run of its own)
+    ("POST", "/runs"): (fixed("/runs", {"project_slug": "acme", "template_id": "delivery-core"}), "201 201 201 201 403 403 404"),
     ("GET", "/static/{path:path}"): (fixed("/static/js/board.js"), "200 200 200 200 200 200 200"),
 }
 
