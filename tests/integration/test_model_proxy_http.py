@@ -26,12 +26,14 @@ from litestar.testing import TestClient
 from api.app import create_app
 from domain.shared import agent_tokens
 from domain.workspaces import proxy_tokens
+from projections.engine.rebuild import rebuild
+from projections.engine.runner import NotificationSource
 from tests import infra
 from tests.conftest import ADMIN, settings_for
 from tests.helpers import eventually
 from tests.integration.local_support import PROJECT, STUDIO
 from tests.integration.scripted_models import USAGE, ScriptedModels
-from workers.bootstrap import Container, build
+from workers.bootstrap import Container, build, read_projectors
 
 ALIAS = "model-proxy claude-code-cli alias"
 PRICES = {"claude-sonnet-4-5": {"input_per_mtok": 3.0, "output_per_mtok": 15.0},
@@ -133,6 +135,13 @@ def test_an_agent_request_is_relayed_byte_for_byte_mapped_and_metered(tmp_path: 
             stored = json.dumps([n.state.decode(errors="replace") if isinstance(n.state, bytes) else str(n.state)
                                  for n in container.event_store.recorder.select_notifications(1, 10_000)])
             assert "sk-ant-service-key" not in stored and "sk-openai" not in stored and token not in stored
+
+            # A rebuild of the read models gives the same bytes and sends nothing upstream.
+            sent = len(models.seen)
+            live = [container.store.dump(name) for name in ("model_usage", "pixels")]
+            rebuild(container.store, NotificationSource(container.event_store.recorder), read_projectors(), page_size=2)
+            assert [container.store.dump(name) for name in ("model_usage", "pixels")] == live
+            assert len(models.seen) == sent
     finally:
         container.close()
 
