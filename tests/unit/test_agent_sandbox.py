@@ -39,6 +39,8 @@ def _launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **changes: object) 
     repo = data / "repos" / "default" / "acme" / "backend.git"
     admin = repo / "worktrees" / "backend"
     admin.mkdir(parents=True)
+    (repo / "config").write_text("[core]\n\tbare = true\n")
+    (repo / "hooks").mkdir()
     config = LocalConfig(
         data_dir=data, base_url="http://127.0.0.1:8123", token_key="k",
         model_proxy_base_url="https://models.example", model_proxy_token="model-token",
@@ -82,6 +84,10 @@ def test_paths_the_root_is_read_only_the_worktree_git_and_config_writable_the_re
     # The agent's transcripts stay out: only its settings files are shown, read-only, on top.
     shown = dict(_pairs(argv, "--ro-bind"))
     assert str(folder / "mcp.json") in shown and str(folder / "claude" / "settings.json") in shown
+    # What decides which commands git runs in the lane repository (the plane's and the gate's
+    # git run there on the host) is read-only on top of its writable folder.
+    assert {str(repo / "config"), str(repo / "hooks")} <= set(shown)
+    assert order["--bind"] < max(i for i, a in enumerate(argv) if a == str(repo / "config"))
     assert not any("attempt-" in p for p in shown)
     # The pinned CLIs at a neutral path, found there by the sandbox's PATH.
     assert shown[str(tmp_path / "checkout" / ".clis" / "node_modules")] == str(CLIS_AT)

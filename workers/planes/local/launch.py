@@ -262,6 +262,14 @@ def agent_env(config: LocalConfig, run: Any, session: Any, token: str, folder: P
     return env
 
 
+def git_controls(git_dirs: Sequence[Path]) -> list[Path]:
+    """The parts of the lane repository that decide what git runs (its configuration: filter
+    drivers, textconv, fsmonitor; its hooks), read-only inside the sandbox: the plane and
+    the gate run git on the host in that repository."""
+    repo = git_dirs[0] if git_dirs else None
+    return [repo / name for name in ("config", "hooks") if repo is not None and (repo / name).exists()]
+
+
 def agent_dir(config: LocalConfig, run: Any, agent_id: str) -> Path:
     """Where the plane keeps an agent's configuration and transcripts (outside its worktree)."""
     return config.data_dir.resolve() / "agents" / run.tenant / run.run_id / agent_id
@@ -319,7 +327,7 @@ def prepare(
         command = [sandboxing.resolve_program(config.sandbox, argv[0], os.environ.get("PATH", "")), *argv[1:]]
         argv = sandboxing.bwrap_argv(
             config.sandbox, command, cwd=worktree, writable=writable,
-            read_only_files=[folder / "mcp.json", settings_file, codex_file], points=points,
+            read_only_files=[folder / "mcp.json", settings_file, codex_file, *git_controls(git_dirs)], points=points,
             sockets=sockets if points else None, hosts=hosts,
         )
         env = sandboxing.sandbox_env(env)
