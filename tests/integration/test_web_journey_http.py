@@ -155,3 +155,31 @@ def test_the_project_factory_page_and_the_portal_home(http: tuple[TestClient, st
     assert 'href="/portal/projects/new"' in home
     stranger = client.get("/portal", headers=STRANGER).text
     assert 'data-project="acme"' not in stranger and "You take part in no project yet." in stranger
+
+
+def test_a_transcript_folds_long_texts_marks_failed_calls_and_links_handoffs() -> None:
+    from api.web.controller import BLANK_ENTRY
+    from api.web.transcript_view import FOLD_CHARS, first_line, folded
+
+    def entry(kind: str, text: str, **fields: object) -> dict:
+        found = {**BLANK_ENTRY, "kind": kind, "text": text, "position": 7, "at": "2026-11-26T13:00:00Z", **fields}
+        return {**found, "folded": folded(text), "first_line": first_line(text)}
+
+    long = "line one of a long result\n" + "x" * FOLD_CHARS
+    entries = [
+        entry("tool", long, tool_name="Bash", input="shell"),
+        entry("tool", "exit 1: <b>denied</b>", tool_name="Write", failed=True),
+        entry("handoff", "the API is ready", target_agent_id="frontend"),
+        entry("message", "short"),
+    ]
+    head = {"session_id": "ses-1", "messages": 1, "tool_calls": 2, "failed_calls": 1, "handoffs": 1, "model": "m", "result": {}}
+    context = {"page": "transcript", "title": "t", "who": "", "script": False, "config": {}, "initial": ""}
+    html = environment().get_template("transcript.html").render(
+        **context, run_id="run-1", agent_id="backend", head=head, entries=entries, blank=BLANK_ENTRY, reported=["$0.10"]
+    )
+    items = re.findall(r'<li class="entry".*?</li>', html, re.S)[:4]
+    assert "<details class=\"entry-text\"><summary>line one of a long result</summary>" in items[0]
+    assert "data-failed" in items[1] and "&lt;b&gt;denied&lt;/b&gt;" in items[1] and "data-failed" not in items[0]
+    assert 'href="/runs/run-1/agents/frontend"' in items[2] and "→ frontend" in items[2]
+    assert "<details" not in items[3] and "entry-tool" not in items[3]  # nothing it does not have
+    assert '<span data-metric="failed_calls">1</span>' in html and "· $0.10" in html
