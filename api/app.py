@@ -73,7 +73,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
     memory = (lambda at_least: memory_graph(copies, at_least)) if copies is not None and own_graph is None else None
     feeds = FeedReads(
         container.store,
-        TimeTravel(EventSelector(container.event_store.recorder)),
+        TimeTravel(EventSelector(container.event_store)),
         container.event_store.max_position,
         graph=graph,
         copies=copies,

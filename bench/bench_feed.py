@@ -88,7 +88,7 @@ def generate(container: Container) -> tuple[str, int, float, int]:
     )[0].run_id
     templates = [launch("fleet") for _ in range(TEMPLATES)]
     simulate(app, templates, until_done=True, ticks=800)
-    envs = NotificationSource(app.event_store.recorder).read(1, 10**7)
+    envs = NotificationSource(app.event_store).read(1, 10**7)
     by_run: dict[str, list[Any]] = {r: [] for r in templates}
     for env in envs:
         if env.run_id in by_run:
@@ -136,7 +136,7 @@ def generate(container: Container) -> tuple[str, int, float, int]:
 
 
 def raw_read_rate(container: Container, page: int = 10_000) -> float:
-    source, started, position, count = NotificationSource(container.event_store.recorder), time.perf_counter(), 0, 0
+    source, started, position, count = NotificationSource(container.event_store), time.perf_counter(), 0, 0
     head = source.max_position()
     while position < head:
         envs = source.read(position + 1, page, head)
@@ -260,7 +260,7 @@ def lag_figures(container: Container, target: str, seconds: float = 15.0) -> lis
     # Read as the endpoint reads: the stored feed document.
     reads = FeedReads(
         container.store,
-        TimeTravel(EventSelector(app.event_store.recorder)),
+        TimeTravel(EventSelector(app.event_store)),
         app.event_store.max_position,
     )
     writers_runs = [

@@ -111,7 +111,7 @@ def backlog(container: Container, run_id: str, count: int) -> list[LiveMessage]:
             run.share_preview({"url": f"https://bench.example/{n}", "status": "live"}, app.clock())
         app.event_store.save(run)
     prefix = container.settings.live_subject_prefix
-    envs = NotificationSource(app.event_store.recorder).read(1, 10**9)
+    envs = NotificationSource(app.event_store).read(1, 10**9)
     return [m for m in (live_message(e, prefix) for e in envs) if m]
 
 
@@ -122,7 +122,7 @@ def fanout_rate(container: Container, live_events: int) -> float:
     store.commit(TRACKING_NAME, store.position(TRACKING_NAME), 0, [], [])  # from the start again
     fresh = settings.replace(live_stream_name=f"BENCH_LIVE_{uuid.uuid4().hex[:8].upper()}")
     fanout = LiveFanout(
-        NotificationSource(container.event_store.recorder),
+        NotificationSource(container.event_store),
         store,
         broker_factory(fresh),
         subject_prefix=fresh.live_subject_prefix,

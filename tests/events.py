@@ -1,15 +1,17 @@
-"""Typed events for tests: a contract of ``projections.engine.contracts`` with the fields
-given and zero values for the rest."""
+"""Events for tests: the class ``projections.engine.contracts`` declares for a kind, with
+the fields given and zero values for the rest."""
 
 from __future__ import annotations
 
+import dataclasses
 import typing
+from datetime import datetime, timezone
 from typing import Any
-
-import msgspec
 
 from projections.engine.contracts import CONTRACTS
 from projections.engine.envelope import Envelope
+
+STAMP = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=timezone.utc)
 
 
 def _zero(kind: Any) -> Any:
@@ -27,13 +29,18 @@ def _zero(kind: Any) -> Any:
     return None
 
 
-def typed(kind: str, **fields: Any) -> Any:
+def typed(kind: str, originator_id: str = "", **fields: Any) -> Any:
     """The event of ``kind`` (``"AgentSession.ToolCalled"``) with ``fields``."""
-    contract = CONTRACTS[kind]
-    values = {f.name: _zero(f.type) for f in msgspec.structs.fields(contract) if f.required}
-    return contract(**{**values, **fields})
+    event_type = CONTRACTS[kind]
+    hints = typing.get_type_hints(event_type)
+    values = {
+        f.name: _zero(hints[f.name]) for f in dataclasses.fields(event_type)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    values.update(originator_id=originator_id, originator_version=1, timestamp=STAMP)
+    return event_type(**{**values, **fields})
 
 
 def envelope_of(position: int, originator: str, kind: str, at: str = "", **fields: Any) -> Envelope:
-    event = typed(kind, **fields) if kind in CONTRACTS else None
+    event = typed(kind, originator, **fields) if kind in CONTRACTS else None
     return Envelope(position, originator, 1, kind, at, event)

@@ -59,7 +59,7 @@ def log_positions(app: Services) -> list[int]:
     """Every position of the notification log, in order."""
     from projections.engine.follower import NotificationSource
 
-    return [e.position for e in NotificationSource(app.event_store.recorder).read(1, 10**9)]
+    return [e.position for e in NotificationSource(app.event_store).read(1, 10**9)]
 
 
 def burn_a_position(app: Services) -> list[int]:

@@ -132,7 +132,7 @@ def launch(http: httpx.Client, slug: str) -> str:
 
 def expected_events(container: Container, run_id: str, tenant: str = "default") -> list[dict[str, Any]]:
     """The run's live events straight from the event store (the truth to compare with)."""
-    envs = NotificationSource(container.event_store.recorder).read(1, 1_000_000)
+    envs = NotificationSource(container.event_store).read(1, 1_000_000)
     found = []
     for env in envs:
         if live_run_id(env) == run_id and env.tenant == tenant:
@@ -261,7 +261,7 @@ def simulate(container: Container, runs: int = 2, ticks: int = 30, slug: str = "
 
 def all_expected(container: Container) -> list[tuple[int, str]]:
     """Every live event of every run in log order: (event id, subject suffix tenant.run)."""
-    envs = NotificationSource(container.event_store.recorder).read(1, 10_000_000)
+    envs = NotificationSource(container.event_store).read(1, 10_000_000)
     return [
         (env.position, f"tenant.{env.tenant}.run.{live_run_id(env)}")
         for env in envs

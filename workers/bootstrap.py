@@ -161,7 +161,7 @@ def wire_services(
         aliases=aliases or ModelProxyAliases(),
         clock=clock,
         log=LogFollower(
-            NotificationSource(event_store.recorder, decode=header),
+            NotificationSource(event_store, decode=header),
             page_size=HOLDINGS_PAGE,
             gap_timeout=settings.projection_gap_timeout_seconds,
             name="ticker",
@@ -365,7 +365,7 @@ def build(settings: Settings) -> Container:
     )
     heartbeats = heartbeats_for(store)
     runner = ProjectionRunner(
-        NotificationSource(event_store.recorder), store, read_projectors(),
+        NotificationSource(event_store), store, read_projectors(),
         page_size=settings.projection_page_size,
         cache_bytes=settings.projection_cache_mib << 20,
         poll_seconds=settings.projection_poll_seconds,
@@ -375,7 +375,7 @@ def build(settings: Settings) -> Container:
     )
     health = HealthProbe(
         store,
-        NotificationSource(event_store.recorder),
+        NotificationSource(event_store),
         heartbeats,
         [p.name for p in runner.projectors],
         stale_seconds=settings.projector_stale_seconds,
@@ -394,7 +394,7 @@ def build(settings: Settings) -> Container:
     )
     live_broker = broker_factory(settings)
     fanout = LiveFanout(
-        NotificationSource(event_store.recorder),
+        NotificationSource(event_store),
         store,
         live_broker,
         subject_prefix=settings.live_subject_prefix,

@@ -58,7 +58,7 @@ def run(settings: Settings, args: argparse.Namespace, out: TextIO | None = None,
             return 2
     container = build(settings)
     try:
-        source = NotificationSource(container.event_store.recorder)
+        source = NotificationSource(container.event_store)
         if args.action == "status":
             head = source.max_position()
             positions = container.store.positions()

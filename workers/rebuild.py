@@ -102,7 +102,7 @@ def rebuild_group(settings: Settings, names: Sequence[str], index: int, progress
 
         return rebuild(
             store,
-            NotificationSource(event_store.recorder),
+            NotificationSource(event_store),
             projectors,
             page_size=settings.rebuild_page_size,
             progress=report,

@@ -283,7 +283,7 @@ def live_channel(container: ServiceParts) -> LiveChannel:
     settings = container.settings
     hub = LiveHub(
         container.live_broker(),
-        log_replay(NotificationSource(container.event_store.recorder), settings.live_subject_prefix),
+        log_replay(NotificationSource(container.event_store), settings.live_subject_prefix),
         container.fanout.position,
         subject_prefix=settings.live_subject_prefix,
     )

@@ -11,20 +11,18 @@ so a step stored before reads with ``run_id`` "" (it names no run, as it did the
 
 from __future__ import annotations
 
-import msgspec
+from domain.shared.base import Aggregate
 
 
-class GateEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="event"):
-    """A fact of the gate, as stored (the store keeps id, version and time apart)."""
-
-
-class ThreadOpened(GateEvent, tag="GateThread.Opened"):
+class ThreadOpened(Aggregate.Created):
+    TOPIC = "domain.gate.thread:GateThread.Opened"
     tenant: str
     thread_key: str
     at: str
 
 
-class RunStarted(GateEvent, tag="GateThread.RunStarted"):
+class RunStarted(Aggregate.Event):
+    TOPIC = "domain.gate.thread:GateThread.RunStarted"
     attempt: int
     run_id: str
     project_slug: str
@@ -48,9 +46,10 @@ class RunStarted(GateEvent, tag="GateThread.RunStarted"):
     at: str
 
 
-class PublicationPlanned(GateEvent, tag="GateThread.PublicationPlanned"):
+class PublicationPlanned(Aggregate.Event):
     """What the run publishes (branch, paths, title, body, labels, checks), before any write."""
 
+    TOPIC = "domain.gate.thread:GateThread.PublicationPlanned"
     attempt: int
     mode: str
     branch_name: str
@@ -65,7 +64,8 @@ class PublicationPlanned(GateEvent, tag="GateThread.PublicationPlanned"):
     run_id: str = ""  # stored since the steps name their run (before: "")
 
 
-class BranchCommitted(GateEvent, tag="GateThread.BranchCommitted"):
+class BranchCommitted(Aggregate.Event):
+    TOPIC = "domain.gate.thread:GateThread.BranchCommitted"
     attempt: int
     branch_name: str
     base_sha: str
@@ -75,7 +75,8 @@ class BranchCommitted(GateEvent, tag="GateThread.BranchCommitted"):
     run_id: str = ""  # stored since the steps name their run (before: "")
 
 
-class PullRequestPublished(GateEvent, tag="GateThread.PullRequestPublished"):
+class PullRequestPublished(Aggregate.Event):
+    TOPIC = "domain.gate.thread:GateThread.PullRequestPublished"
     attempt: int
     run_id: str
     repo: str
@@ -91,7 +92,8 @@ class PullRequestPublished(GateEvent, tag="GateThread.PullRequestPublished"):
     at: str
 
 
-class CheckRunRecorded(GateEvent, tag="GateThread.CheckRunRecorded"):
+class CheckRunRecorded(Aggregate.Event):
+    TOPIC = "domain.gate.thread:GateThread.CheckRunRecorded"
     attempt: int
     check_run_id: int
     name: str
@@ -101,7 +103,8 @@ class CheckRunRecorded(GateEvent, tag="GateThread.CheckRunRecorded"):
     run_id: str = ""  # stored since the steps name their run (before: "")
 
 
-class CommentPosted(GateEvent, tag="GateThread.CommentPosted"):
+class CommentPosted(Aggregate.Event):
+    TOPIC = "domain.gate.thread:GateThread.CommentPosted"
     attempt: int
     comment_id: int
     comment_url: str
@@ -110,10 +113,11 @@ class CommentPosted(GateEvent, tag="GateThread.CommentPosted"):
     run_id: str = ""  # stored since the steps name their run (before: "")
 
 
-class EvidenceRecorded(GateEvent, tag="GateThread.EvidenceRecorded"):
+class EvidenceRecorded(Aggregate.Event):
     """The run's evidence: ``scope`` is ``implementation`` unless only the assembly
     repository was touched (``orchestration``: not implementation evidence)."""
 
+    TOPIC = "domain.gate.thread:GateThread.EvidenceRecorded"
     attempt: int
     run_id: str
     repo: str
@@ -126,10 +130,11 @@ class EvidenceRecorded(GateEvent, tag="GateThread.EvidenceRecorded"):
     at: str
 
 
-class BranchPushed(GateEvent, tag="GateThread.BranchPushed"):
+class BranchPushed(Aggregate.Event):
     """The published branch sent back to the origin the repository mirrors (``pushed``), or
     why it was not (``not_writable``, git's first line in ``error``)."""
 
+    TOPIC = "domain.gate.thread:GateThread.BranchPushed"
     attempt: int
     run_id: str
     origin: str
@@ -140,7 +145,8 @@ class BranchPushed(GateEvent, tag="GateThread.BranchPushed"):
     at: str
 
 
-class PromotionDecided(GateEvent, tag="GateThread.PromotionDecided"):
+class PromotionDecided(Aggregate.Event):
+    TOPIC = "domain.gate.thread:GateThread.PromotionDecided"
     attempt: int
     decision: str
     reasons: list[str]
@@ -148,14 +154,16 @@ class PromotionDecided(GateEvent, tag="GateThread.PromotionDecided"):
     run_id: str = ""  # stored since the steps name their run (before: "")
 
 
-class RunCompleted(GateEvent, tag="GateThread.RunCompleted"):
+class RunCompleted(Aggregate.Event):
+    TOPIC = "domain.gate.thread:GateThread.RunCompleted"
     attempt: int
     status: str
     at: str
     run_id: str = ""  # stored since the steps name their run (before: "")
 
 
-class RunFailed(GateEvent, tag="GateThread.RunFailed"):
+class RunFailed(Aggregate.Event):
+    TOPIC = "domain.gate.thread:GateThread.RunFailed"
     attempt: int
     step: str
     error_message: str
@@ -163,21 +171,21 @@ class RunFailed(GateEvent, tag="GateThread.RunFailed"):
     run_id: str = ""  # stored since the steps name their run (before: "")
 
 
-EVENTS: tuple[type[GateEvent], ...] = (
+EVENTS: tuple[type[Aggregate.Event], ...] = (
     ThreadOpened, RunStarted, PublicationPlanned, BranchCommitted, PullRequestPublished,
     CheckRunRecorded, CommentPosted, EvidenceRecorded, PromotionDecided, RunCompleted, RunFailed, BranchPushed,
 )
 
 
-def kind_of(event_type: type[GateEvent]) -> str:
-    return str(event_type.__struct_config__.tag)
+def kind_of(event_type: type[Aggregate.Event]) -> str:
+    return str(event_type.TOPIC).rpartition(":")[2]  # type: ignore[attr-defined]
 
 
-BY_KIND: dict[str, type[GateEvent]] = {kind_of(e): e for e in EVENTS}
+BY_KIND: dict[str, type[Aggregate.Event]] = {kind_of(e): e for e in EVENTS}
 
 
 def run_of(event: object) -> str:
     """The run a gate event publishes for ("" for events that name none)."""
-    if isinstance(event, GateEvent) and not isinstance(event, ThreadOpened):
+    if isinstance(event, EVENTS) and not isinstance(event, ThreadOpened):
         return str(getattr(event, "run_id", "") or "")
     return ""

@@ -14,7 +14,6 @@ from domain.gate.events import (
     CheckRunRecorded,
     CommentPosted,
     EvidenceRecorded,
-    GateEvent,
     PromotionDecided,
     PublicationPlanned,
     PullRequestPublished,
@@ -92,9 +91,10 @@ def _publication(record: dict[str, Any], planned: PublicationPlanned) -> dict[st
     }
 
 
-def fold(records: dict[str, dict[str, Any]], thread_key: str, event: GateEvent) -> None:
-    """Applies one event of a thread to its run records (keyed by attempt, as a string)."""
-    if isinstance(event, RunStarted):
+def fold(records: dict[str, dict[str, Any]], thread_key: str, event_type: type, event: Any) -> None:
+    """Applies one event of a thread, of ``event_type``, to its run records (keyed by
+    attempt, as a string)."""
+    if issubclass(event_type, RunStarted):
         records[str(event.attempt)] = new_record(thread_key, event)
         return
     attempt = getattr(event, "attempt", None)
@@ -103,38 +103,38 @@ def fold(records: dict[str, dict[str, Any]], thread_key: str, event: GateEvent) 
         return
     record["updated_at"] = max(record["updated_at"], str(getattr(event, "at", "")))
     publication = record["publication"]
-    if isinstance(event, PublicationPlanned):
+    if issubclass(event_type, PublicationPlanned):
         record["branch_name"] = event.branch_name
         record["artifact_path"] = event.artifact_path
         record["publication"] = _publication(record, event)
-    elif isinstance(event, BranchCommitted):
+    elif issubclass(event_type, BranchCommitted):
         record["branch_name"] = event.branch_name
         if publication is not None:
             publication["head_sha"] = event.head_sha
             publication["committed_paths"] = list(event.committed_paths)
-    elif isinstance(event, PullRequestPublished):
+    elif issubclass(event_type, PullRequestPublished):
         record.update(pr_url=event.pr_url, merge_sha=event.merge_sha, github_ref=event.github_ref)
         if publication is not None:
             publication.update(pr_url=event.pr_url, head_sha=event.head_sha)
-    elif isinstance(event, BranchPushed):
+    elif issubclass(event_type, BranchPushed):
         if publication is not None:
             publication["push"] = {
                 "status": event.status, "origin": event.origin, "branch": event.branch_name,
                 "head_sha": event.head_sha, "error": event.error,
             }
-    elif isinstance(event, CheckRunRecorded):
+    elif issubclass(event_type, CheckRunRecorded):
         if publication is not None:
             publication["check_run_ids"].append(event.check_run_id)
-    elif isinstance(event, CommentPosted):
+    elif issubclass(event_type, CommentPosted):
         if publication is not None:
             publication.update(summary_comment=event.body, comment_url=event.comment_url)
-    elif isinstance(event, EvidenceRecorded):
+    elif issubclass(event_type, EvidenceRecorded):
         record.update(evidence_url=event.evidence_url, artifact_path=event.artifact_path, evidence_scope=event.scope)
-    elif isinstance(event, PromotionDecided):
+    elif issubclass(event_type, PromotionDecided):
         record["promotion_decision"] = event.decision
-    elif isinstance(event, RunCompleted):
+    elif issubclass(event_type, RunCompleted):
         record["status"] = event.status
-    elif isinstance(event, RunFailed):
+    elif issubclass(event_type, RunFailed):
         record["status"] = "failed"
         record["error_message"] = f"{event.step}: {event.error_message}"
 

@@ -8,11 +8,26 @@ folded from these events by ``domain.gate.record.fold``.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from eventsourcing.domain import event
 
 from domain.gate import events as ev
+from domain.gate.events import (
+    BranchCommitted,
+    BranchPushed,
+    CheckRunRecorded,
+    CommentPosted,
+    EvidenceRecorded,
+    PromotionDecided,
+    PublicationPlanned,
+    PullRequestPublished,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    ThreadOpened,
+)
 from domain.gate.record import fold
 from domain.shared.base import Aggregate
 from domain.shared.errors import Conflict
@@ -43,7 +58,7 @@ class GateThread(Aggregate):
     def create_id(tenant: str, thread_key: str) -> str:
         return thread_key_id(tenant, thread_key)
 
-    @event("Opened")
+    @event(ThreadOpened)
     def __init__(self, *, tenant: str, thread_key: str, at: str) -> None:
         self.tenant = tenant
         self.thread_key = thread_key
@@ -51,8 +66,10 @@ class GateThread(Aggregate):
         self.runs: dict[str, dict[str, Any]] = {}
         self.ended: set[int] = set()
 
-    def _fold(self, payload: ev.GateEvent) -> None:
-        fold(self.runs, self.thread_key, payload)
+    def _fold(self, event_type: type[Aggregate.Event], **fields: Any) -> None:
+        """The run records after an event of ``event_type`` with ``fields`` (the method's
+        own arguments), by the fold the read model uses too."""
+        fold(self.runs, self.thread_key, event_type, SimpleNamespace(**fields))
 
     def record(self, attempt: int) -> dict[str, Any]:
         return self.runs[str(attempt)]
@@ -75,7 +92,7 @@ class GateThread(Aggregate):
         self._run_started(attempt=attempt, **fields)
         return attempt
 
-    @event("RunStarted")
+    @event(RunStarted)
     def _run_started(
         self, attempt: int, run_id: str, project_slug: str, repo: str, repository_key: str,
         repository_type: str, agent_key: str, engine_key: str, runner_kind: str, scenario_key: str,
@@ -84,7 +101,7 @@ class GateThread(Aggregate):
         pr_submission_actor_agent_key: str, at: str,
     ) -> None:
         self.attempts = attempt
-        self._fold(ev.RunStarted(**{k: v for k, v in locals().items() if k != "self"}))
+        self._fold(ev.RunStarted, **{k: v for k, v in locals().items() if k != "self"})
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -92,85 +109,85 @@ class GateThread(Aggregate):
         self._require_open(fields["attempt"])
         self._publication_planned(**fields, run_id=self.run_of(fields["attempt"]))
 
-    @event("PublicationPlanned")
+    @event(PublicationPlanned)
     def _publication_planned(
         self, attempt: int, mode: str, branch_name: str, base_branch: str, committed_paths: list[str],
         pr_title: str, pr_body: str, labels: list[str], check_run_names: list[str], artifact_path: str, at: str,
         run_id: str = "",
     ) -> None:
-        self._fold(ev.PublicationPlanned(**{k: v for k, v in locals().items() if k != "self"}))
+        self._fold(ev.PublicationPlanned, **{k: v for k, v in locals().items() if k != "self"})
 
     def commit(self, **fields: Any) -> None:
         self._require_open(fields["attempt"])
         self._branch_committed(**fields, run_id=self.run_of(fields["attempt"]))
 
-    @event("BranchCommitted")
+    @event(BranchCommitted)
     def _branch_committed(
         self, attempt: int, branch_name: str, base_sha: str, head_sha: str, committed_paths: list[str], at: str,
         run_id: str = "",
     ) -> None:
-        self._fold(ev.BranchCommitted(**{k: v for k, v in locals().items() if k != "self"}))
+        self._fold(ev.BranchCommitted, **{k: v for k, v in locals().items() if k != "self"})
 
     def publish(self, **fields: Any) -> None:
         self._require_open(fields["attempt"])
         self._pull_request_published(**fields)
 
-    @event("PullRequestPublished")
+    @event(PullRequestPublished)
     def _pull_request_published(
         self, attempt: int, run_id: str, repo: str, repository_key: str, pr_number: int, pr_url: str,
         pr_owner: str, pr_repo: str, head_sha: str, merge_sha: str, github_ref: str, author: str, at: str,
     ) -> None:
-        self._fold(ev.PullRequestPublished(**{k: v for k, v in locals().items() if k != "self"}))
+        self._fold(ev.PullRequestPublished, **{k: v for k, v in locals().items() if k != "self"})
 
     def pushed(self, **fields: Any) -> None:
         self._require_open(fields["attempt"])
         self._branch_pushed(**fields, run_id=self.run_of(fields["attempt"]))
 
-    @event("BranchPushed")
+    @event(BranchPushed)
     def _branch_pushed(
         self, attempt: int, run_id: str, origin: str, branch_name: str, head_sha: str, status: str, error: str,
         at: str,
     ) -> None:
-        self._fold(ev.BranchPushed(**{k: v for k, v in locals().items() if k != "self"}))
+        self._fold(ev.BranchPushed, **{k: v for k, v in locals().items() if k != "self"})
 
     def check_run(self, **fields: Any) -> None:
         self._require_open(fields["attempt"])
         self._check_run_recorded(**fields, run_id=self.run_of(fields["attempt"]))
 
-    @event("CheckRunRecorded")
+    @event(CheckRunRecorded)
     def _check_run_recorded(
         self, attempt: int, check_run_id: int, name: str, conclusion: str, summary: str, at: str, run_id: str = ""
     ) -> None:
-        self._fold(ev.CheckRunRecorded(**{k: v for k, v in locals().items() if k != "self"}))
+        self._fold(ev.CheckRunRecorded, **{k: v for k, v in locals().items() if k != "self"})
 
     def comment(self, **fields: Any) -> None:
         self._require_open(fields["attempt"])
         self._comment_posted(**fields, run_id=self.run_of(fields["attempt"]))
 
-    @event("CommentPosted")
+    @event(CommentPosted)
     def _comment_posted(
         self, attempt: int, comment_id: int, comment_url: str, body: str, at: str, run_id: str = ""
     ) -> None:
-        self._fold(ev.CommentPosted(**{k: v for k, v in locals().items() if k != "self"}))
+        self._fold(ev.CommentPosted, **{k: v for k, v in locals().items() if k != "self"})
 
     def evidence(self, **fields: Any) -> None:
         self._require_open(fields["attempt"])
         self._evidence_recorded(**fields)
 
-    @event("EvidenceRecorded")
+    @event(EvidenceRecorded)
     def _evidence_recorded(
         self, attempt: int, run_id: str, repo: str, repository_key: str, repository_type: str, scope: str,
         evidence_url: str, artifact_path: str, pr_url: str, at: str,
     ) -> None:
-        self._fold(ev.EvidenceRecorded(**{k: v for k, v in locals().items() if k != "self"}))
+        self._fold(ev.EvidenceRecorded, **{k: v for k, v in locals().items() if k != "self"})
 
     def decide(self, **fields: Any) -> None:
         self._require_open(fields["attempt"])
         self._promotion_decided(**fields, run_id=self.run_of(fields["attempt"]))
 
-    @event("PromotionDecided")
+    @event(PromotionDecided)
     def _promotion_decided(self, attempt: int, decision: str, reasons: list[str], at: str, run_id: str = "") -> None:
-        self._fold(ev.PromotionDecided(**{k: v for k, v in locals().items() if k != "self"}))
+        self._fold(ev.PromotionDecided, **{k: v for k, v in locals().items() if k != "self"})
 
     # -- ends -------------------------------------------------------------------------------
 
@@ -178,16 +195,16 @@ class GateThread(Aggregate):
         self._require_open(attempt)
         self._run_completed(attempt=attempt, status=status, at=at, run_id=self.run_of(attempt))
 
-    @event("RunCompleted")
+    @event(RunCompleted)
     def _run_completed(self, attempt: int, status: str, at: str, run_id: str = "") -> None:
         self.ended.add(attempt)
-        self._fold(ev.RunCompleted(attempt=attempt, status=status, at=at, run_id=run_id))
+        self._fold(ev.RunCompleted, attempt=attempt, status=status, at=at, run_id=run_id)
 
     def fail(self, *, attempt: int, step: str, error_message: str, at: str) -> None:
         self._require_open(attempt)
         self._run_failed(attempt=attempt, step=step, error_message=error_message, at=at, run_id=self.run_of(attempt))
 
-    @event("RunFailed")
+    @event(RunFailed)
     def _run_failed(self, attempt: int, step: str, error_message: str, at: str, run_id: str = "") -> None:
         self.ended.add(attempt)
-        self._fold(ev.RunFailed(attempt=attempt, step=step, error_message=error_message, at=at, run_id=run_id))
+        self._fold(ev.RunFailed, attempt=attempt, step=step, error_message=error_message, at=at, run_id=run_id)

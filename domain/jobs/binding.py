@@ -6,6 +6,7 @@ from typing import Any
 
 from eventsourcing.domain import event
 
+from domain.jobs.events import BindingApplied, BindingUpdated
 from domain.shared.base import Aggregate
 
 
@@ -20,7 +21,7 @@ class ProviderBinding(Aggregate):
     def create_id(tenant: str, proposal_id: str, provider: str) -> str:
         return binding_key(tenant, proposal_id, provider)
 
-    @event("Applied")
+    @event(BindingApplied)
     def __init__(
         self,
         *,
@@ -46,7 +47,7 @@ class ProviderBinding(Aggregate):
         self._updated(ssot=ssot, enabled=enabled, job_id=job_id, at=at)
         return True
 
-    @event("Updated")
+    @event(BindingUpdated)
     def _updated(self, ssot: dict[str, Any], enabled: bool, job_id: str, at: str) -> None:
         self.ssot = ssot
         self.enabled = enabled

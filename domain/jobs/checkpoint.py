@@ -6,6 +6,7 @@ from typing import Any
 
 from eventsourcing.domain import event
 
+from domain.jobs.events import CheckpointAdvanced, CheckpointOpened
 from domain.shared.base import Aggregate
 from domain.shared.ids import derived_id
 
@@ -26,7 +27,7 @@ class SyncCheckpoint(Aggregate):
     def create_id(tenant: str, connector_id: str, scope: str) -> str:
         return checkpoint_key(tenant, connector_id, scope)
 
-    @event("Opened")
+    @event(CheckpointOpened)
     def __init__(
         self,
         *,
@@ -54,7 +55,7 @@ class SyncCheckpoint(Aggregate):
         self._advanced(cursor_value=cursor_value, meta=meta, job_id=job_id, at=at)
         return True
 
-    @event("Advanced")
+    @event(CheckpointAdvanced)
     def _advanced(self, cursor_value: str, meta: dict[str, Any], job_id: str, at: str) -> None:
         self.cursor_value = cursor_value
         self.meta = meta

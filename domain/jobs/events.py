@@ -1,27 +1,21 @@
-"""The jobs area's event contracts: what Job, SyncCheckpoint, IdentityLink and
-ProviderBinding store.
+"""The jobs area's events: what Job, SyncCheckpoint, IdentityLink and ProviderBinding store.
 
-One Struct per stored kind, tagged by that kind, with exactly the fields its aggregate's
-``@event`` method records (``tests/unit/test_jobs_event_contracts.py`` holds the two
-together). Read models decode a stored event once into its Struct and read typed
-attributes. Stored events live forever: a field is only ever added with a default.
+Each event is declared once: its aggregate applies it by class (``@event(JobStarted)``)
+and read models read the same class back. ``TOPIC`` is the name the log stores it under.
+Stored events live forever: a field is only ever added with a default.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
-
-class JobsEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="event"):
-    """A fact of the jobs area, as stored (the store keeps id, version and time apart)."""
-
+from domain.shared.base import Aggregate
 
 # -- Job (``job:<tenant>:<job_id>``) ---------------------------------------------------------
 
 
-class JobQueued(JobsEvent, tag="Job.Queued"):
+class JobQueued(Aggregate.Created):
+    TOPIC = "domain.jobs.job:Job.Queued"
     tenant: str
     job_id: str
     job_type: str
@@ -35,49 +29,55 @@ class JobQueued(JobsEvent, tag="Job.Queued"):
     max_attempts: int
 
 
-class JobStarted(JobsEvent, tag="Job.Started"):
+class JobStarted(Aggregate.Event):
+    TOPIC = "domain.jobs.job:Job.Started"
     attempt: int
     runner_id: str
     at: str
     lease_until: str
 
 
-class JobProgressed(JobsEvent, tag="Job.Progressed"):
+class JobProgressed(Aggregate.Event):
     """A step with an effect outside the service was taken; the next one is due at ``due_at``."""
 
+    TOPIC = "domain.jobs.job:Job.Progressed"
     phase: str
     detail: dict[str, Any]
     at: str
     due_at: str
 
 
-class JobRetried(JobsEvent, tag="Job.Retried"):
+class JobRetried(Aggregate.Event):
+    TOPIC = "domain.jobs.job:Job.Retried"
     attempt: int
     error_message: str
     at: str
     retry_at: str
 
 
-class JobSucceeded(JobsEvent, tag="Job.Succeeded"):
+class JobSucceeded(Aggregate.Event):
+    TOPIC = "domain.jobs.job:Job.Succeeded"
     result: dict[str, Any]
     at: str
 
 
-class JobFailed(JobsEvent, tag="Job.Failed"):
+class JobFailed(Aggregate.Event):
+    TOPIC = "domain.jobs.job:Job.Failed"
     attempt: int
     error_message: str
     result: dict[str, Any] | None
     at: str
 
 
-JOB_EVENTS: tuple[type[JobsEvent], ...] = (
+JOB_EVENTS: tuple[type[Aggregate.Event], ...] = (
     JobQueued, JobStarted, JobProgressed, JobRetried, JobSucceeded, JobFailed,
 )
 
 # -- SyncCheckpoint (``chk:<tenant>:<connector_id>:<scope>``) ----------------------------------
 
 
-class CheckpointOpened(JobsEvent, tag="SyncCheckpoint.Opened"):
+class CheckpointOpened(Aggregate.Created):
+    TOPIC = "domain.jobs.checkpoint:SyncCheckpoint.Opened"
     tenant: str
     checkpoint_id: str
     connector_id: str
@@ -88,19 +88,21 @@ class CheckpointOpened(JobsEvent, tag="SyncCheckpoint.Opened"):
     at: str
 
 
-class CheckpointAdvanced(JobsEvent, tag="SyncCheckpoint.Advanced"):
+class CheckpointAdvanced(Aggregate.Event):
+    TOPIC = "domain.jobs.checkpoint:SyncCheckpoint.Advanced"
     cursor_value: str
     meta: dict[str, Any]
     job_id: str
     at: str
 
 
-CHECKPOINT_EVENTS: tuple[type[JobsEvent], ...] = (CheckpointOpened, CheckpointAdvanced)
+CHECKPOINT_EVENTS: tuple[type[Aggregate.Event], ...] = (CheckpointOpened, CheckpointAdvanced)
 
 # -- IdentityLink (``idl:<tenant>:<provider>:<subject_id>``) -----------------------------------
 
 
-class IdentityLinked(JobsEvent, tag="IdentityLink.Linked"):
+class IdentityLinked(Aggregate.Created):
+    TOPIC = "domain.jobs.identity:IdentityLink.Linked"
     tenant: str
     provider: str
     subject_id: str
@@ -115,7 +117,8 @@ class IdentityLinked(JobsEvent, tag="IdentityLink.Linked"):
     at: str
 
 
-class IdentityRelinked(JobsEvent, tag="IdentityLink.Relinked"):
+class IdentityRelinked(Aggregate.Event):
+    TOPIC = "domain.jobs.identity:IdentityLink.Relinked"
     user_id: str
     username: str
     email: str
@@ -126,17 +129,19 @@ class IdentityRelinked(JobsEvent, tag="IdentityLink.Relinked"):
     at: str
 
 
-class IdentityUnlinked(JobsEvent, tag="IdentityLink.Unlinked"):
+class IdentityUnlinked(Aggregate.Event):
+    TOPIC = "domain.jobs.identity:IdentityLink.Unlinked"
     source: str
     at: str
 
 
-IDENTITY_EVENTS: tuple[type[JobsEvent], ...] = (IdentityLinked, IdentityRelinked, IdentityUnlinked)
+IDENTITY_EVENTS: tuple[type[Aggregate.Event], ...] = (IdentityLinked, IdentityRelinked, IdentityUnlinked)
 
 # -- ProviderBinding (``pbd:<tenant>:<proposal_id>:<provider>``), applied by wizard try --------
 
 
-class BindingApplied(JobsEvent, tag="ProviderBinding.Applied"):
+class BindingApplied(Aggregate.Created):
+    TOPIC = "domain.jobs.binding:ProviderBinding.Applied"
     tenant: str
     proposal_id: str
     provider: str
@@ -146,33 +151,35 @@ class BindingApplied(JobsEvent, tag="ProviderBinding.Applied"):
     at: str
 
 
-class BindingUpdated(JobsEvent, tag="ProviderBinding.Updated"):
+class BindingUpdated(Aggregate.Event):
+    TOPIC = "domain.jobs.binding:ProviderBinding.Updated"
     ssot: dict[str, Any]
     enabled: bool
     job_id: str
     at: str
 
 
-BINDING_EVENTS: tuple[type[JobsEvent], ...] = (BindingApplied, BindingUpdated)
+BINDING_EVENTS: tuple[type[Aggregate.Event], ...] = (BindingApplied, BindingUpdated)
 
 # -- JobKey (``jik:<tenant>:<digest of the idempotency key>``), saved with the job it queued ----
 
 
-class JobKeyClaimed(JobsEvent, tag="JobKey.Claimed"):
+class JobKeyClaimed(Aggregate.Created):
+    TOPIC = "domain.jobs.idempotency:JobKey.Claimed"
     tenant: str
     idempotency_key: str
     job_id: str
     at: str
 
 
-EVENTS: tuple[type[JobsEvent], ...] = (
+EVENTS: tuple[type[Aggregate.Event], ...] = (
     JOB_EVENTS + CHECKPOINT_EVENTS + IDENTITY_EVENTS + BINDING_EVENTS + (JobKeyClaimed,)
 )
 
 
-def kind_of(event_type: type[JobsEvent]) -> str:
-    """``JobQueued`` -> ``"Job.Queued"`` (its tag: aggregate and event name)."""
-    return str(event_type.__struct_config__.tag)
+def kind_of(event_type: type[Aggregate.Event]) -> str:
+    """``JobQueued`` -> ``"Job.Queued"`` (the stored name: aggregate and event)."""
+    return str(event_type.TOPIC).rpartition(":")[2]  # type: ignore[attr-defined]
 
 
-BY_KIND: dict[str, type[JobsEvent]] = {kind_of(e): e for e in EVENTS}
+BY_KIND: dict[str, type[Aggregate.Event]] = {kind_of(e): e for e in EVENTS}

@@ -11,6 +11,7 @@ import hashlib
 
 from eventsourcing.domain import event
 
+from domain.jobs.events import JobKeyClaimed
 from domain.shared.base import Aggregate
 
 
@@ -30,7 +31,7 @@ class JobKey(Aggregate):
     def claim(cls, *, tenant: str, idempotency_key: str, job_id: str, at: str) -> JobKey:
         return cls(tenant=tenant, idempotency_key=idempotency_key, job_id=job_id, at=at)
 
-    @event("Claimed")
+    @event(JobKeyClaimed)
     def __init__(self, *, tenant: str, idempotency_key: str, job_id: str, at: str) -> None:
         self.tenant = tenant
         self.job_id = job_id

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from eventsourcing.domain import event
 
+from domain.jobs.events import IdentityLinked, IdentityRelinked, IdentityUnlinked
 from domain.shared.base import Aggregate
 from domain.shared.ids import derived_id
 
@@ -61,7 +62,7 @@ class IdentityLink(Aggregate):
             **facts.fields(),  # type: ignore[arg-type]
         )
 
-    @event("Linked")
+    @event(IdentityLinked)
     def __init__(
         self,
         *,
@@ -121,7 +122,7 @@ class IdentityLink(Aggregate):
         self._relinked(source=source, at=at, **facts.fields())  # type: ignore[arg-type]
         return True
 
-    @event("Relinked")
+    @event(IdentityRelinked)
     def _relinked(
         self,
         user_id: str,
@@ -142,7 +143,7 @@ class IdentityLink(Aggregate):
         self._unlinked(source=source, at=at)
         return True
 
-    @event("Unlinked")
+    @event(IdentityUnlinked)
     def _unlinked(self, source: str, at: str) -> None:
         self.linked = False
         self.updated_at = at

@@ -16,6 +16,14 @@ from typing import Any
 
 from eventsourcing.domain import event
 
+from domain.jobs.events import (
+    JobFailed,
+    JobProgressed,
+    JobQueued,
+    JobRetried,
+    JobStarted,
+    JobSucceeded,
+)
 from domain.shared.base import Aggregate
 from domain.shared.errors import Conflict
 
@@ -48,7 +56,7 @@ class Job(Aggregate):
     def create_id(tenant: str, job_id: str) -> str:
         return job_key(tenant, job_id)
 
-    @event("Queued")
+    @event(JobQueued)
     def __init__(
         self,
         *,
@@ -114,7 +122,7 @@ class Job(Aggregate):
             raise JobNotClaimable(f"Job {self.job_id} has used its {self.max_attempts} attempts.")
         self._started(attempt=attempt, runner_id=runner_id, at=at, lease_until=lease_until)
 
-    @event("Started")
+    @event(JobStarted)
     def _started(self, attempt: int, runner_id: str, at: str, lease_until: str) -> None:
         if attempt != self.attempt:  # a new attempt begins at its first step
             self.phase = ""
@@ -136,7 +144,7 @@ class Job(Aggregate):
         self._require_running()
         self._progressed(phase=phase, detail=detail, at=at, due_at=due_at)
 
-    @event("Progressed")
+    @event(JobProgressed)
     def _progressed(self, phase: str, detail: dict[str, Any], at: str, due_at: str) -> None:
         self.phase = phase
         self.phase_detail = detail
@@ -153,7 +161,7 @@ class Job(Aggregate):
             raise Conflict(f"Job {self.job_id} cannot be retried ({self.status}, attempt {self.attempt}).")
         self._retried(attempt=self.attempt, error_message=error_message, at=at, retry_at=retry_at)
 
-    @event("Retried")
+    @event(JobRetried)
     def _retried(self, attempt: int, error_message: str, at: str, retry_at: str) -> None:
         self.status = QUEUED
         self.due_at = retry_at
@@ -167,7 +175,7 @@ class Job(Aggregate):
         self._require_running()
         self._succeeded(result=result, at=at)
 
-    @event("Succeeded")
+    @event(JobSucceeded)
     def _succeeded(self, result: dict[str, Any], at: str) -> None:
         self.status = SUCCEEDED
         self.result = result
@@ -180,7 +188,7 @@ class Job(Aggregate):
             raise Conflict(f"Job {self.job_id} has already ended ({self.status}).")
         self._failed(attempt=self.attempt, error_message=error_message, result=result, at=at)
 
-    @event("Failed")
+    @event(JobFailed)
     def _failed(self, attempt: int, error_message: str, result: dict[str, Any] | None, at: str) -> None:
         self.status = FAILED
         self.error_message = error_message

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from eventsourcing.domain import event
 
+from domain.portal.events import CopilotStarted, CopilotTurn
 from domain.shared.base import Aggregate
 
 ACTIONS = {
@@ -32,12 +33,12 @@ class CopilotThread(Aggregate):
     def create_id(tenant: str, thread_id: str) -> str:
         return thread_key(tenant, thread_id)
 
-    @event("Started")
+    @event(CopilotStarted)
     def __init__(self, *, tenant: str, thread_id: str, subject_key: str, at: str) -> None:
         self.tenant, self.thread_id, self.subject_key = tenant, thread_id, subject_key
         self.turns = 0
 
-    @event("Turn")
+    @event(CopilotTurn)
     def record_turn(
         self, *, action_id: str, question: dict[str, Any], message: str, tool_calls: list[dict[str, Any]],
         ui_artifacts: list[dict[str, Any]], answered_by: str, at: str,

@@ -7,6 +7,8 @@ from typing import Any
 
 import msgspec
 
+from domain.shared.base import Aggregate
+
 
 class Notification(msgspec.Struct, frozen=True, kw_only=True):
     """One notification for one subscriber (``subject_key``)."""
@@ -23,34 +25,35 @@ class Notification(msgspec.Struct, frozen=True, kw_only=True):
 # -- stored events of the portal area (one Struct per kind, tagged by it) ---------------------
 
 
-class PortalEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="event"):
-    """A fact of the portal area, as stored (the store keeps id, version and time apart)."""
-
-
-class InboxOpened(PortalEvent, tag="Inbox.Opened"):
+class InboxOpened(Aggregate.Created):
+    TOPIC = "domain.portal.notifications:Inbox.Opened"
     tenant: str
     subject_key: str
 
 
-class NotificationRaised(PortalEvent, tag="Inbox.NotificationRaised"):
+class NotificationRaised(Aggregate.Event):
+    TOPIC = "domain.portal.notifications:Inbox.NotificationRaised"
     notification: dict[str, Any]
     at: str
     via: str
 
 
-class NotificationRead(PortalEvent, tag="Inbox.NotificationRead"):
+class NotificationRead(Aggregate.Event):
+    TOPIC = "domain.portal.notifications:Inbox.NotificationRead"
     notification_id: str
     at: str
 
 
-class CopilotStarted(PortalEvent, tag="CopilotThread.Started"):
+class CopilotStarted(Aggregate.Created):
+    TOPIC = "domain.portal.copilot:CopilotThread.Started"
     tenant: str
     thread_id: str
     subject_key: str
     at: str
 
 
-class CopilotTurn(PortalEvent, tag="CopilotThread.Turn"):
+class CopilotTurn(Aggregate.Event):
+    TOPIC = "domain.portal.copilot:CopilotThread.Turn"
     action_id: str
     question: dict[str, Any]
     message: str
@@ -60,5 +63,5 @@ class CopilotTurn(PortalEvent, tag="CopilotThread.Turn"):
     at: str
 
 
-EVENTS: tuple[type[PortalEvent], ...] = (InboxOpened, NotificationRaised, NotificationRead, CopilotStarted, CopilotTurn)
-BY_KIND: dict[str, type[PortalEvent]] = {str(e.__struct_config__.tag): e for e in EVENTS}
+EVENTS: tuple[type[Aggregate.Event], ...] = (InboxOpened, NotificationRaised, NotificationRead, CopilotStarted, CopilotTurn)
+BY_KIND: dict[str, type[Aggregate.Event]] = {str(e.TOPIC).rpartition(":")[2]: e for e in EVENTS}  # type: ignore[attr-defined]

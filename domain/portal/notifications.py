@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import msgspec
 from eventsourcing.domain import event
 
-from domain.portal.events import Notification
+from domain.portal.events import InboxOpened, Notification, NotificationRaised, NotificationRead
 from domain.shared.base import Aggregate
 from domain.shared.event_store import EventStore
 from domain.shared.ids import derived_id
@@ -39,7 +39,7 @@ class Inbox(Aggregate):
     def create_id(tenant: str, subject_key: str) -> str:
         return inbox_key(tenant, subject_key)
 
-    @event("Opened")
+    @event(InboxOpened)
     def __init__(self, *, tenant: str, subject_key: str) -> None:
         self.tenant, self.subject_key = tenant, subject_key.lower()
         self.seen: set[str] = set()
@@ -52,7 +52,7 @@ class Inbox(Aggregate):
         if note.notification_id not in self.seen:
             self._raised(notification=msgspec.to_builtins(note), at=at, via=via)
 
-    @event("NotificationRaised")
+    @event(NotificationRaised)
     def _raised(self, notification: dict[str, Any], at: str, via: str) -> None:
         self.seen.add(notification["notification_id"])
         self.unread.add(notification["notification_id"])
@@ -64,7 +64,7 @@ class Inbox(Aggregate):
             self._read(notification_id=nid, at=at)
         return True
 
-    @event("NotificationRead")
+    @event(NotificationRead)
     def _read(self, notification_id: str, at: str) -> None:
         self.unread.discard(notification_id)
 

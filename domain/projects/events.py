@@ -1,58 +1,75 @@
 """The projects area's event contracts: what the Project aggregate stores.
 
-One Struct per stored kind, tagged by that kind, with exactly the fields its aggregate's
-``@event`` method records (``tests/unit/test_studio_event_contracts.py`` holds the two
-together). Stored events live forever: a field is only ever added with a default.
+Each event is declared once: the aggregate applies it by class and read models read the
+same class back; ``TOPIC`` is the name the log stores it under. Stored events live
+forever: a field is only ever added with a default.
 
 A project's created event records the create request's settings as named fields
 (version 2). Version 1 stored the raw request mapping under ``request``; ``upcast_v1``
-reads such an event as version 2 (the aggregate's ``upcast_v1_v2`` and the projection
-engine both use it), so existing logs load and project the same.
+reads such an event as version 2 (the library's mapper calls it as ``upcast_v1_v2``), so existing logs load and project the same.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-import msgspec
-
+from domain.shared.base import Aggregate
 from domain.shared.metadata import camel
 
 
-class ProjectSettings(msgspec.Struct, frozen=True, kw_only=True):
-    """What a project is created with, by name (``None``: not given). Values are as the
-    request gave them under either casing (snake_case wins), as every reader picks them."""
+class ProjectCreated(Aggregate.Created):
+    """Version 2: the create request's settings as named fields (``None``: not given).
 
-    tenant_id: str | None = None
-    proposal_id: str | None = None
-    template_id: str | None = None
-    project_key: str | None = None
-    display_name: str | None = None
-    description: str | None = None
-    project_type: str | None = None
-    frontend_framework: str | None = None
-    backend_framework: str | None = None
-    private_repo: bool | None = None
-    owner_subject_keys: list[str] | None = None
-    member_subject_keys: list[str] | None = None
-    member_team_keys: list[str] | None = None
-    member_group_paths: list[str] | None = None
-    participants: list[dict[str, Any]] | None = None
-    repository_bindings: list[dict[str, Any]] | None = None
-    enabled_stack_ids: list[str] | None = None
-    board_project_uid: str | None = None
-    repository_provisioning_policy: str | None = None
-    create_vcs_repo: bool | None = None
-    establish_design_sync: bool | None = None
-    project_assembly: dict[str, Any] | None = None
-    source_ref_repos: list[Any] | None = None
-    project_repository_bindings: list[dict[str, Any]] | None = None
-    agent_squad_suit_tester_roles: Any = None
+    Values are as the request gave them under either casing (snake_case wins), as every
+    reader picks them. Version 1 (older logs) stored the raw request under ``request``.
+    """
+
+    TOPIC = "domain.project:Project.Created"
+    class_version = 2
+
+    tenant: str
+    project_slug: str
+    created_by: str
+    created_at: str
+    tenant_id: str | None
+    proposal_id: str | None
+    template_id: str | None
+    project_key: str | None
+    display_name: str | None
+    description: str | None
+    project_type: str | None
+    frontend_framework: str | None
+    backend_framework: str | None
+    private_repo: bool | None
+    owner_subject_keys: list[str] | None
+    member_subject_keys: list[str] | None
+    member_team_keys: list[str] | None
+    member_group_paths: list[str] | None
+    participants: list[dict[str, Any]] | None
+    repository_bindings: list[dict[str, Any]] | None
+    enabled_stack_ids: list[str] | None
+    board_project_uid: str | None
+    repository_provisioning_policy: str | None
+    create_vcs_repo: bool | None
+    establish_design_sync: bool | None
+    project_assembly: dict[str, Any] | None
+    source_ref_repos: list[Any] | None
+    project_repository_bindings: list[dict[str, Any]] | None
+    agent_squad_suit_tester_roles: Any
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        upcast_v1(state)
+
+    def settings(self) -> dict[str, Any]:
+        """The given settings by name (what ``Project.request`` holds)."""
+        return settings_mapping(vars(self))
 
 
-SETTINGS: tuple[str, ...] = ProjectSettings.__struct_fields__
-
+# The settings' names, in the order the created event records them.
+SETTINGS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ProjectCreated))[8:]
 
 _NAMES = frozenset(SETTINGS)
 _CAMEL = {camel(name): name for name in SETTINGS if camel(name) != name}
@@ -87,39 +104,8 @@ def upcast_v1(state: dict[str, Any]) -> None:
     state.update(settings_from_request(request))
 
 
-class ProjectsEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="event"):
-    """A fact of the projects area, as stored (the store keeps id, version and time apart)."""
-
-
-class ProjectCreated(ProjectSettings, ProjectsEvent, tag="Project.Created"):
-    """Version 2: the settings as named fields (``ProjectSettings``)."""
-
-    tenant: str
-    project_slug: str
-    created_by: str
-    created_at: str
-
-    def settings(self) -> dict[str, Any]:
-        """The given settings by name (what ``Project.request`` holds)."""
-        return settings_mapping(msgspec.structs.asdict(self))
-
-
-class ProjectCreatedV1(ProjectsEvent, tag="Project.Created"):
-    """Version 1, as still stored in older logs: the raw create request."""
-
-    tenant: str
-    project_slug: str
-    request: dict[str, Any]
-    created_by: str
-    created_at: str
-
-    def upcast(self) -> ProjectCreated:
-        state = msgspec.structs.asdict(self)
-        upcast_v1(state)
-        return msgspec.convert(state, ProjectCreated, strict=False)
-
-
-class RepositoryProvisioned(ProjectsEvent, tag="Project.RepositoryProvisioned"):
+class RepositoryProvisioned(Aggregate.Event):
+    TOPIC = "domain.project:Project.RepositoryProvisioned"
     repository_key: str
     status: str
     vcs_repo_url: str
@@ -128,9 +114,10 @@ class RepositoryProvisioned(ProjectsEvent, tag="Project.RepositoryProvisioned"):
     at: str
 
 
-class RepositoryFetched(ProjectsEvent, tag="Project.RepositoryFetched"):
+class RepositoryFetched(Aggregate.Event):
     """A binding's mirror fetched from its origin again, before run ``run_id`` (or why not)."""
 
+    TOPIC = "domain.project:Project.RepositoryFetched"
     repository_key: str
     run_id: str
     status: str  # "fetched" | "failed"
@@ -139,29 +126,33 @@ class RepositoryFetched(ProjectsEvent, tag="Project.RepositoryFetched"):
     at: str
 
 
-class DsnProvisioned(ProjectsEvent, tag="Project.DsnProvisioned"):
+class DsnProvisioned(Aggregate.Event):
+    TOPIC = "domain.project:Project.DsnProvisioned"
     status: str
     dsn: str
     error: str
     at: str
 
 
-class SurfacesRecorded(ProjectsEvent, tag="Project.SurfacesRecorded"):
+class SurfacesRecorded(Aggregate.Event):
+    TOPIC = "domain.project:Project.SurfacesRecorded"
     board: dict[str, Any]
     design: dict[str, Any]
     catalog: dict[str, Any]
     at: str
 
 
-class ParticipantRemoved(ProjectsEvent, tag="Project.ParticipantRemoved"):
+class ParticipantRemoved(Aggregate.Event):
+    TOPIC = "domain.project:Project.ParticipantRemoved"
     subject_key: str
     removed_by: str
     at: str
 
 
-class ParticipantAdded(ProjectsEvent, tag="Project.ParticipantAdded"):
+class ParticipantAdded(Aggregate.Event):
     """A participant added (or added back, or given another role)."""
 
+    TOPIC = "domain.project:Project.ParticipantAdded"
     subject_key: str
     project_role: str
     stack_ids: list[str]
@@ -169,7 +160,7 @@ class ParticipantAdded(ProjectsEvent, tag="Project.ParticipantAdded"):
     at: str
 
 
-EVENTS: tuple[type[ProjectsEvent], ...] = (
+EVENTS: tuple[type[Aggregate.Event], ...] = (
     ProjectCreated, RepositoryProvisioned, RepositoryFetched, DsnProvisioned, SurfacesRecorded, ParticipantRemoved, ParticipantAdded,
 )
-BY_KIND: dict[str, type[ProjectsEvent]] = {str(e.__struct_config__.tag): e for e in EVENTS}
+BY_KIND: dict[str, type[Aggregate.Event]] = {str(e.TOPIC).rpartition(":")[2]: e for e in EVENTS}  # type: ignore[attr-defined]

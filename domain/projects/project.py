@@ -7,8 +7,17 @@ from typing import Any
 
 from eventsourcing.domain import event
 
-from domain.projects.events import settings_mapping, upcast_v1
-from domain.shared.base import Aggregate, keep_stored_topics
+from domain.projects.events import (
+    DsnProvisioned,
+    ParticipantAdded,
+    ParticipantRemoved,
+    ProjectCreated,
+    RepositoryFetched,
+    RepositoryProvisioned,
+    SurfacesRecorded,
+    settings_mapping,
+)
+from domain.shared.base import Aggregate, stored_topic
 from domain.shared.ids import project_key
 from domain.shared.metadata import normalise_keys, pick
 
@@ -28,7 +37,7 @@ class Project(Aggregate):
     def create_id(tenant: str, project_slug: str) -> str:
         return project_key(tenant, project_slug)
 
-    @event("Created")
+    @event(ProjectCreated)
     def __init__(
         self,
         *,
@@ -72,33 +81,33 @@ class Project(Aggregate):
 
     # -- provisioning (domain.projects.provisioning records what the ports answered) -----
 
-    @event("RepositoryProvisioned")
+    @event(RepositoryProvisioned)
     def record_repository(
         self, *, repository_key: str, status: str, vcs_repo_url: str, vcs_repo_node_id: str, error: str, at: str
     ) -> None:
         self.updated_at = max(self.updated_at, at)
 
-    @event("RepositoryFetched")
+    @event(RepositoryFetched)
     def record_fetch(self, *, repository_key: str, run_id: str, status: str, head_sha: str, error: str, at: str) -> None:
         self.updated_at = max(self.updated_at, at)
 
-    @event("DsnProvisioned")
+    @event(DsnProvisioned)
     def record_dsn(self, *, status: str, dsn: str, error: str, at: str) -> None:
         self.updated_at = max(self.updated_at, at)
 
-    @event("SurfacesRecorded")
+    @event(SurfacesRecorded)
     def record_surfaces(
         self, *, board: dict[str, Any], design: dict[str, Any], catalog: dict[str, Any], at: str
     ) -> None:
         self.updated_at = max(self.updated_at, at)
 
-    @event("ParticipantAdded")
+    @event(ParticipantAdded)
     def add_participant(
         self, *, subject_key: str, project_role: str, stack_ids: list[str], added_by: str, at: str
     ) -> None:
         self.updated_at = max(self.updated_at, at)
 
-    @event("ParticipantRemoved")
+    @event(ParticipantRemoved)
     def remove_participant(self, *, subject_key: str, removed_by: str, at: str) -> None:
         self.updated_at = max(self.updated_at, at)
 
@@ -253,8 +262,4 @@ def binding_facts(b: dict[str, Any], project_slug: str) -> dict[str, Any]:
     return facts
 
 
-# Version 2 of the created event records the create request's settings by name; version 1
-# (older logs) recorded the raw request and is read as version 2 (``domain.projects.events``).
-Project.Created.class_version = 2  # type: ignore[attr-defined]
-Project.Created.upcast_v1_v2 = staticmethod(upcast_v1)  # type: ignore[attr-defined]
-keep_stored_topics(Project, "domain.project")
+stored_topic(Project, "domain.project:Project")  # its module has moved since the log began

@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import msgspec
 import structlog
 
-from domain.projects.events import BY_KIND, ProjectsEvent
+from domain.projects.events import RepositoryProvisioned
 from domain.projects.project import Project, repository_bindings
 from domain.projects.sources import Fetched
+from domain.shared.base import Aggregate
 from domain.shared.event_store import EventStore
 from domain.shared.ids import project_key
 
@@ -114,8 +114,8 @@ class ProjectProvisioning:
     ) -> None:
         self.store, self.vcs, self.dsn, self.clock, self.surfaces = store, vcs, dsn, clock, surfaces
 
-    def provision(self, tenant: str, project_slug: str) -> list[ProjectsEvent]:
-        """Provisions and records; answers the recorded outcomes as their event contracts."""
+    def provision(self, tenant: str, project_slug: str) -> list[Aggregate.Event]:
+        """Provisions and records; answers the recorded outcomes (its events)."""
         project: Project = self.store.get_or_none(project_key(tenant, project_slug))
         dsn = self._dsn(project)
         for binding in repository_bindings(project.request):
@@ -125,16 +125,12 @@ class ProjectProvisioning:
             self._surfaces(project)
         pending = list(project.pending_events)
         self.store.save(project)
-        outcomes = []
-        for e in pending:
-            data = {k: v for k, v in vars(e).items() if k not in ("originator_id", "originator_version", "timestamp")}
-            outcomes.append(msgspec.convert(data, BY_KIND[f"Project.{type(e).__name__}"]))
-        return outcomes
+        return pending
 
     def _surfaces(self, project: Project) -> None:
         """Board, design and catalog through their ports; a failing port is recorded, not raised."""
         urls = [e.vcs_repo_url for e in project.pending_events
-                if type(e).__name__ == "RepositoryProvisioned" and e.vcs_repo_url]
+                if isinstance(e, RepositoryProvisioned) and e.vcs_repo_url]
         request, tenant, slug = project.request, project.tenant, project.project_slug
         answers: dict[str, dict[str, Any]] = {}
         calls = {

@@ -12,15 +12,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
-from eventsourcing.domain import BaseAggregate
+from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError, RecordConflictError, Recording
 
 from domain.shared.errors import Conflict
 from domain.shared.retry import conflict_pause
 
 T = TypeVar("T")
-_LIBRARY_COLLECT = BaseAggregate.collect_events
 
 # Each lost race means another writer's save of the same aggregate succeeded, so a valid
 # command is refused only when more than this many saves land on its aggregate while it
@@ -40,35 +38,6 @@ class EventStore(Application[str]):
         self._listeners_lock = threading.Lock()
         self._saved = threading.local()
 
-    # -- saving --------------------------------------------------------------------------
-
-    def save(self, *objs: Any, **kwargs: Any) -> list[Recording[str]]:
-        """The library's save, collecting aggregates' events with a plain class check.
-
-        The library tells aggregates from events with runtime-checkable Protocol
-        ``isinstance`` calls, about 20 µs each; a ticker pass saves hundreds of
-        aggregates, so the same collection by concrete class is worth its few lines.
-        """
-        processing_event: ProcessingEvent[str] = ProcessingEvent()
-        events, aggregates = processing_event.events, processing_event.aggregates
-        for obj in objs:
-            if isinstance(obj, BaseAggregate):
-                if type(obj).collect_events is _LIBRARY_COLLECT:
-                    # the library's collect_events, without popping the pending events one by one
-                    pending = obj._pending_events
-                    events.extend(pending)
-                    pending.clear()
-                else:
-                    events.extend(obj.collect_events())
-                aggregates[obj.id] = obj
-            elif obj is not None:
-                processing_event.collect_events(obj)
-        processing_event.saved_kwargs.update(kwargs)
-        recordings = self._record(processing_event)
-        self._take_snapshots(processing_event)
-        self._notify(recordings)
-        return recordings
-
     # -- wake-up -------------------------------------------------------------------------
 
     def add_listener(self, listener: Callable[[int], None]) -> None:
@@ -77,6 +46,7 @@ class EventStore(Application[str]):
             self._listeners.append(listener)
 
     def _notify(self, recordings: list[Recording[str]]) -> None:
+        """The library's hook after a save: wakes the log's followers in this process."""
         if not recordings:
             return
         top = max(r.notification.id for r in recordings)

@@ -10,19 +10,16 @@ an older event sees).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-import msgspec
-
-
-class StudioEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="event"):
-    """A fact of the studio area, as stored (the store keeps id, version and time apart)."""
-
+from domain.shared.base import Aggregate
 
 # -- Run (``run:<tenant>:<run_id>``) -----------------------------------------------------------
 
 
-class RunLaunched(StudioEvent, tag="Run.Launched"):
+class RunLaunched(Aggregate.Created):
+    TOPIC = "domain.run:Run.Launched"
     tenant: str
     run_id: str
     project_slug: str
@@ -39,30 +36,35 @@ class RunLaunched(StudioEvent, tag="Run.Launched"):
     project_facts: dict[str, Any] | None = None
 
 
-class RunSessionOpened(StudioEvent, tag="Run.SessionOpened"):
+class RunSessionOpened(Aggregate.Event):
+    TOPIC = "domain.run:Run.SessionOpened"
     agent_id: str
     session_id: str
     role_key: str
     via: str
 
 
-class ExecutionRequested(StudioEvent, tag="Run.ExecutionRequested"):
+class ExecutionRequested(Aggregate.Event):
+    TOPIC = "domain.run:Run.ExecutionRequested"
     requested_at: str
     requested_by: str
     follow_up: bool
 
 
-class ExecutionStarted(StudioEvent, tag="Run.ExecutionStarted"):
+class ExecutionStarted(Aggregate.Event):
+    TOPIC = "domain.run:Run.ExecutionStarted"
     started_at: str
 
 
-class TickRecorded(StudioEvent, tag="Run.TickRecorded"):
+class TickRecorded(Aggregate.Event):
+    TOPIC = "domain.run:Run.TickRecorded"
     tick: int
     at: str
     report: dict[str, Any]
 
 
-class HandoffRecorded(StudioEvent, tag="Run.HandoffRecorded"):
+class HandoffRecorded(Aggregate.Event):
+    TOPIC = "domain.run:Run.HandoffRecorded"
     handoff_id: str
     from_agent_id: str
     to_agent_id: str
@@ -73,12 +75,14 @@ class HandoffRecorded(StudioEvent, tag="Run.HandoffRecorded"):
     actor: str = ""
 
 
-class PreviewShared(StudioEvent, tag="Run.PreviewShared"):
+class PreviewShared(Aggregate.Event):
+    TOPIC = "domain.run:Run.PreviewShared"
     preview: dict[str, Any]
     updated_at: str
 
 
-class ControlRecorded(StudioEvent, tag="Run.ControlRecorded"):
+class ControlRecorded(Aggregate.Event):
+    TOPIC = "domain.run:Run.ControlRecorded"
     control_id: str
     verb: str
     actor: str
@@ -87,9 +91,10 @@ class ControlRecorded(StudioEvent, tag="Run.ControlRecorded"):
     params: dict[str, Any]
 
 
-class ProcessAssigned(StudioEvent, tag="Run.ProcessAssigned"):
+class ProcessAssigned(Aggregate.Event):
     """A run-level process assignment: sessions opened later for its target take it."""
 
+    TOPIC = "domain.run:Run.ProcessAssigned"
     target: str
     provider: str
     model: str
@@ -101,19 +106,21 @@ class ProcessAssigned(StudioEvent, tag="Run.ProcessAssigned"):
     at: str
 
 
-class RunCompleted(StudioEvent, tag="Run.Completed"):
+class RunCompleted(Aggregate.Event):
+    TOPIC = "domain.run:Run.Completed"
     at: str
     summary: dict[str, Any]
 
 
-class RunCleanedUp(StudioEvent, tag="Run.CleanedUp"):
+class RunCleanedUp(Aggregate.Event):
+    TOPIC = "domain.run:Run.CleanedUp"
     at: str
     actor: str
     reason: str
     control_id: str = ""
 
 
-RUN_EVENTS: tuple[type[StudioEvent], ...] = (
+RUN_EVENTS: tuple[type[Aggregate.Event], ...] = (
     RunLaunched, RunSessionOpened, ExecutionRequested, ExecutionStarted, TickRecorded, HandoffRecorded,
     PreviewShared, ControlRecorded, RunCompleted, RunCleanedUp, ProcessAssigned,
 )
@@ -121,7 +128,8 @@ RUN_EVENTS: tuple[type[StudioEvent], ...] = (
 # -- AgentSession (``ses:<tenant>:<run_id>:<session_id>:<agent_id>``) ---------------------------
 
 
-class SessionOpened(StudioEvent, tag="AgentSession.Opened"):
+class SessionOpened(Aggregate.Created):
+    TOPIC = "domain.session:AgentSession.Opened"
     tenant: str
     run_id: str
     session_id: str
@@ -150,7 +158,8 @@ class SessionOpened(StudioEvent, tag="AgentSession.Opened"):
     pr_required: bool
 
 
-class ProcessStarted(StudioEvent, tag="AgentSession.ProcessStarted"):
+class ProcessStarted(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.ProcessStarted"
     llm_session_id: str
     skill_ids: list[str]
     mcp_server_ids: list[str]
@@ -163,14 +172,16 @@ class ProcessStarted(StudioEvent, tag="AgentSession.ProcessStarted"):
     confinement: dict[str, Any] | None = None
 
 
-class ControllerActionObserved(StudioEvent, tag="AgentSession.ControllerActionObserved"):
+class ControllerActionObserved(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.ControllerActionObserved"
     action: str
     summary: str
     evidence_label: str
     at: str
 
 
-class ToolCalled(StudioEvent, tag="AgentSession.ToolCalled"):
+class ToolCalled(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.ToolCalled"
     tool_name: str
     route: str
     summary: str
@@ -179,7 +190,8 @@ class ToolCalled(StudioEvent, tag="AgentSession.ToolCalled"):
     tick: int = 0
 
 
-class ToolCallFailed(StudioEvent, tag="AgentSession.ToolCallFailed"):
+class ToolCallFailed(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.ToolCallFailed"
     tool_name: str
     route: str
     summary: str
@@ -188,24 +200,28 @@ class ToolCallFailed(StudioEvent, tag="AgentSession.ToolCallFailed"):
     tick: int = 0
 
 
-class ModelReported(StudioEvent, tag="AgentSession.ModelReported"):
+class ModelReported(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.ModelReported"
     model: str
     at: str
 
 
-class AssistantMessage(StudioEvent, tag="AgentSession.AssistantMessage"):
+class AssistantMessage(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.AssistantMessage"
     text: str
     at: str
 
 
-class RunnerOutput(StudioEvent, tag="AgentSession.RunnerOutput"):
+class RunnerOutput(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.RunnerOutput"
     stream: str
     level: str
     text: str
     at: str
 
 
-class Blocked(StudioEvent, tag="AgentSession.Blocked"):
+class Blocked(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.Blocked"
     code: str
     message: str
     evidence: dict[str, Any]
@@ -213,7 +229,8 @@ class Blocked(StudioEvent, tag="AgentSession.Blocked"):
     tick: int = 0
 
 
-class Unblocked(StudioEvent, tag="AgentSession.Unblocked"):
+class Unblocked(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.Unblocked"
     code: str
     resolution: str
     actor: str
@@ -222,7 +239,8 @@ class Unblocked(StudioEvent, tag="AgentSession.Unblocked"):
     tick: int = 0
 
 
-class HandedOff(StudioEvent, tag="AgentSession.HandedOff"):
+class HandedOff(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.HandedOff"
     target_agent_id: str
     target_session_id: str
     reason: str
@@ -230,7 +248,8 @@ class HandedOff(StudioEvent, tag="AgentSession.HandedOff"):
     at: str
 
 
-class PullRequestOpened(StudioEvent, tag="AgentSession.PullRequestOpened"):
+class PullRequestOpened(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.PullRequestOpened"
     pr_url: str
     pr_owner: str
     pr_repo: str
@@ -238,10 +257,11 @@ class PullRequestOpened(StudioEvent, tag="AgentSession.PullRequestOpened"):
     repository_key: str
     at: str
     head_sha: str = ""  # events stored before pull requests named their head commit have none
-    changed_paths: list[str] = []
+    changed_paths: Sequence[str] = ()
 
 
-class ControlApplied(StudioEvent, tag="AgentSession.ControlApplied"):
+class ControlApplied(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.ControlApplied"
     control_id: str
     verb: str
     actor: str
@@ -251,7 +271,8 @@ class ControlApplied(StudioEvent, tag="AgentSession.ControlApplied"):
     at: str
 
 
-class Paused(StudioEvent, tag="AgentSession.Paused"):
+class Paused(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.Paused"
     actor: str
     control_id: str
     previous_status: str
@@ -260,7 +281,8 @@ class Paused(StudioEvent, tag="AgentSession.Paused"):
     current_step: str = "paused"
 
 
-class RequestQueued(StudioEvent, tag="AgentSession.RequestQueued"):
+class RequestQueued(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.RequestQueued"
     message: str
     wake_target: str
     actor: str
@@ -268,7 +290,8 @@ class RequestQueued(StudioEvent, tag="AgentSession.RequestQueued"):
     at: str
 
 
-class Resumed(StudioEvent, tag="AgentSession.Resumed"):
+class Resumed(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.Resumed"
     actor: str
     control_id: str
     wake_target: str
@@ -277,7 +300,8 @@ class Resumed(StudioEvent, tag="AgentSession.Resumed"):
     at: str
 
 
-class MessageDelivered(StudioEvent, tag="AgentSession.MessageDelivered"):
+class MessageDelivered(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.MessageDelivered"
     channel: str
     message: str
     thread_id: str
@@ -286,7 +310,8 @@ class MessageDelivered(StudioEvent, tag="AgentSession.MessageDelivered"):
     at: str
 
 
-class ProcessRestarted(StudioEvent, tag="AgentSession.ProcessRestarted"):
+class ProcessRestarted(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.ProcessRestarted"
     reason: str
     actor: str
     control_id: str
@@ -301,21 +326,24 @@ class ProcessRestarted(StudioEvent, tag="AgentSession.ProcessRestarted"):
     llm_session_id: str = ""
 
 
-class StartFailed(StudioEvent, tag="AgentSession.StartFailed"):
+class StartFailed(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.StartFailed"
     workspace_name: str
     provider_workspace_id: str
     error: str
     at: str
 
 
-class SelfHealed(StudioEvent, tag="AgentSession.SelfHealed"):
+class SelfHealed(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.SelfHealed"
     signal: str
     self_heal_status: str
     cleared: dict[str, str]
     at: str
 
 
-class WorkspaceRestarted(StudioEvent, tag="AgentSession.WorkspaceRestarted"):
+class WorkspaceRestarted(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.WorkspaceRestarted"
     reason: str
     actor: str
     control_id: str
@@ -325,7 +353,8 @@ class WorkspaceRestarted(StudioEvent, tag="AgentSession.WorkspaceRestarted"):
     at: str
 
 
-class ProcessSwitched(StudioEvent, tag="AgentSession.ProcessSwitched"):
+class ProcessSwitched(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.ProcessSwitched"
     previous: dict[str, str]
     process: dict[str, str]
     takeover_handoff_id: str
@@ -340,7 +369,8 @@ class ProcessSwitched(StudioEvent, tag="AgentSession.ProcessSwitched"):
     agent_process_switch_target: str = ""
 
 
-class TaskCardChanged(StudioEvent, tag="AgentSession.TaskCardChanged"):
+class TaskCardChanged(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.TaskCardChanged"
     action: str
     task_card_id: str
     title: str
@@ -350,19 +380,21 @@ class TaskCardChanged(StudioEvent, tag="AgentSession.TaskCardChanged"):
     at: str
 
 
-class SessionCompleted(StudioEvent, tag="AgentSession.Completed"):
+class SessionCompleted(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.Completed"
     result: dict[str, Any]
     at: str
 
 
-class Stopped(StudioEvent, tag="AgentSession.Stopped"):
+class Stopped(Aggregate.Event):
+    TOPIC = "domain.session:AgentSession.Stopped"
     actor: str
     reason: str
     control_id: str
     at: str
 
 
-SESSION_EVENTS: tuple[type[StudioEvent], ...] = (
+SESSION_EVENTS: tuple[type[Aggregate.Event], ...] = (
     SessionOpened, ProcessStarted, ControllerActionObserved, ToolCalled, AssistantMessage, RunnerOutput,
     Blocked, Unblocked, HandedOff, PullRequestOpened, ControlApplied, Paused, RequestQueued, Resumed,
     MessageDelivered, ProcessRestarted, StartFailed, SelfHealed, WorkspaceRestarted, ProcessSwitched,
@@ -372,7 +404,8 @@ SESSION_EVENTS: tuple[type[StudioEvent], ...] = (
 # -- WorkspaceLease (``lease:<tenant>:<project_slug>:<workspace_name>``) ------------------------
 
 
-class LeaseProvisioned(StudioEvent, tag="WorkspaceLease.Provisioned"):
+class LeaseProvisioned(Aggregate.Created):
+    TOPIC = "domain.lease:WorkspaceLease.Provisioned"
     tenant: str
     project_slug: str
     workspace_name: str
@@ -386,7 +419,8 @@ class LeaseProvisioned(StudioEvent, tag="WorkspaceLease.Provisioned"):
     at: str
 
 
-class SlotAcquired(StudioEvent, tag="WorkspaceLease.SlotAcquired"):
+class SlotAcquired(Aggregate.Event):
+    TOPIC = "domain.lease:WorkspaceLease.SlotAcquired"
     run_id: str
     session_id: str
     agent_id: str
@@ -397,20 +431,23 @@ class SlotAcquired(StudioEvent, tag="WorkspaceLease.SlotAcquired"):
     warm_until_at: str
 
 
-class SlotReleased(StudioEvent, tag="WorkspaceLease.SlotReleased"):
+class SlotReleased(Aggregate.Event):
+    TOPIC = "domain.lease:WorkspaceLease.SlotReleased"
     session_id: str
     reason: str
     at: str
     suspend_after_at: str
 
 
-class LeaseStatusChanged(StudioEvent, tag="WorkspaceLease.StatusChanged"):
+class LeaseStatusChanged(Aggregate.Event):
+    TOPIC = "domain.lease:WorkspaceLease.StatusChanged"
     status: str
     reason: str
     at: str
 
 
-class LeaseRecreated(StudioEvent, tag="WorkspaceLease.Recreated"):
+class LeaseRecreated(Aggregate.Event):
+    TOPIC = "domain.lease:WorkspaceLease.Recreated"
     reason: str
     previous_provider_workspace_id: str
     provider_workspace_id: str
@@ -418,21 +455,22 @@ class LeaseRecreated(StudioEvent, tag="WorkspaceLease.Recreated"):
     at: str
 
 
-class LeaseVerified(StudioEvent, tag="WorkspaceLease.Verified"):
+class LeaseVerified(Aggregate.Event):
+    TOPIC = "domain.lease:WorkspaceLease.Verified"
     live_status: str
     at: str
 
 
-LEASE_EVENTS: tuple[type[StudioEvent], ...] = (
+LEASE_EVENTS: tuple[type[Aggregate.Event], ...] = (
     LeaseProvisioned, SlotAcquired, SlotReleased, LeaseStatusChanged, LeaseRecreated, LeaseVerified,
 )
 
-EVENTS: tuple[type[StudioEvent], ...] = RUN_EVENTS + SESSION_EVENTS + LEASE_EVENTS
+EVENTS: tuple[type[Aggregate.Event], ...] = RUN_EVENTS + SESSION_EVENTS + LEASE_EVENTS
 
 
-def kind_of(event_type: type[StudioEvent]) -> str:
+def kind_of(event_type: type[Aggregate.Event]) -> str:
     """``Blocked`` -> ``"AgentSession.Blocked"`` (its tag: aggregate and event name)."""
-    return str(event_type.__struct_config__.tag)
+    return str(event_type.TOPIC).rpartition(":")[2]  # type: ignore[attr-defined]
 
 
-BY_KIND: dict[str, type[StudioEvent]] = {kind_of(e): e for e in EVENTS}
+BY_KIND: dict[str, type[Aggregate.Event]] = {kind_of(e): e for e in EVENTS}

@@ -13,9 +13,17 @@ from typing import Any
 
 from eventsourcing.domain import event
 
-from domain.shared.base import Aggregate, keep_stored_topics
+from domain.shared.base import Aggregate, stored_topic
 from domain.shared.errors import Conflict
 from domain.shared.ids import lease_key
+from domain.studio.events import (
+    LeaseProvisioned,
+    LeaseRecreated,
+    LeaseStatusChanged,
+    LeaseVerified,
+    SlotAcquired,
+    SlotReleased,
+)
 
 READY = "ready"
 PROVISIONING = "provisioning"
@@ -41,7 +49,7 @@ class WorkspaceLease(Aggregate):
     def create_id(tenant: str, project_slug: str, workspace_name: str) -> str:
         return lease_key(tenant, project_slug, workspace_name)
 
-    @event("Provisioned")
+    @event(LeaseProvisioned)
     def __init__(
         self,
         *,
@@ -102,7 +110,7 @@ class WorkspaceLease(Aggregate):
             warm_until_at=warm_until_at,
         )
 
-    @event("SlotAcquired")
+    @event(SlotAcquired)
     def _slot_acquired(
         self,
         run_id: str,
@@ -126,7 +134,7 @@ class WorkspaceLease(Aggregate):
             return
         self._slot_released(session_id=session_id, reason=reason, at=at, suspend_after_at=suspend_after_at)
 
-    @event("SlotReleased")
+    @event(SlotReleased)
     def _slot_released(self, session_id: str, reason: str, at: str, suspend_after_at: str) -> None:
         self.slots.pop(session_id, None)
         if not self.slots:
@@ -143,7 +151,7 @@ class WorkspaceLease(Aggregate):
             return
         self._status_changed(status=SUSPENDED, reason="inactivity", at=at)
 
-    @event("StatusChanged")
+    @event(LeaseStatusChanged)
     def _status_changed(self, status: str, reason: str, at: str) -> None:
         self.status = status
 
@@ -164,7 +172,7 @@ class WorkspaceLease(Aggregate):
         )
         return True
 
-    @event("Recreated")
+    @event(LeaseRecreated)
     def _recreated(
         self,
         reason: str,
@@ -186,9 +194,9 @@ class WorkspaceLease(Aggregate):
             raise Conflict(f"Unknown live status {live_status!r}.", code="invalid_live_status")
         self._verified(live_status=live_status, at=at)
 
-    @event("Verified")
+    @event(LeaseVerified)
     def _verified(self, live_status: str, at: str) -> None:
         self.last_verified_at = at
 
 
-keep_stored_topics(WorkspaceLease, "domain.lease")
+stored_topic(WorkspaceLease, "domain.lease:WorkspaceLease")  # its module has moved since the log began

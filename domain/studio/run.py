@@ -6,9 +6,22 @@ from typing import Any
 
 from eventsourcing.domain import event
 
-from domain.shared.base import Aggregate, keep_stored_topics
+from domain.shared.base import Aggregate, stored_topic
 from domain.shared.errors import Conflict
 from domain.shared.ids import run_key
+from domain.studio.events import (
+    ControlRecorded,
+    ExecutionRequested,
+    ExecutionStarted,
+    HandoffRecorded,
+    PreviewShared,
+    ProcessAssigned,
+    RunCleanedUp,
+    RunCompleted,
+    RunLaunched,
+    RunSessionOpened,
+    TickRecorded,
+)
 
 READY = "ready"
 SCHEDULED = "scheduled"
@@ -36,7 +49,7 @@ class Run(Aggregate):
     def create_id(tenant: str, run_id: str) -> str:
         return run_key(tenant, run_id)
 
-    @event("Launched")
+    @event(RunLaunched)
     def __init__(
         self,
         *,
@@ -100,7 +113,7 @@ class Run(Aggregate):
             raise Conflict(f"Agent {agent_id} already has a session in run {self.run_id}.")
         self._session_opened(agent_id=agent_id, session_id=session_id, role_key=role_key, via=via)
 
-    @event("SessionOpened")
+    @event(RunSessionOpened)
     def _session_opened(self, agent_id: str, session_id: str, role_key: str, via: str) -> None:
         self.sessions[agent_id] = session_id
 
@@ -119,7 +132,7 @@ class Run(Aggregate):
         )
         return follow_up
 
-    @event("ExecutionRequested")
+    @event(ExecutionRequested)
     def _execution_requested(self, requested_at: str, requested_by: str, follow_up: bool) -> None:
         if not follow_up:
             self.status = SCHEDULED
@@ -130,7 +143,7 @@ class Run(Aggregate):
             raise Conflict(f"Run {self.run_id} is {self.status}, not scheduled.")
         self._execution_started(started_at=started_at)
 
-    @event("ExecutionStarted")
+    @event(ExecutionStarted)
     def _execution_started(self, started_at: str) -> None:
         self.status = RUNNING
         self.started_at = started_at
@@ -153,7 +166,7 @@ class Run(Aggregate):
         last = self.last_report
         return bool(last) and all(last.get(k) == report.get(k) for k in REPORT_STATE)
 
-    @event("TickRecorded")
+    @event(TickRecorded)
     def _tick_recorded(self, tick: int, at: str, report: dict[str, Any]) -> None:
         self.tick = tick
         self.last_tick_at = at
@@ -185,7 +198,7 @@ class Run(Aggregate):
             actor=actor,
         )
 
-    @event("HandoffRecorded")
+    @event(HandoffRecorded)
     def _handoff_recorded(
         self,
         handoff_id: str,
@@ -202,7 +215,7 @@ class Run(Aggregate):
     def share_preview(self, preview: dict[str, Any], updated_at: str) -> None:
         self._preview_shared(preview=preview, updated_at=updated_at)
 
-    @event("PreviewShared")
+    @event(PreviewShared)
     def _preview_shared(self, preview: dict[str, Any], updated_at: str) -> None:
         self.preview = preview
 
@@ -228,7 +241,7 @@ class Run(Aggregate):
             params=params,
         )
 
-    @event("ControlRecorded")
+    @event(ControlRecorded)
     def _control_recorded(
         self,
         control_id: str,
@@ -264,7 +277,7 @@ class Run(Aggregate):
             actor=actor, control_id=control_id, source=source, at=at,
         )
 
-    @event("ProcessAssigned")
+    @event(ProcessAssigned)
     def _process_assigned(
         self,
         target: str,
@@ -288,7 +301,7 @@ class Run(Aggregate):
         self._require_open()
         self._completed(at=at, summary=summary)
 
-    @event("Completed")
+    @event(RunCompleted)
     def _completed(self, at: str, summary: dict[str, Any]) -> None:
         self.status = COMPLETED
 
@@ -296,9 +309,9 @@ class Run(Aggregate):
         self._require_open()
         self._cleaned_up(at=at, actor=actor, reason=reason, control_id=control_id)
 
-    @event("CleanedUp")
+    @event(RunCleanedUp)
     def _cleaned_up(self, at: str, actor: str, reason: str, control_id: str) -> None:
         self.status = CLEANED_UP
 
 
-keep_stored_topics(Run, "domain.run")
+stored_topic(Run, "domain.run:Run")  # its module has moved since the log began

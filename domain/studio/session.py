@@ -2,14 +2,42 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from eventsourcing.domain import event
 
-from domain.shared.base import Aggregate, keep_stored_topics
+from domain.shared.base import Aggregate, stored_topic
 from domain.shared.errors import Conflict
 from domain.shared.ids import session_key
 from domain.studio import events as ev
+from domain.studio.events import (
+    AssistantMessage,
+    Blocked,
+    ControlApplied,
+    ControllerActionObserved,
+    HandedOff,
+    MessageDelivered,
+    ModelReported,
+    Paused,
+    ProcessRestarted,
+    ProcessStarted,
+    ProcessSwitched,
+    PullRequestOpened,
+    RequestQueued,
+    Resumed,
+    RunnerOutput,
+    SelfHealed,
+    SessionCompleted,
+    SessionOpened,
+    StartFailed,
+    Stopped,
+    TaskCardChanged,
+    ToolCalled,
+    ToolCallFailed,
+    Unblocked,
+    WorkspaceRestarted,
+)
 from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED
 from domain.studio.session_commands import SessionCommands
 from domain.studio.session_state import (  # noqa: F401  (the statuses are read from here too)
@@ -38,7 +66,7 @@ class AgentSession(SessionCommands, Aggregate):
     def create_id(tenant: str, run_id: str, session_id: str, agent_id: str) -> str:
         return session_key(tenant, run_id, session_id, agent_id)
 
-    @event("Opened")
+    @event(SessionOpened)
     def __init__(
         self,
         *,
@@ -139,7 +167,7 @@ class AgentSession(SessionCommands, Aggregate):
 
     # -- what each event changes (the commands that decide them: domain.studio.session_commands)
 
-    @event("ProcessStarted")
+    @event(ProcessStarted)
     def _process_started(
         self,
         llm_session_id: str,
@@ -156,14 +184,10 @@ class AgentSession(SessionCommands, Aggregate):
         self.workspace_name = workspace_name
         self.process_attempt = attempt
         self.model_ran = model_ran
-        self._move(ev.ProcessStarted(
-            llm_session_id=llm_session_id, skill_ids=skill_ids, mcp_server_ids=mcp_server_ids,
-            workspace_name=workspace_name, attempt=attempt, at=at, tick=tick, model_ran=model_ran,
-            confinement=confinement,
-        ))
+        self._move(ev.ProcessStarted)
         self.status_tick = tick
 
-    @event("ControllerActionObserved")
+    @event(ControllerActionObserved)
     def _controller_action_observed(
         self, action: str, summary: str, evidence_label: str, at: str
     ) -> None:
@@ -172,65 +196,60 @@ class AgentSession(SessionCommands, Aggregate):
             self.mailbox_count = 0
             self.mailbox = []
 
-    @event("ToolCalled")
+    @event(ToolCalled)
     def _tool_called(
         self, tool_name: str, route: str, summary: str, first: bool, at: str, tick: int
     ) -> None:
         self.tool_call_count += 1
-        self._move(ev.ToolCalled(tool_name=tool_name, route=route, summary=summary, first=first, at=at, tick=tick))
+        self._move(ev.ToolCalled, tool_name=tool_name, first=first)
         if first:
             self.status_tick = tick
             # The first tool answered the probe: a later stall gets a fresh budget.
             self.policy_attempts.pop(FIRST_TOOL_REQUIRED, None)
 
-    @event("ToolCallFailed")
+    @event(ToolCallFailed)
     def _tool_call_failed(self, tool_name: str, route: str, summary: str, reason: str, at: str, tick: int) -> None:
         self.failed_tool_call_count += 1
 
-    @event("ModelReported")
+    @event(ModelReported)
     def _model_reported(self, model: str, at: str) -> None:
         self.model_ran = model
 
-    @event("AssistantMessage")
+    @event(AssistantMessage)
     def _assistant_message(self, text: str, at: str) -> None:
         pass
 
-    @event("RunnerOutput")
+    @event(RunnerOutput)
     def _runner_output(self, stream: str, level: str, text: str, at: str) -> None:
         pass
 
-    @event("Blocked")
+    @event(Blocked)
     def _blocked(
         self, code: str, message: str, evidence: dict[str, Any], at: str, tick: int
     ) -> None:
         if self.live_status != BLOCKED:
             self.status_before_block = self.live_status
-        self._move(ev.Blocked(code=code, message=message, evidence=evidence, at=at, tick=tick))
+        self._move(ev.Blocked, code=code)
         self.blocker_message = message
         self.blocker_evidence = dict(evidence)
         self.status_tick = tick
 
-    @event("Unblocked")
+    @event(Unblocked)
     def _unblocked(
         self, code: str, resolution: str, actor: str, resume_status: str, at: str, tick: int
     ) -> None:
-        self._move(ev.Unblocked(
-            code=code, resolution=resolution, actor=actor, resume_status=resume_status, at=at, tick=tick
-        ))
+        self._move(ev.Unblocked, resume_status=resume_status)
         self.status_tick = tick
         self._forget_wall()
 
-    @event("HandedOff")
+    @event(HandedOff)
     def _handed_off(
         self, target_agent_id: str, target_session_id: str, reason: str, thread_id: str, at: str
     ) -> None:
         self.handoffs_sent.append(target_agent_id)
-        self._move(ev.HandedOff(
-            target_agent_id=target_agent_id, target_session_id=target_session_id, reason=reason,
-            thread_id=thread_id, at=at,
-        ))
+        self._move(ev.HandedOff, target_agent_id=target_agent_id)
 
-    @event("PullRequestOpened")
+    @event(PullRequestOpened)
     def _pull_request_opened(
         self, pr_url: str, pr_owner: str, pr_repo: str, pr_number: int, repository_key: str, at: str,
         head_sha: str = "", changed_paths: list[str] | None = None,
@@ -238,12 +257,9 @@ class AgentSession(SessionCommands, Aggregate):
         self.pull_requests += 1
         self.pull_request_head = {"repository_key": repository_key, "head_sha": head_sha,
                                   "changed_paths": list(changed_paths or [])}
-        self._move(ev.PullRequestOpened(
-            pr_url=pr_url, pr_owner=pr_owner, pr_repo=pr_repo, pr_number=pr_number,
-            repository_key=repository_key, at=at, head_sha=head_sha, changed_paths=list(changed_paths or []),
-        ))
+        self._move(ev.PullRequestOpened)
 
-    @event("ControlApplied")
+    @event(ControlApplied)
     def _control_applied(
         self,
         control_id: str,
@@ -256,7 +272,7 @@ class AgentSession(SessionCommands, Aggregate):
     ) -> None:
         pass
 
-    @event("Paused")
+    @event(Paused)
     def _paused(
         self,
         actor: str,
@@ -267,27 +283,21 @@ class AgentSession(SessionCommands, Aggregate):
         current_step: str = "paused",
     ) -> None:
         self.status_before_pause = previous_status
-        self._move(ev.Paused(
-            actor=actor, control_id=control_id, previous_status=previous_status, at=at,
-            live_status=live_status, current_step=current_step,
-        ))
+        self._move(ev.Paused)
         self.controller_state = "paused"
 
-    @event("RequestQueued")
+    @event(RequestQueued)
     def _request_queued(self, message: str, wake_target: str, actor: str, control_id: str, at: str) -> None:
         self.queued_requests += 1
 
-    @event("Resumed")
+    @event(Resumed)
     def _resumed(
         self, actor: str, control_id: str, wake_target: str, live_status: str, current_step: str, at: str
     ) -> None:
-        self._move(ev.Resumed(
-            actor=actor, control_id=control_id, wake_target=wake_target, live_status=live_status,
-            current_step=current_step, at=at,
-        ))
+        self._move(ev.Resumed, live_status=live_status, current_step=current_step)
         self.controller_state = "active"
 
-    @event("MessageDelivered")
+    @event(MessageDelivered)
     def _message_delivered(
         self, channel: str, message: str, thread_id: str, actor: str, control_id: str, at: str
     ) -> None:
@@ -299,7 +309,7 @@ class AgentSession(SessionCommands, Aggregate):
         else:
             self.controller_intervention_count += 1
 
-    @event("ProcessRestarted")
+    @event(ProcessRestarted)
     def _process_restarted(
         self,
         reason: str,
@@ -315,12 +325,7 @@ class AgentSession(SessionCommands, Aggregate):
         current_step: str = "process_restarting",
         llm_session_id: str = "",
     ) -> None:
-        self._move(ev.ProcessRestarted(
-            reason=reason, actor=actor, control_id=control_id, workspace_name=workspace_name,
-            fresh_workspace=fresh_workspace, previous_llm_session_id=previous_llm_session_id,
-            cleared_blocker=cleared_blocker, at=at, tick=tick, live_status=live_status,
-            current_step=current_step, llm_session_id=llm_session_id,
-        ))
+        self._move(ev.ProcessRestarted, current_step=current_step)
         self.llm_session_id = ""
         self.switch_pending = False
         self.controller_state = "active"
@@ -336,26 +341,27 @@ class AgentSession(SessionCommands, Aggregate):
             self.workspace_name = ""
             self.workspace_generation += 1
 
-    def _move(self, event: ev.StudioEvent) -> None:
-        """Status, step and blocker after ``event``, by the one state machine."""
+    def _move(self, event_type: type[Aggregate.Event], **fields: Any) -> None:
+        """Status, step and blocker after an event of ``event_type`` with ``fields`` (the
+        method's own arguments), by the one state machine the read models fold too."""
         self.live_status, self.current_step, self.blocker_code = after(
-            SessionState(self.live_status, self.current_step, self.blocker_code), event
+            SessionState(self.live_status, self.current_step, self.blocker_code), event_type, SimpleNamespace(**fields)
         )
 
     def _forget_wall(self) -> None:
         self.blocker_message = ""
         self.blocker_evidence = {}
 
-    @event("StartFailed")
+    @event(StartFailed)
     def _start_failed(self, workspace_name: str, provider_workspace_id: str, error: str, at: str) -> None:
         self.workspace_name = workspace_name
 
-    @event("SelfHealed")
+    @event(SelfHealed)
     def _self_healed(self, signal: str, self_heal_status: str, cleared: dict[str, str], at: str) -> None:
         self.workspace_name = ""
         self.self_heal_count += 1
 
-    @event("WorkspaceRestarted")
+    @event(WorkspaceRestarted)
     def _workspace_restarted(
         self,
         reason: str,
@@ -368,14 +374,11 @@ class AgentSession(SessionCommands, Aggregate):
     ) -> None:
         self.workspace_restarts += 1
         self.last_restart_reason = reason
-        self._move(ev.WorkspaceRestarted(
-            reason=reason, actor=actor, control_id=control_id, workspace_name=workspace_name,
-            recreated=recreated, cleared_blocker=cleared_blocker, at=at,
-        ))
+        self._move(ev.WorkspaceRestarted)
         self.llm_session_id = ""
         self.controller_state = "active"
 
-    @event("ProcessSwitched")
+    @event(ProcessSwitched)
     def _process_switched(
         self,
         previous: dict[str, str],
@@ -396,7 +399,7 @@ class AgentSession(SessionCommands, Aggregate):
         self.process_assignment = dict(agent_process_assignment or {})
         self.process_switch_status = agent_process_switch_status
 
-    @event("TaskCardChanged")
+    @event(TaskCardChanged)
     def _task_card_changed(
         self,
         action: str,
@@ -413,14 +416,14 @@ class AgentSession(SessionCommands, Aggregate):
             self.open_task_cards[task_card_id] = title
             self.task_card_count += 1
 
-    @event("Completed")
+    @event(SessionCompleted)
     def _completed(self, result: dict[str, Any], at: str) -> None:
-        self._move(ev.SessionCompleted(result=result, at=at))
+        self._move(ev.SessionCompleted)
         self.result = result
 
-    @event("Stopped")
+    @event(Stopped)
     def _stopped(self, actor: str, reason: str, control_id: str, at: str) -> None:
-        self._move(ev.Stopped(actor=actor, reason=reason, control_id=control_id, at=at))
+        self._move(ev.Stopped)
         self._forget_wall()
 
-keep_stored_topics(AgentSession, "domain.session")
+stored_topic(AgentSession, "domain.session:AgentSession")  # its module has moved since the log began

@@ -8,10 +8,11 @@ through it, so they agree with the aggregate by construction
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from domain.shared.dispatch import ByType
+from domain.shared.base import Aggregate
 from domain.studio import events as ev
 
 READY = "ready"
@@ -36,9 +37,8 @@ class SessionState(NamedTuple):
 OPENED = SessionState()
 
 # One step per event class that moves a session (an event of any other class leaves it as it
-# is), looked up by the event's type in one go: a session's status is folded by several
-# read models on every one of its events.
-_STEPS: ByType[Callable[[SessionState, Any], SessionState]] = ByType(
+# is); a step reads the event's fields as attributes.
+_STEPS: dict[type, Callable[[SessionState, Any], SessionState]] = (
     {
         ev.SessionOpened: lambda state, e: OPENED,
         ev.ProcessStarted: lambda state, e: SessionState(WAITING_FIRST_TOOL, "waiting_first_tool", state[2]),
@@ -59,20 +59,32 @@ _STEPS: ByType[Callable[[SessionState, Any], SessionState]] = ByType(
 )
 
 # Events that move a session's status, step or blocker; the others leave it as it is.
-STATUS_EVENTS: tuple[type[ev.StudioEvent], ...] = tuple(_STEPS.table)
+STATUS_EVENTS: tuple[type[Aggregate.Event], ...] = tuple(_STEPS)
 
 
-def after(state: SessionState, event: object) -> SessionState:
-    """The session's state after ``event`` (an event of ``domain.studio.events``)."""
-    step = _STEPS.get(event)
+@functools.cache
+def _step(event_type: type) -> Callable[[SessionState, Any], SessionState] | None:
+    """The step of ``event_type`` or of the event class it subclasses (the library reads a
+    stored event back as its aggregate's subclass of the declared class)."""
+    return next((_STEPS[base] for base in event_type.__mro__ if base in _STEPS), None)
+
+
+def after(state: SessionState, event_type: type, event: object) -> SessionState:
+    """The session's state after an event of ``event_type`` (of ``domain.studio.events``)."""
+    step = _step(event_type)
     return state if step is None else step(state, event)
+
+
+def after_event(state: SessionState, event: object) -> SessionState:
+    """The session's state after ``event``, as read back from the log."""
+    return after(state, type(event), event)
 
 
 def moves_status(event: object) -> bool:
     """Whether ``event`` may move a session's status, step or blocker (``STATUS_EVENTS``)."""
-    return _STEPS.get(event) is not None
+    return _step(type(event)) is not None
 
 
 def live_status_after(live_status: str, event: object) -> str:
     """Only the status (it depends on nothing but the status before and the event)."""
-    return after(SessionState(live_status, "", ""), event).live_status
+    return after_event(SessionState(live_status, "", ""), event).live_status

@@ -1,24 +1,20 @@
-"""The developer workspace's events, as projectors decode them (one Struct per event).
+"""The developer workspace's events: what a DevWorkspace stores.
 
-The aggregate (``domain.workspaces.workspace``) records each event with exactly these
-fields; ``tests/unit/test_workspace_lifecycle.py`` checks that every stored event decodes
-strictly into its Struct, so a renamed field fails loudly instead of projecting blanks.
+Each event is declared once: the aggregate (``domain.workspaces.workspace``) applies it by
+class and the read model reads the same class back; ``TOPIC`` is the name the log stores
+it under.
 """
 
 from __future__ import annotations
 
-import msgspec
+from domain.shared.base import Aggregate
 
 
-class WorkspaceEvent(msgspec.Struct, kw_only=True, frozen=True):
-    """Base: every event carries the moment it happened (from the command's clock)."""
-
-    at: str
-
-
-class Launched(WorkspaceEvent, frozen=True):
+class Launched(Aggregate.Created):
     """First launch: the lease is queued as ``pending`` (the workflow queue's entry)."""
 
+    TOPIC = "domain.workspaces.workspace:DevWorkspace.Launched"
+    at: str  # the moment it happened (from the command's clock)
     tenant: str
     project_slug: str
     repository_key: str
@@ -31,50 +27,68 @@ class Launched(WorkspaceEvent, frozen=True):
     provider_name: str
 
 
-class Requeued(WorkspaceEvent, frozen=True):
+class Requeued(Aggregate.Event):
     """Launched again from ``error`` or ``suspended``: back to ``pending``."""
 
+    TOPIC = "domain.workspaces.workspace:DevWorkspace.Requeued"
+    at: str
     previous_status: str
     resume_estimate_seconds: int
 
 
-class Reconnected(WorkspaceEvent, frozen=True):
+class Reconnected(Aggregate.Event):
     """Launched again while live: no state change, but the workspace counts as used."""
 
+    TOPIC = "domain.workspaces.workspace:DevWorkspace.Reconnected"
+    at: str
 
-class ProvisioningStarted(WorkspaceEvent, frozen=True):
+class ProvisioningStarted(Aggregate.Event):
+    TOPIC = "domain.workspaces.workspace:DevWorkspace.ProvisioningStarted"
+    at: str
     controller_id: str
 
 
-class Provisioned(WorkspaceEvent, frozen=True):
+class Provisioned(Aggregate.Event):
+    TOPIC = "domain.workspaces.workspace:DevWorkspace.Provisioned"
+    at: str
     pod_name: str
     volume_paths: list[str]
 
 
-class Failed(WorkspaceEvent, frozen=True):
+class Failed(Aggregate.Event):
+    TOPIC = "domain.workspaces.workspace:DevWorkspace.Failed"
+    at: str
     last_error: str
     stale: bool
 
 
-class ReleaseRequested(WorkspaceEvent, frozen=True):
+class ReleaseRequested(Aggregate.Event):
+    TOPIC = "domain.workspaces.workspace:DevWorkspace.ReleaseRequested"
+    at: str
     requested_by: str
 
 
-class ReleaseStarted(WorkspaceEvent, frozen=True):
+class ReleaseStarted(Aggregate.Event):
+    TOPIC = "domain.workspaces.workspace:DevWorkspace.ReleaseStarted"
+    at: str
     controller_id: str
 
 
-class Suspended(WorkspaceEvent, frozen=True):
+class Suspended(Aggregate.Event):
     """Stopped: released by its owner (``reason`` ``released``) or idle (``idle``)."""
 
+    TOPIC = "domain.workspaces.workspace:DevWorkspace.Suspended"
+    at: str
     reason: str
 
 
-class SiblingsCleaned(WorkspaceEvent, frozen=True):
+class SiblingsCleaned(Aggregate.Event):
+    TOPIC = "domain.workspaces.workspace:DevWorkspace.SiblingsCleaned"
+    at: str
     removed: list[str]
 
 
-EVENTS: dict[str, type[WorkspaceEvent]] = {
+EVENTS: dict[str, type[Aggregate.Event]] = {
     cls.__name__: cls
     for cls in (
         Launched,
@@ -91,7 +105,7 @@ EVENTS: dict[str, type[WorkspaceEvent]] = {
 }
 
 
-class UsageRecorded(msgspec.Struct, kw_only=True, frozen=True):
+class UsageRecorded(Aggregate.Created):
     """One model request through the proxy (``domain.workspaces.usage.ModelUsage``).
 
     ``caller`` is ``agent`` (a squad agent's process: run, session and agent are set) or
@@ -100,6 +114,7 @@ class UsageRecorded(msgspec.Struct, kw_only=True, frozen=True):
     stream ended before the upstream said it was whole (cut, or the caller went away); the
     tokens are the ones reported until then."""
 
+    TOPIC = "domain.workspaces.usage:ModelUsage.Recorded"
     at: str
     tenant: str
     request_id: str
@@ -125,4 +140,4 @@ class UsageRecorded(msgspec.Struct, kw_only=True, frozen=True):
     partial: bool
 
 
-USAGE_EVENTS: dict[str, type[msgspec.Struct]] = {"ModelUsage.Recorded": UsageRecorded}
+USAGE_EVENTS: dict[str, type[Aggregate.Event]] = {"ModelUsage.Recorded": UsageRecorded}

@@ -20,6 +20,7 @@ from typing import Any
 from eventsourcing.domain import event
 
 from domain.shared.base import Aggregate
+from domain.workspaces.events import UsageRecorded
 
 MESSAGES, COUNT_TOKENS, RESPONSES, CHAT = "messages", "count_tokens", "responses", "chat_completions"
 APIS = (MESSAGES, COUNT_TOKENS, RESPONSES, CHAT)
@@ -111,7 +112,7 @@ class ModelUsage(Aggregate):
     def create_id(tenant: str, request_id: str) -> str:
         return f"usage:{tenant}:{request_id}"
 
-    @event("Recorded")
+    @event(UsageRecorded)
     def __init__(
         self, *, at: str, tenant: str, request_id: str, caller: str, employee: str, project_slug: str,
         run_id: str, session_id: str, agent_id: str, workspace_scope: str, api: str, alias: str,

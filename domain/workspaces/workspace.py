@@ -11,6 +11,18 @@ from eventsourcing.domain import event
 
 from domain.shared.base import Aggregate
 from domain.shared.errors import Conflict
+from domain.workspaces.events import (
+    Failed,
+    Launched,
+    Provisioned,
+    ProvisioningStarted,
+    Reconnected,
+    ReleaseRequested,
+    ReleaseStarted,
+    Requeued,
+    SiblingsCleaned,
+    Suspended,
+)
 
 PENDING = "pending"
 PROVISIONING = "provisioning"
@@ -48,7 +60,7 @@ class DevWorkspace(Aggregate):
     def create_id(tenant: str, workspace_scope: str) -> str:
         return f"dws:{tenant}:{workspace_scope}"
 
-    @event("Launched")
+    @event(Launched)
     def __init__(
         self,
         *,
@@ -153,45 +165,45 @@ class DevWorkspace(Aggregate):
 
     # -- recorded facts (no clock, no I/O: they run again on every replay) ---------------------
 
-    @event("Requeued")
+    @event(Requeued)
     def _requeued(self, at: str, previous_status: str, resume_estimate_seconds: int) -> None:
         self.status, self.status_since, self.last_active_at = PENDING, at, at
         self.last_error = ""
         self.pod_name = ""
         self.resume_estimate_seconds = resume_estimate_seconds
 
-    @event("Reconnected")
+    @event(Reconnected)
     def _reconnected(self, at: str) -> None:
         self.last_active_at = at
 
-    @event("ProvisioningStarted")
+    @event(ProvisioningStarted)
     def _provisioning_started(self, at: str, controller_id: str) -> None:
         self.status, self.status_since = PROVISIONING, at
 
-    @event("Provisioned")
+    @event(Provisioned)
     def _provisioned(self, at: str, pod_name: str, volume_paths: list[str]) -> None:
         self.status, self.status_since, self.last_active_at = READY, at, at
         self.pod_name = pod_name
         self.resume_estimate_seconds = 0
 
-    @event("Failed")
+    @event(Failed)
     def _failed(self, at: str, last_error: str, stale: bool) -> None:
         self.status, self.status_since = ERROR, at
         self.last_error = last_error
 
-    @event("ReleaseRequested")
+    @event(ReleaseRequested)
     def _release_requested(self, at: str, requested_by: str) -> None:
         self.status, self.status_since = RELEASE_REQUESTED, at
 
-    @event("ReleaseStarted")
+    @event(ReleaseStarted)
     def _release_started(self, at: str, controller_id: str) -> None:
         self.status, self.status_since = RELEASING, at
 
-    @event("Suspended")
+    @event(Suspended)
     def _suspended(self, at: str, reason: str) -> None:
         self.status, self.status_since = SUSPENDED, at
         self.pod_name = ""
 
-    @event("SiblingsCleaned")
+    @event(SiblingsCleaned)
     def _siblings_cleaned(self, at: str, removed: list[str]) -> None:
         self.cleaned += len(removed)

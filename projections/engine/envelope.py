@@ -1,23 +1,24 @@
 """Stored events as projectors read them: position, aggregate, kind and the typed event.
 
-Each stored event is decoded once, straight from its JSON into the Struct its area
-declares for its kind (``projections.engine.contracts``): projectors dispatch on the
-event's type and read typed attributes, never payload keys, so a renamed field fails
-loudly in one place instead of projecting blanks. A kind no area declares (or a payload
-that does not fit its contract, which is logged) has ``event`` None, and projectors leave
-it alone. No reader needs the raw payload, so none is kept.
+Each stored event is read back once, by the event store's own mapper, into the class its
+area declares (``projections.engine.contracts``), the class its aggregate applied:
+projectors dispatch on that class and read its attributes, never payload keys. A kind no
+area declares (or a payload that cannot be read, which is logged) has ``event`` None, and
+projectors leave it alone. No reader needs the raw payload, so none is kept.
 """
 
 from __future__ import annotations
 
-import json
+from datetime import datetime
 from typing import Any
 
 import msgspec
 import structlog
+from eventsourcing.persistence import MapperDeserialisationError
+from eventsourcing.utils import TopicError
 from msgspec.structs import force_setattr
 
-from projections.engine.contracts import DECODERS, STORED, UPCASTERS, upcast
+from projections.engine.contracts import CONTRACTS
 from projections.engine.stored_json import load_json
 
 log = structlog.get_logger("squadops.projections.envelope")
@@ -100,7 +101,9 @@ def derived(originator_id: str, kind: str) -> tuple[str, ...]:
 
 
 def event_time(raw: Any) -> str:
-    """``2026-01-02T03:04:05.000006Z`` from the transcoder's datetime form."""
+    """``2026-01-02T03:04:05.000006Z`` from an event's timestamp (or the stored form of one)."""
+    if isinstance(raw, datetime):
+        raw = raw.isoformat()
     text = raw.get("_data_", "") if isinstance(raw, dict) else str(raw or "")
     if not text:
         return ""
@@ -118,44 +121,26 @@ def kind_of(topic: str) -> str:
     return topic.rpartition(":")[2]
 
 
-def envelope(notification: Any) -> Envelope:
+def envelope(notification: Any, mapper: Any) -> Envelope:
+    """``notification`` with its event read back by ``mapper`` (the event store's own) into
+    the class its area declares; an event of a kind no area declares has ``event`` None."""
     kind = kind_of(notification.topic)
-    decoder = DECODERS.get(kind)
-    if decoder is not None:
+    event: Any = None
+    if kind in CONTRACTS:
         try:
-            event = decoder.decode(notification.state)
-        except msgspec.DecodeError:
-            event = _tolerant(kind, notification)
-        if event is not None and kind in UPCASTERS:
-            event = upcast(kind, event)
-        if event is not None:
-            return Envelope(
-                notification.id,
-                notification.originator_id,
-                notification.originator_version,
-                kind,
-                event_time(event.timestamp),
-                event,
-                *derived(notification.originator_id, kind),
-            )
-    stamped = load_json(notification.state, _decode_stamp)
-    stamp = stamped.get("timestamp", "") if isinstance(stamped, dict) else stamped.timestamp
+            event = mapper.to_domain_event(notification)
+        except (TopicError, MapperDeserialisationError) as exc:
+            log.warning("event_unreadable", position=notification.id, kind=kind, error=str(exc))
+    stamp = event.timestamp if event is not None else None
+    if event is None:
+        stamped = load_json(notification.state, _decode_stamp)
+        stamp = stamped.get("timestamp", "") if isinstance(stamped, dict) else stamped.timestamp
     return Envelope(
         notification.id,
         notification.originator_id,
         notification.originator_version,
         kind,
         event_time(stamp),
-        None,
+        event,
         *derived(notification.originator_id, kind),
     )
-
-
-def _tolerant(kind: str, notification: Any) -> Any:
-    """A payload the fast path refused: JSON with NaN/Infinity (Python's ``json`` wrote
-    them), or values of a looser type; None (untyped) if it does not fit its contract."""
-    try:
-        return msgspec.convert(json.loads(notification.state), STORED[kind], strict=False)
-    except (ValueError, msgspec.ValidationError) as exc:
-        log.warning("event_contract_mismatch", position=notification.id, kind=kind, error=str(exc))
-        return None

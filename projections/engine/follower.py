@@ -24,6 +24,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
@@ -59,12 +60,13 @@ def header(notification: Any) -> LogHeader:
 class NotificationSource:
     """Reads the event store's notification log (any eventsourcing ApplicationRecorder).
 
-    Entries are decoded into ``Envelope``s by default; ``decode=header`` skips the payload.
+    Entries are decoded into ``Envelope``s by default, their events read back by the event
+    store's mapper; ``decode=header`` skips the payload.
     """
 
-    def __init__(self, recorder: Any, decode: Callable[[Any], Any] = envelope) -> None:
-        self.recorder = recorder
-        self.decode = decode
+    def __init__(self, event_store: Any, decode: Callable[[Any], Any] | None = None) -> None:
+        self.recorder = event_store.recorder
+        self.decode = decode or partial(envelope, mapper=event_store.mapper)
 
     def read(self, start: int, limit: int, stop: int | None = None) -> list[Envelope]:
         notes = self.recorder.select_notifications(start=start, limit=limit, stop=stop)

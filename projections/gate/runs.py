@@ -38,5 +38,5 @@ class GateRunsProjector(Projector):
             if found is None:
                 return
             records[str(attempt)] = found
-        fold(records, thread_key, event)
+        fold(records, thread_key, type(event), event)
         docs.put(key, records[str(attempt)], partition=gate_runs_partition(tenant, thread_key), sort_key=f"{attempt:010d}")

@@ -111,7 +111,7 @@ PROVISIONING = frozenset({
 })
 
 
-def apply_provisioning(project: dict[str, Any], e: pe.ProjectsEvent) -> None:
+def apply_provisioning(project: dict[str, Any], e: Any) -> None:
     """A provisioning outcome folded into ``PortalProjectOut``: the binding's repository
     (URL, commit, status) and the project's summary status; the DSN's status in the
     assembly's ``error_reporting`` and each lane binding's metadata."""

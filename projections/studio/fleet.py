@@ -14,7 +14,7 @@ from typing import Any
 
 from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS, pixel_state, progress_bucket
-from domain.studio.session_state import SessionState, after
+from domain.studio.session_state import SessionState, after_event
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import seconds_between, stamp
@@ -115,7 +115,7 @@ class FleetProjector(Projector):
         agent = agents.get(agent_id)
         if agent is None:
             return
-        agent["live_status"], _, agent["code"] = after(SessionState(agent["live_status"], "", agent["code"]), e)
+        agent["live_status"], _, agent["code"] = after_event(SessionState(agent["live_status"], "", agent["code"]), e)
         agent["activity"] = activity_after(agent["activity"], name)
         blocker_before = agent["blocker"]
         agent["blocker"] = agent["code"] if agent["live_status"] == "blocked" else ""

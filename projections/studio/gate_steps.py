@@ -9,7 +9,7 @@ log dock and the live fan-out alike, so both always agree.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from domain.gate import events as gate
 from domain.gate.thread import studio_run_of
@@ -42,10 +42,10 @@ def run_of(env: Envelope) -> str:
 
 def summary(event: object) -> str:
     """The live event's summary of a gate step."""
-    return line(event).message if isinstance(event, gate.GateEvent) else ""
+    return line(event).message if isinstance(event, gate.EVENTS) else ""
 
 
-def line(event: gate.GateEvent) -> Line:
+def line(event: Any) -> Line:
     """The log-dock line of a gate step."""
     match event:
         case gate.RunStarted(attempt=n, repo=repo, actor=actor, dry_run=dry_run, publish=publish):

@@ -25,7 +25,7 @@ from typing import Any
 
 import structlog
 
-from domain.gate.events import GateEvent
+from domain.gate.events import EVENTS as GATE_EVENTS
 from domain.shared.dispatch import ByType
 from domain.studio import events as ev
 from domain.studio.policies.walls import wall_for
@@ -62,7 +62,7 @@ def excerpt(env: Envelope) -> dict[str, Any] | None:
     """The runtime log excerpt for ``env``, or None when it leaves no log line."""
     if env.aggregate_type == "Run":
         return _run_excerpt(env)
-    if isinstance(env.event, GateEvent):
+    if isinstance(env.event, GATE_EVENTS):
         return _gate_excerpt(env, env.event)
     line = SESSION_LINES.get(env.event)
     return None if line is None else line(env, env.event, env.agent_id)
@@ -242,7 +242,7 @@ def _run_excerpt(env: Envelope) -> dict[str, Any] | None:
     return None
 
 
-def _gate_excerpt(env: Envelope, event: GateEvent) -> dict[str, Any] | None:
+def _gate_excerpt(env: Envelope, event: Any) -> dict[str, Any] | None:
     if not gate_steps.run_of(env):  # a step of no studio run leaves no line
         return None
     level, message, signal, warning = gate_steps.line(event)

@@ -31,7 +31,7 @@ import structlog
 from domain.shared.dispatch import ByType
 from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS
-from domain.studio.session_state import SessionState, after, moves_status
+from domain.studio.session_state import SessionState, after_event, moves_status
 from domain.workspaces.events import UsageRecorded
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
@@ -272,7 +272,7 @@ def step(agent: dict[str, Any], private: dict[str, Any], env: Envelope) -> None:
     if moves_status(e):
         if isinstance(e, ev.Blocked) and agent["live_status"] != "blocked":
             private["interrupted_from"] = agent["live_status"]
-        state = after(SessionState(agent["live_status"], agent["current_step"], private["blocker"]), e)
+        state = after_event(SessionState(agent["live_status"], agent["current_step"], private["blocker"]), e)
         agent["live_status"], agent["current_step"], private["blocker"] = state
     change = CHANGES.get(e)
     if change is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from domain.shared.dispatch import ByType
 from domain.studio import events as ev
-from domain.studio.session_state import BLOCKED, OPENED, SessionState, after, moves_status
+from domain.studio.session_state import BLOCKED, OPENED, SessionState, after_event, moves_status
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 
@@ -290,7 +290,7 @@ class RunsProjector(Projector):
         session["last_event_at"] = max(session["last_event_at"], env.at)
         if moves_status(e):
             blocked_before = session["live_status"] == BLOCKED
-            state = after(SessionState(session["live_status"], session["current_step"], session["blocker_code"]), e)
+            state = after_event(SessionState(session["live_status"], session["current_step"], session["blocker_code"]), e)
             session["live_status"], session["current_step"], session["blocker_code"] = state
             # ``blocker_count`` (the sessions blocked now) moves with the one session that moved
             run["blocker_count"] += (state.live_status == BLOCKED) - blocked_before

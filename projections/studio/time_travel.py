@@ -40,9 +40,10 @@ class RunNotYet(LookupError):
 class EventSelector:
     """Selects events by aggregate id up to a position, straight from the event store."""
 
-    def __init__(self, recorder: Any) -> None:
-        self.recorder = recorder
-        self.dialect = recorder_dialect(recorder)
+    def __init__(self, event_store: Any) -> None:
+        self.recorder = event_store.recorder
+        self.mapper = event_store.mapper
+        self.dialect = recorder_dialect(self.recorder)
 
     def select(self, ids: Sequence[str], upto: int) -> list[Envelope]:
         ids = sorted(set(ids))
@@ -54,7 +55,7 @@ class EventSelector:
             notes = self._sqlite(ids, upto)
         else:
             notes = self._scan(ids, upto)
-        return [envelope(n) for n in notes]
+        return [envelope(n, self.mapper) for n in notes]
 
     def max_position(self) -> int:
         return self.recorder.max_notification_id() or 0

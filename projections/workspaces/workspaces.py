@@ -87,7 +87,7 @@ class WorkspacesProjector(Projector):
         docs.put(queue_key(tenant, scope), queue, partition=QUEUE_PARTITION, sort_key=env.originator_id, status=record["status"])
 
     @staticmethod
-    def _fold(record: dict[str, Any], event: ev.WorkspaceEvent, name: str) -> None:
+    def _fold(record: dict[str, Any], event: Any, name: str) -> None:
         if name in _STATUS_AFTER:
             record["status"] = _STATUS_AFTER[name]
             record["status_since"] = event.at

@@ -72,7 +72,7 @@ def read_log(settings: Settings) -> LogFacts:
     app, store = open_parts(settings)
     facts = LogFacts()
     try:
-        source = NotificationSource(app.recorder)
+        source = NotificationSource(app)
         facts.head = source.max_position()
         for env in log_events(source):
             message = live_message(env, settings.live_subject_prefix)
@@ -115,7 +115,7 @@ def check_read_models(settings: Settings) -> Check:
     """Each read model's rows as live projection left them, against a rebuild of the log."""
     app, store = open_parts(settings)
     try:
-        source = NotificationSource(app.recorder)
+        source = NotificationSource(app)
         head = source.max_position()
         projectors = read_projectors()
         positions = store.positions()

@@ -105,7 +105,7 @@ def wait_caught_up(settings: Settings, timeout: float) -> tuple[bool, int, dict[
     app, store = open_parts(settings)
     names = [p.name for p in read_projectors()] + [TRACKING_NAME]
     try:
-        source = NotificationSource(app.recorder)
+        source = NotificationSource(app)
         deadline = time.monotonic() + timeout
         while True:
             head = source.max_position()

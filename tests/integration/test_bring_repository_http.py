@@ -225,7 +225,7 @@ def start_run(http: TestClient, slug: str, source: str) -> tuple[str, dict]:
 def mailbox_messages(container: object, run_id: str, agent_id: str) -> list[str]:
     from projections.engine.runner import NotificationSource
 
-    envs = NotificationSource(container.event_store.recorder).read(1, 1_000_000)  # type: ignore[attr-defined]
+    envs = NotificationSource(container.event_store).read(1, 1_000_000)  # type: ignore[attr-defined]
     return [e.event.message for e in envs if e.kind == "AgentSession.MessageDelivered" and e.run_id == run_id
             and e.agent_id == agent_id and e.event.channel == "mailbox"]
 

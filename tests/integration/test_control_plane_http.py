@@ -318,7 +318,7 @@ def test_the_feed_is_its_stored_document_and_access_is_checked_every_time(
 
     http, container = world
     run_id = driven_run(http, container)
-    reads = FeedReads(container.store, TimeTravel(EventSelector(container.event_store.recorder)), container.event_store.max_position)
+    reads = FeedReads(container.store, TimeTravel(EventSelector(container.event_store)), container.event_store.max_position)
     stored = container.store.get(FEED_MODEL, feed_doc_key("default", "acme", run_id))
     for limit in (1, 7, 50, 200):  # the stored answer, sliced: what a composition answers now
         assert reads.feed("default", "acme", run_id, limit) == reads.composed_feed("default", "acme", run_id, limit)

@@ -208,10 +208,10 @@ def test_cutting_every_connection_repeatedly_answers_2xx_or_503_and_loses_nothin
     try:
         while container.runner.run_once():
             pass
-        events = NotificationSource(container.event_store.recorder).read(1, 10_000_000)
+        events = NotificationSource(container.event_store).read(1, 10_000_000)
         assert_nothing_lost_or_doubled(events, outcomes, steady)
         live = dumps(container)
-        rebuild(container.store, NotificationSource(container.event_store.recorder), read_projectors())
+        rebuild(container.store, NotificationSource(container.event_store), read_projectors())
         assert dumps(container) == live
     finally:
         container.close()

@@ -63,7 +63,7 @@ async def test_gate_steps_stream_to_the_runs_office_and_resume_from_the_log(sqli
             await until_marker(await asyncio.to_thread(append_marker, server.container, run_id), got)
             reader.cancel()
 
-            envs = NotificationSource(server.container.event_store.recorder).read(1, 100_000)
+            envs = NotificationSource(server.container.event_store).read(1, 100_000)
             steps = [e.position for e in envs if e.originator_id == thread_key_id("default", run_id) and e.kind != "GateThread.Opened"]
             assert [int(e.id) for e in got] == steps  # nothing but the gate happened since
             assert [e.json()["event_id"] for e in got] == [e.id for e in got]

@@ -120,7 +120,7 @@ async def test_a_nats_outage_loses_nothing_and_delivers_nothing_twice(sqlite_url
     container.start(("fanout",))
     hub = LiveHub(
         container.live_broker(),
-        log_replay(NotificationSource(container.event_store.recorder), settings.live_subject_prefix),
+        log_replay(NotificationSource(container.event_store), settings.live_subject_prefix),
         container.fanout.position,
         subject_prefix=settings.live_subject_prefix,
     )
@@ -222,7 +222,7 @@ async def test_a_read_model_rebuild_never_refires_the_fanout(live: Container) ->
 
     # The rebuild tool: every read model folded from position 0 and swapped in.
     report = await asyncio.to_thread(
-        rebuild, live.store, NotificationSource(live.event_store.recorder), live.runner.projectors
+        rebuild, live.store, NotificationSource(live.event_store), live.runner.projectors
     )
     assert report.position == live.event_store.max_position()
     assert all(live.store.position(p.name) == report.position for p in live.runner.projectors)

@@ -41,7 +41,7 @@ def test_the_journey_rebuilds_to_the_same_bytes_and_replay_touches_no_repository
         assert push["status"] == "pushed" and git(origin, "rev-parse", push["branch"]) == push["head_sha"]
         while container.runner.run_once():
             pass
-        kinds = [e.kind for e in NotificationSource(container.event_store.recorder).read(1, 1_000_000)]
+        kinds = [e.kind for e in NotificationSource(container.event_store).read(1, 1_000_000)]
         assert {"Project.RepositoryProvisioned", "Project.RepositoryFetched", "AgentSession.PullRequestOpened",
                 "GateThread.BranchPushed"} <= set(kinds)
         live = {p.name: container.store.dump(p.name) for p in read_projectors()}
@@ -52,7 +52,7 @@ def test_the_journey_rebuilds_to_the_same_bytes_and_replay_touches_no_repository
         git(origin, "add", "later.txt")
         git(origin, "commit", "--quiet", "-m", "Later")
         branches = git(origin, "for-each-ref", "--format=%(refname) %(objectname)")
-        report = rebuild(container.store, NotificationSource(container.event_store.recorder), read_projectors(), page_size=5)
+        report = rebuild(container.store, NotificationSource(container.event_store), read_projectors(), page_size=5)
         assert report.position == container.event_store.max_position()
         assert {p.name: container.store.dump(p.name) for p in read_projectors()} == live
         assert git(mirror, "rev-parse", "main") == mirrored  # replay fetched nothing

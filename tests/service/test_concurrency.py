@@ -27,7 +27,7 @@ def test_concurrent_commands_on_one_run_lose_nothing(container: Container) -> No
         accepted = [n for n in pool.map(upsert, range(40)) if n]
         kicks = sum(pool.map(kick, range(40)))
 
-    events = [e for e in NotificationSource(app.event_store.recorder).read(1, 10**6) if e.originator_id == run.id]
+    events = [e for e in NotificationSource(app.event_store).read(1, 10**6) if e.originator_id == run.id]
     shared = [e.event.preview["note"] for e in events if e.kind == "Run.PreviewShared"]
     requested = [e for e in events if e.kind == "Run.ExecutionRequested"]
     assert sorted(shared) == sorted(accepted) and len(accepted) == 40

@@ -146,7 +146,7 @@ def through(url: str, port: int) -> str:
 
 
 def control_events(app: Services, control_id: str) -> list[Any]:
-    envs = NotificationSource(app.event_store.recorder).read(1, 1_000_000)
+    envs = NotificationSource(app.event_store).read(1, 1_000_000)
     return [e for e in envs if e.kind == "Run.ControlRecorded" and e.event.control_id == control_id]
 
 

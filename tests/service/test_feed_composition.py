@@ -41,7 +41,7 @@ def world(url: str) -> Iterator[tuple[Services, DocStore, FeedReads]]:
     app = wire_services(EventStore(eventsourcing_env(settings)))
     store: DocStore = PostgresDocStore(url) if settings.is_postgres else SqliteDocStore(Path(settings.sqlite_path))
     try:
-        reads = FeedReads(store, TimeTravel(EventSelector(app.event_store.recorder)), app.event_store.max_position)
+        reads = FeedReads(store, TimeTravel(EventSelector(app.event_store)), app.event_store.max_position)
         yield app, store, reads
     finally:
         store.close()
@@ -49,7 +49,7 @@ def world(url: str) -> Iterator[tuple[Services, DocStore, FeedReads]]:
 
 
 def runner(app: Services, store: DocStore, page_size: int) -> ProjectionRunner:
-    return ProjectionRunner(NotificationSource(app.event_store.recorder), store, read_projectors(), page_size=page_size)
+    return ProjectionRunner(NotificationSource(app.event_store), store, read_projectors(), page_size=page_size)
 
 
 def drain(live: ProjectionRunner) -> None:
@@ -140,11 +140,11 @@ def test_a_rebuilt_feed_is_composed_again_for_the_runs_touched_while_it_was_fill
             return real(name, written, position, catch_up)
 
         store.swap_in = swap_in  # type: ignore[method-assign]
-        rebuild(store, NotificationSource(app.event_store.recorder), [FeedProjector()], page_size=7)
+        rebuild(store, NotificationSource(app.event_store), [FeedProjector()], page_size=7)
         store.swap_in = real  # type: ignore[method-assign]
         assert filled == [2 * len(run_ids)]
         drain(live)
         assert_every_run_served_as_composed(app, store, reads, slug, run_ids)
         rebuilt = store.dump(FEED)
-        rebuild(store, NotificationSource(app.event_store.recorder), [FeedProjector()])
+        rebuild(store, NotificationSource(app.event_store), [FeedProjector()])
         assert store.dump(FEED) == rebuilt

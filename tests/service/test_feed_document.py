@@ -52,8 +52,8 @@ def world() -> Iterator[tuple[Services, DocStore, ProjectionRunner, FeedReads]]:
         app = wire_services(EventStore(eventsourcing_env(settings_for(f"sqlite:///{Path(tmp) / 'squadops.db'}"))))
         store = SqliteDocStore(Path(tmp) / "squadops.db")
         try:
-            runner = ProjectionRunner(NotificationSource(app.event_store.recorder), store, read_projectors())
-            reads = FeedReads(store, TimeTravel(EventSelector(app.event_store.recorder)), app.event_store.max_position)
+            runner = ProjectionRunner(NotificationSource(app.event_store), store, read_projectors())
+            reads = FeedReads(store, TimeTravel(EventSelector(app.event_store)), app.event_store.max_position)
             yield app, store, runner, reads
         finally:
             store.close()
@@ -123,7 +123,7 @@ def test_a_rebuilt_feed_and_a_feed_found_behind_its_sources_give_the_same_bytes(
         drain(runner)
         live = store.dump(FEED)
         assert live and runner.positions()[FEED] == app.event_store.max_position()
-        rebuild(store, NotificationSource(app.event_store.recorder), [FeedProjector()], page_size=page_size)
+        rebuild(store, NotificationSource(app.event_store), [FeedProjector()], page_size=page_size)
         assert store.dump(FEED) == live
         # Lost: the feed's rows gone and its position back at 0, its sources still at the head.
         # The next pass finds it behind them and composes every run again.
@@ -292,7 +292,7 @@ def test_two_runners_on_one_store_leave_the_feed_a_rebuild_gives(
     operations: list[tuple[Any, ...]], sizes: tuple[int, int], turns: list[bool]
 ) -> None:
     with world() as (app, store, first, _):
-        second = ProjectionRunner(NotificationSource(app.event_store.recorder), store, read_projectors(), page_size=sizes[1])
+        second = ProjectionRunner(NotificationSource(app.event_store), store, read_projectors(), page_size=sizes[1])
         first.page_size = sizes[0]
         scenario = launch(app, {"project_key": "acme"})
         turn = iter(turns)
@@ -300,5 +300,5 @@ def test_two_runners_on_one_store_leave_the_feed_a_rebuild_gives(
         while first.run_once() + second.run_once():
             pass
         live = store.dump(FEED)
-        rebuild(store, NotificationSource(app.event_store.recorder), [FeedProjector()])
+        rebuild(store, NotificationSource(app.event_store), [FeedProjector()])
         assert store.dump(FEED) == live

@@ -68,13 +68,13 @@ def dumps(container: Container) -> dict[str, Any]:
 
 
 def feed(container: Container, run_id: str) -> dict[str, Any]:
-    reads = FeedReads(container.store, TimeTravel(EventSelector(container.event_store.recorder)), container.event_store.max_position)
+    reads = FeedReads(container.store, TimeTravel(EventSelector(container.event_store)), container.event_store.max_position)
     return msgspec.json.decode(reads.feed(TENANT, "acme", run_id, MAX_LIMIT))
 
 
 def steps_of(container: Container, thread_key: str) -> list[int]:
     """Positions of the thread's stored steps (its opening is no step)."""
-    envs = NotificationSource(container.event_store.recorder).read(1, 100_000)
+    envs = NotificationSource(container.event_store).read(1, 100_000)
     thread_id = thread_key_id(TENANT, thread_key)
     return [e.position for e in envs if e.originator_id == thread_id and e.kind != "GateThread.Opened"]
 
@@ -124,12 +124,12 @@ def test_a_gate_run_for_a_studio_run_is_live_on_its_topic_and_in_its_log_dock(da
         assert any(record["pr_url"] in entry["message"] for entry in lines)
         assert shown["event_count"] == before["event_count"] + len(tied)
         position = container.event_store.max_position()
-        reads = FeedReads(container.store, TimeTravel(EventSelector(container.event_store.recorder)), container.event_store.max_position)
+        reads = FeedReads(container.store, TimeTravel(EventSelector(container.event_store)), container.event_store.max_position)
         past, _ = reads.feed_at(TENANT, "acme", run.run_id, MAX_LIMIT, position=position)
         assert msgspec.json.decode(past) == shown  # time travel folds the same gate steps
 
         live = dumps(container)
-        rebuild(container.store, NotificationSource(container.event_store.recorder), read_projectors(), page_size=3)
+        rebuild(container.store, NotificationSource(container.event_store), read_projectors(), page_size=3)
         assert dumps(container) == live
         fan_out(container, broker)
         assert len(broker.published) == published_before + len(tied)  # a rebuild re-fires nothing
@@ -174,7 +174,7 @@ def test_a_step_stored_before_steps_named_their_run_reads_as_it_did(tmp_path: Pa
     with service(f"sqlite:///{db}", tmp_path) as container:
         thread = container.event_store.repository.get(thread_id)
         assert thread.record(1) == {**record, "context": thread.record(1)["context"]}
-        env = next(e for e in NotificationSource(container.event_store.recorder).read(1, 1000) if e.kind.endswith("PublicationPlanned"))
+        env = next(e for e in NotificationSource(container.event_store).read(1, 1000) if e.kind.endswith("PublicationPlanned"))
         assert isinstance(env.event, gate.PublicationPlanned) and env.event.run_id == ""
         assert live_event(env) is None and excerpt(env) is None
         project(container)

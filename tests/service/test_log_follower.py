@@ -13,7 +13,7 @@ from workers.bootstrap import Container, build
 
 
 def follower_for(container: Container, **kw: Any) -> LogFollower[Envelope]:
-    return LogFollower(NotificationSource(container.event_store.recorder), **kw)
+    return LogFollower(NotificationSource(container.event_store), **kw)
 
 
 class Hiding:
@@ -57,9 +57,9 @@ def test_pages_are_contiguous_and_cover_the_log_once(container: Container) -> No
 
 def test_a_page_stops_at_stop_and_reads_headers_only(container: Container) -> None:
     drive_runs(container, runs=1, ticks=4)
-    envs = NotificationSource(container.event_store.recorder).read(1, 10**9)
+    envs = NotificationSource(container.event_store).read(1, 10**9)
     follower: LogFollower[LogHeader] = LogFollower(
-        NotificationSource(container.event_store.recorder, decode=header), page_size=1000
+        NotificationSource(container.event_store, decode=header), page_size=1000
     )
     page = follower.next_page(stop=envs[4].position)
     assert page == [LogHeader(e.position, e.originator_id, e.version) for e in envs[:5]]
@@ -83,7 +83,7 @@ def hidden_gap(container: Container) -> tuple[list[int], list[float], Hiding, Lo
     drive_runs(container, runs=1, ticks=4)
     expected = log_positions(container)
     now = [0.0]
-    source = Hiding(NotificationSource(container.event_store.recorder), {expected[5]})
+    source = Hiding(NotificationSource(container.event_store), {expected[5]})
     follower = LogFollower(source, page_size=1000, gap_timeout=5.0, clock=lambda: now[0])
     return expected, now, source, follower
 
@@ -112,7 +112,7 @@ def test_a_gap_is_accepted_after_the_timeout_and_nothing_else_is_skipped(contain
 def test_a_gap_no_append_can_fill_is_accepted_at_once(container: Container) -> None:
     drive_runs(container, runs=1, ticks=4)
     expected = log_positions(container)
-    source = Hiding(NotificationSource(container.event_store.recorder), {expected[5]})
+    source = Hiding(NotificationSource(container.event_store), {expected[5]})
     source.in_flight = False  # a rolled-back insert: nothing will ever fill it
     follower = LogFollower(source, page_size=1000, gap_timeout=60.0, clock=lambda: 0.0)
     follower.next_page()
@@ -130,7 +130,7 @@ def test_a_gap_is_waited_for_while_the_store_cannot_tell(container: Container) -
 
     now = [0.0]
     follower = LogFollower(
-        Unsure(NotificationSource(container.event_store.recorder), {expected[5]}),
+        Unsure(NotificationSource(container.event_store), {expected[5]}),
         page_size=1000, gap_timeout=5.0, clock=lambda: now[0],
     )
     follower.next_page()
@@ -238,7 +238,7 @@ def test_the_tickers_holdings_do_not_read_past_a_gap_still_in_flight(container: 
     from domain.studio.commands.holdings import Holdings
 
     [run_id] = drive_runs(container, runs=1, ticks=3)
-    source = Hiding(NotificationSource(container.event_store.recorder, decode=header), set())
+    source = Hiding(NotificationSource(container.event_store, decode=header), set())
     holdings = Holdings(container.event_store, LogFollower(source, gap_timeout=3600.0))
     run = container.event_store.repository.get(container.studio.runs.get_run("default", run_id).id)
     holdings.adopt([run])

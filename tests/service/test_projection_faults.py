@@ -108,7 +108,7 @@ def test_failed_commits_at_random_points_apply_nothing_twice(
     with tempfile.TemporaryDirectory() as tmp:
         app, store = parts(f"sqlite:///{Path(tmp) / 'squadops.db'}")
         try:
-            source = NotificationSource(app.event_store.recorder)
+            source = NotificationSource(app.event_store)
             faults = CommitFaults(store, random.Random(seed), rate)
             runner = ProjectionRunner(source, store, read_projectors(), page_size=page_size)
             scenario = launch(app, request)
@@ -130,7 +130,7 @@ def test_failed_commits_at_random_points_apply_nothing_twice(
 def test_connections_cut_mid_pass_on_both_databases(container: Container) -> None:
     """Simulated runs, small pages, a third of the commits cut: still exactly once."""
     app, store = container, container.store
-    source = NotificationSource(app.event_store.recorder)
+    source = NotificationSource(app.event_store)
     injected = dict.fromkeys(MODES, 0)
     for seed in (1, 2, 3):
         drive_runs(app, runs=2, ticks=15)  # more events each round, over the same store

@@ -24,14 +24,14 @@ def simulate(app: Services, runs: int = 3, ticks: int = 40) -> list[str]:
 def folded_rows(app: Services, projector: Projector) -> list[tuple]:
     """The read model folded in memory from position 0: what live projection must equal."""
     docs = projector.memory_docs()  # a derived model folds its sources in its own
-    for env in NotificationSource(app.event_store.recorder).read(1, 10**9):
+    for env in NotificationSource(app.event_store).read(1, 10**9):
         if projector.wants(env):
             projector.apply(env, docs)
     return [tuple(r) for r in docs.rows()]
 
 
 def runner_for(container: Container, **kw: object) -> ProjectionRunner:
-    return ProjectionRunner(NotificationSource(container.event_store.recorder), container.store, read_projectors(), **kw)
+    return ProjectionRunner(NotificationSource(container.event_store), container.store, read_projectors(), **kw)
 
 
 @pytest.mark.parametrize("cache_bytes", [64 << 20, 40_000, 0], ids=["remembered", "mostly-evicted", "no-memory"])
@@ -93,7 +93,7 @@ class Exploding(Projector):
 def test_a_failing_projector_does_not_stop_the_others(container: Container) -> None:
     simulate(container, runs=1, ticks=5)
     projectors = [*read_projectors(), Exploding()]
-    runner = ProjectionRunner(NotificationSource(container.event_store.recorder), container.store, projectors)
+    runner = ProjectionRunner(NotificationSource(container.event_store), container.store, projectors)
     while runner.run_once():
         pass
     top = container.event_store.max_position()

@@ -52,7 +52,7 @@ def test_rebuild_equals_live_projection_byte_for_byte(
     with tempfile.TemporaryDirectory() as tmp:
         app, store = parts(f"sqlite:///{Path(tmp) / 'squadops.db'}")
         try:
-            runner = ProjectionRunner(NotificationSource(app.event_store.recorder), store, read_projectors(), page_size=page_size)
+            runner = ProjectionRunner(NotificationSource(app.event_store), store, read_projectors(), page_size=page_size)
             scenario = launch(app, request)
             step = iter(passes)
 
@@ -66,7 +66,7 @@ def test_rebuild_equals_live_projection_byte_for_byte(
             assert set(runner.positions().values()) == {app.event_store.max_position()}
             live = dumps(store)
             report = rebuild(
-                store, NotificationSource(app.event_store.recorder), read_projectors(), page_size=7, memory_bytes=budget
+                store, NotificationSource(app.event_store), read_projectors(), page_size=7, memory_bytes=budget
             )
             assert report.position == app.event_store.max_position()
             assert dumps(store) == live
@@ -113,7 +113,7 @@ def test_rebuild_of_simulated_runs_on_postgres_swaps_in_without_half_built_reads
         figures: list[tuple[int, int, int, float]] = []
         report = rebuild(
             store,
-            NotificationSource(app.event_store.recorder),
+            NotificationSource(app.event_store),
             read_projectors(),
             page_size=50,
             progress=lambda *a: figures.append(a),
@@ -135,7 +135,7 @@ def test_rebuild_of_simulated_runs_on_postgres_swaps_in_without_half_built_reads
 def test_events_appended_during_a_rebuild_are_in_the_swapped_model(tmp_path: Path, budget: int | None) -> None:
     app, store = parts(f"sqlite:///{tmp_path / 'squadops.db'}")
     try:
-        runner = ProjectionRunner(NotificationSource(app.event_store.recorder), store, read_projectors())
+        runner = ProjectionRunner(NotificationSource(app.event_store), store, read_projectors())
         scenario = launch(app, {"project_key": "acme"})
         apply_all(scenario, [("advance", 0, 1, 3, "backend", (0.5, 10, 2, "success"))] * 4)
         while runner.run_once():
@@ -148,7 +148,7 @@ def test_events_appended_during_a_rebuild_are_in_the_swapped_model(tmp_path: Pat
                 appended.append(app.event_store.max_position())
 
         report = rebuild(
-            store, NotificationSource(app.event_store.recorder), read_projectors(), page_size=3, progress=append_once,
+            store, NotificationSource(app.event_store), read_projectors(), page_size=3, progress=append_once,
             memory_bytes=budget,
         )
         assert appended and report.position <= appended[0]
@@ -159,7 +159,7 @@ def test_events_appended_during_a_rebuild_are_in_the_swapped_model(tmp_path: Pat
         # the same log projected live from scratch gives the same rows
         fresh = SqliteDocStore(fresh_dir / "rm.db")
         try:
-            live = ProjectionRunner(NotificationSource(app.event_store.recorder), fresh, read_projectors(), page_size=5)
+            live = ProjectionRunner(NotificationSource(app.event_store), fresh, read_projectors(), page_size=5)
             while live.run_once():
                 pass
             assert {p.name: fresh.dump(p.name) for p in read_projectors()} == rebuilt
@@ -217,7 +217,7 @@ def test_rebuild_of_jobs_sync_identity_and_gate_equals_live_and_fires_no_side_ef
             sent = list(device.received)
             live = dumps(app.store)
             assert all(live[name] for name in ("jobs", "sync_checkpoints", "identity_links", "gate_runs", "gate_proposals"))
-            rebuild(app.store, NotificationSource(app.event_store.recorder), read_projectors(), page_size=4)
+            rebuild(app.store, NotificationSource(app.event_store), read_projectors(), page_size=4)
             assert dumps(app.store) == live
             assert device.received == sent  # no datagram went out again
             assert subprocess.run(["git", "--git-dir", str(bare), "for-each-ref"], capture_output=True, text=True).stdout == refs

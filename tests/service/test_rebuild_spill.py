@@ -86,7 +86,7 @@ def simulated(database_url: str) -> Iterator[Container]:
 def test_a_rebuild_within_a_tiny_budget_swaps_in_the_rows_of_live_projection_and_of_no_budget(
     simulated: Container, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store, source = simulated.store, NotificationSource(simulated.event_store.recorder)
+    store, source = simulated.store, NotificationSource(simulated.event_store)
     live = dumps(store)
     assert sum(len(rows) for rows in live.values()) > 100
     unbounded = rebuild(store, source, read_projectors(), page_size=50)
@@ -106,7 +106,7 @@ def test_a_rebuild_within_a_tiny_budget_swaps_in_the_rows_of_live_projection_and
 
 
 def test_a_rebuild_that_fails_mid_fold_leaves_the_read_models_as_they_were_and_no_shadow(simulated: Container) -> None:
-    store, source = simulated.store, NotificationSource(simulated.event_store.recorder)
+    store, source = simulated.store, NotificationSource(simulated.event_store)
     live, positions = dumps(store), store.positions()
     pages: list[int] = []
 
@@ -126,7 +126,7 @@ def test_a_rebuild_that_fails_mid_fold_leaves_the_read_models_as_they_were_and_n
 
 
 def test_a_rebuild_that_fails_while_swapping_keeps_what_it_swapped_and_drops_the_rest(simulated: Container) -> None:
-    store, source = simulated.store, NotificationSource(simulated.event_store.recorder)
+    store, source = simulated.store, NotificationSource(simulated.event_store)
     live, positions = dumps(store), store.positions()
     projectors = read_projectors()
     swapping = type(store).open_shadow

@@ -38,7 +38,7 @@ def settle(container: Container) -> None:
 
 def test_feed_at_each_past_position_equals_the_live_feed_then(world: Container) -> None:
     app = world
-    reads = FeedReads(world.store, TimeTravel(EventSelector(app.event_store.recorder)), app.event_store.max_position)
+    reads = FeedReads(world.store, TimeTravel(EventSelector(app.event_store)), app.event_store.max_position)
     scenario = launch(app, {"project_key": "acme", "proposal_id": "p-1"})
     captured: list[tuple[int, bytes]] = []
 
@@ -73,7 +73,7 @@ def test_feed_at_each_past_position_equals_the_live_feed_then(world: Container) 
 
 def test_as_of_a_timestamp_and_before_the_run(world: Container) -> None:
     app = world
-    travel = TimeTravel(EventSelector(app.event_store.recorder))
+    travel = TimeTravel(EventSelector(app.event_store))
     before_launch = app.event_store.max_position()
     scenario = launch(app, {"project_key": "acme"})
     apply_all(scenario, CHUNKS[0])

@@ -155,7 +155,7 @@ class VerbSequences(RuleBasedStateMachine):
 
     @invariant()
     def the_read_model_agrees_with_the_aggregates(self) -> None:
-        for env in NotificationSource(self.squad.app.event_store.recorder).read(self.position + 1, 10**9):
+        for env in NotificationSource(self.squad.app.event_store).read(self.position + 1, 10**9):
             if self.projector.wants(env):
                 self.projector.apply(env, self.docs)
             self.position = env.position

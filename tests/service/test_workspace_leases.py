@@ -71,7 +71,7 @@ def acquire(w: WorkspaceLease, session_id: str) -> None:
 def mirror(squad: Squad, project_slug: str, run_id: str | None = None) -> dict:
     docs = MemoryDocs()
     projector = MirrorProjector()
-    for env in NotificationSource(squad.app.event_store.recorder).read(1, 10**9):
+    for env in NotificationSource(squad.app.event_store).read(1, 10**9):
         if projector.wants(env):
             projector.apply(env, docs)
     sessions = []

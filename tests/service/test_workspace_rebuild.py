@@ -48,7 +48,7 @@ def test_rebuild_equals_live(steps: list[tuple[str, str, str]], page_size: int) 
         cmds = WorkspaceCommands(event_store, clock=lambda: f"2026-01-01T00:{next(tick) // 60 % 60:02d}:{next(tick) % 60:02d}.000000Z", proxy_client_key=lambda: "k")
         projectors = [WorkspacesProjector()]
         try:
-            runner = ProjectionRunner(NotificationSource(event_store.recorder), store, projectors, page_size=page_size)
+            runner = ProjectionRunner(NotificationSource(event_store), store, projectors, page_size=page_size)
             for employee, branch, move in steps:
                 ws = cmds.launch(Who(employee), GRANTS, tenant="default", repository_key="backend", branch=branch)
                 if move == "launch":
@@ -74,7 +74,7 @@ def test_rebuild_equals_live(steps: list[tuple[str, str, str]], page_size: int) 
                 pass
             live = store.dump("dev_workspaces")
             assert live
-            rebuild(store, NotificationSource(event_store.recorder), projectors, page_size=5)
+            rebuild(store, NotificationSource(event_store), projectors, page_size=5)
             assert store.dump("dev_workspaces") == live
         finally:
             store.close()

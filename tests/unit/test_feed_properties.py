@@ -50,7 +50,7 @@ def build_scenario(request: dict[str, Any], operations: list[tuple[Any, ...]]) -
 
 
 def fold(scenario: Scenario) -> tuple[list[Any], dict[str, MemoryDocs]]:
-    envs = NotificationSource(scenario.app.event_store.recorder).read(1, 1_000_000)
+    envs = NotificationSource(scenario.app.event_store).read(1, 1_000_000)
     return envs, time_travel.fold(envs)
 
 

@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.gate import events as gate_events
-from domain.gate.thread import GateThread
-from domain.jobs import events as job_events
-from domain.jobs.binding import ProviderBinding
-from domain.jobs.checkpoint import SyncCheckpoint
-from domain.jobs.idempotency import JobKey
-from domain.jobs.identity import IdentityLink
 from domain.jobs.job import FAILED, QUEUED, RUNNING, SUCCEEDED, Job, JobNotClaimable
 from domain.jobs.policies import (
     binding_action,
@@ -155,24 +146,3 @@ def test_a_waiting_step_keeps_its_attempt_and_a_lost_runner_costs_one() -> None:
     assert job.lost(shift(T0, 66))
     job.start(runner_id="r3", at=shift(T0, 66), lease_until=shift(T0, 99))
     assert (job.attempt, job.phase) == (2, "")  # a new attempt starts from its first step
-
-
-# -- event contracts ---------------------------------------------------------------------------------
-
-AGGREGATES = (Job, JobKey, SyncCheckpoint, IdentityLink, ProviderBinding, GateThread)
-LIBRARY_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic"}
-
-
-def test_every_stored_event_has_exactly_the_fields_of_its_declared_struct() -> None:
-    declared = {**job_events.BY_KIND, **gate_events.BY_KIND}
-    recorded = {}
-    for aggregate in AGGREGATES:
-        for value in vars(aggregate).values():
-            if isinstance(value, type) and issubclass(value, aggregate.Event) and value is not aggregate.Event:
-                if value.__name__ in ("Created",):
-                    continue
-                kind = f"{aggregate.__name__}.{value.__name__}"
-                recorded[kind] = {f.name for f in dataclasses.fields(value)} - LIBRARY_FIELDS
-    assert set(recorded) == set(declared)
-    for kind, fields in recorded.items():
-        assert fields == set(declared[kind].__struct_fields__), kind

@@ -136,7 +136,7 @@ class World:
                 id=self.position, originator_id=stored.originator_id,
                 originator_version=stored.originator_version, topic=stored.topic, state=stored.state,
             )
-            self.fold(envelope(note))
+            self.fold(envelope(note, MAPPER))
 
     def fold(self, env: Envelope) -> None:
         assert env.event is not None, env.kind  # every recorded event fits its contract

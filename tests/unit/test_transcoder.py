@@ -10,7 +10,7 @@ from uuid import uuid4
 
 import pytest
 from eventsourcing.application import Application
-from eventsourcing.persistence import JSONTranscoder, Notification
+from eventsourcing.persistence import JSONTranscoder, Mapper, Notification
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -166,8 +166,8 @@ def test_events_the_library_wrote_with_nan_read_back() -> None:
     assert math.isnan(read["score"]) and read["report"]["limits"] == [math.inf, -math.inf]
     assert read["timestamp"] == NOW
     tick = LIBRARY.encode({"timestamp": NOW, "tick": 1, "at": "x", "report": {"score": math.nan}})
-    note = Notification(id=7, originator_id="run:default:r1", originator_version=3, topic="x:Run.TickRecorded", state=tick)
-    seen = envelope(note)
+    note = Notification(id=7, originator_id="run:default:r1", originator_version=3, topic="domain.run:Run.TickRecorded", state=tick)
+    seen = envelope(note, Mapper(transcoder=MsgspecTranscoder()))
     assert math.isnan(seen.event.report["score"]) and seen.at == "2026-01-02T03:04:05.000006Z"
 
 
