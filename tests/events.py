@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from projections.engine.contracts import CONTRACTS
 from projections.engine.envelope import Envelope
 
-STAMP = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=timezone.utc)
+STAMP = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
 
 
 def _zero(kind: Any) -> Any:
@@ -44,3 +44,13 @@ def typed(kind: str, originator_id: str = "", **fields: Any) -> Any:
 def envelope_of(position: int, originator: str, kind: str, at: str = "", **fields: Any) -> Envelope:
     event = typed(kind, originator, **fields) if kind in CONTRACTS else None
     return Envelope(position, originator, 1, kind, at, event)
+
+
+def kind_of(event: Any) -> str:
+    """The stored kind of an aggregate's event (``"WorkspaceLease.Verified"``)."""
+    return str(type(event).TOPIC).rpartition(":")[2]
+
+
+def named(event: Any) -> str:
+    """The stored name of an aggregate's event (``"Verified"``)."""
+    return kind_of(event).rpartition(".")[2]

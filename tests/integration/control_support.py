@@ -6,6 +6,7 @@ from typing import Any
 
 from litestar.testing import TestClient
 
+from tests.events import named
 from tests.helpers import DEMO_LIKE
 from workers.bootstrap import Container
 
@@ -79,4 +80,4 @@ def events(container: Container, run_id: str, agent_id: str, name: str = "") -> 
     app = container
     run = app.studio.runs.get_run(TENANT, run_id)
     session = app.studio.runs.agent_session(run, agent_id)
-    return [e for e in app.event_store.events.get(session.id) if not name or type(e).__name__ == name]
+    return [e for e in app.event_store.events.get(session.id) if not name or named(e) == name]

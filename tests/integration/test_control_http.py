@@ -10,6 +10,7 @@ from litestar.testing import TestClient
 from api.app import create_app
 from domain.studio.control import RUN_VERBS, SESSION_VERBS
 from tests.conftest import ADMIN, settings_for
+from tests.events import named
 from tests.integration.control_support import (
     OPERATOR,
     PLANE,
@@ -158,7 +159,7 @@ def test_run_verbs_and_the_end_of_a_run(served: tuple[TestClient, Container]) ->
     gate = [h for h in http.get(f"{STUDIO}/runs/{run_id}/handoff-trail").json()["handoffs"] if h["kind"] == "proof_gate"]
     assert {h["to_agent_id"] for h in gate} == {"tester-admin", "tester-guest"}
     assert http.get(f"{STUDIO}/runs/{run_id}").json()["control_count"] == 1
-    recorded = [e for e in app.event_store.events.get(app.studio.runs.get_run(TENANT, run_id).id) if type(e).__name__ == "ControlRecorded"]
+    recorded = [e for e in app.event_store.events.get(app.studio.runs.get_run(TENANT, run_id).id) if named(e) == "ControlRecorded"]
     assert (recorded[0].control_id, recorded[0].actor, recorded[0].causation_id) == (control_id, OPERATOR, control_id)
 
     # retry_prompt at the run level restarts stale processes and prompts the others again

@@ -20,6 +20,7 @@ from domain.shared.ports import ProjectAssetsError
 from domain.studio.commands.runs import run_seed
 from domain.studio.policies.walls import RECOMMENDED
 from tests.conftest import ADMIN, settings_for
+from tests.events import named
 from tests.helpers import eventually
 from tests.integration.control_support import (
     PLANE,
@@ -157,7 +158,7 @@ def test_container_creation_corruption_is_cleared_by_restart_workspace(served: t
     run_id = start(http, container, only(start_corruption=0.5),
                    lambda f, s: f.corrupt_container(s, "planner", 0, 0) and not f.corrupt_container(s, "planner", 0, 1))
     follow_the_control_line(http, run_id, "planner", "sandbox_missing")
-    recreated = [e for e in container.event_store.events.get(f"wsl:{TENANT}:acme:ws-acme-shared") if type(e).__name__ == "Recreated"]
+    recreated = [e for e in container.event_store.events.get(f"wsl:{TENANT}:acme:ws-acme-shared") if named(e) == "Recreated"]
     assert recreated  # the missing provider binding was recreated through the registry
 
 

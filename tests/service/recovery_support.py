@@ -7,6 +7,7 @@ from typing import Any
 
 from domain.shared.ids import lease_key, session_key
 from domain.studio.commands.runs import run_seed
+from tests.events import named
 from tests.helpers import DEMO_LIKE
 from workers.bootstrap import wire_services
 from workers.planes.simulator import FaultRates, SimulatorPlane
@@ -61,7 +62,7 @@ class Squad:
 
     def events(self, aggregate_id: str, name: str = "") -> list[Any]:
         found = list(self.app.event_store.events.get(aggregate_id))
-        return [e for e in found if not name or type(e).__name__ == name]
+        return [e for e in found if not name or named(e) == name]
 
     def session_events(self, run_id: str, agent_id: str, name: str = "") -> list[Any]:
         s = self.session(run_id, agent_id)

@@ -11,6 +11,7 @@ from api.app import create_app
 from domain.studio.control import ControlIntent
 from domain.studio.policies.assignment import Assignment
 from tests.conftest import ADMIN, settings_for
+from tests.events import named
 from tests.helpers import DEMO_LIKE
 from workers.bootstrap import build
 from workers.cli import main
@@ -79,7 +80,7 @@ def test_assignments_switch_existing_sessions_keeping_worktrees_after_a_takeover
     try:
         run = app.studio.runs.get_run(TENANT, run_id)
         planner = app.studio.runs.agent_session(run, "planner")
-        switched = [e for e in app.event_store.events.get(planner.id) if type(e).__name__ == "ProcessSwitched"][0]
+        switched = [e for e in app.event_store.events.get(planner.id) if named(e) == "ProcessSwitched"][0]
         assert switched.agent_process_assignment == {"target": "planner", "provider": "", "model": "", "effort": "low", "speed": ""}
         assert (switched.agent_process_switch_source, switched.agent_process_switch_status) == ("assign_processes", "pending")
         assert switched.worktree == "ws-acme-shared"
@@ -87,13 +88,13 @@ def test_assignments_switch_existing_sessions_keeping_worktrees_after_a_takeover
         position = {(n.originator_id, n.topic.rpartition(".")[2], n.originator_version): n.id for n in notes}
         takeover = next(
             e for e in app.event_store.events.get(run.id)
-            if type(e).__name__ == "HandoffRecorded" and e.handoff_id == switched.takeover_handoff_id
+            if named(e) == "HandoffRecorded" and e.handoff_id == switched.takeover_handoff_id
         )
         assert takeover.kind == "process_takeover" and takeover.to_agent_id == "planner"
         assert position[(run.id, "HandoffRecorded", takeover.originator_version)] < position[
             (planner.id, "ProcessSwitched", switched.originator_version)
         ]  # the takeover handoff is recorded first
-        recorded = [e for e in app.event_store.events.get(run.id) if type(e).__name__ == "ControlRecorded"][-1]
+        recorded = [e for e in app.event_store.events.get(run.id) if named(e) == "ControlRecorded"][-1]
         assert recorded.verb == "assign_processes" and len(recorded.params["assignments"]) == 3
 
         # The replacement starts at the next turn, in the same workspace.
@@ -145,7 +146,7 @@ def test_an_assignment_made_before_a_handoff_applies_to_the_session_the_handoff_
                          Assignment("tester-admin", "", "", "low")],
         )
         assert results == []  # no existing session switched
-        assigned = [e for e in app.event_store.events.get(run.id) if type(e).__name__ == "ProcessAssigned"]
+        assigned = [e for e in app.event_store.events.get(run.id) if named(e) == "ProcessAssigned"]
         assert [(e.target, e.provider, e.source) for e in assigned] == [
             ("role_backend", "claude-code-cli", "assign_processes"), ("testers", "codex", "assign_processes"),
             ("tester-admin", "", "assign_processes"),
@@ -226,7 +227,7 @@ def test_switch_agent_process_aimed_at_a_role_or_group_reaches_live_and_later_se
         assert testers and {s["agent_provider"] for s in testers.values()} == {"claude-code-cli"}
         run = app.studio.runs.get_run(TENANT, run_id)
         planner = app.studio.runs.agent_session(run, "planner")
-        switched = [e for e in app.event_store.events.get(planner.id) if type(e).__name__ == "ProcessSwitched"]
+        switched = [e for e in app.event_store.events.get(planner.id) if named(e) == "ProcessSwitched"]
         assert [(e.agent_process_switch_source, e.process["effort"]) for e in switched] == [("switch_agent_process", "high")]
         assert [(a["target"]) for a in run.process_assignments] == ["testers", "role_planner"]
     finally:

@@ -21,6 +21,7 @@ from domain.studio.commands.recovery import recovery_policies
 from domain.studio.control import ControlIntent
 from domain.studio.policies.walls import wall_for
 from tests.conftest import settings_for
+from tests.events import named
 from tests.helpers import eventually
 from tests.integration.local_support import PROJECT, SANDBOX_PYTHON, STANDIN
 from workers.bootstrap import Container, build
@@ -75,7 +76,7 @@ def until(container: Container, run_id: str, probe: Any, timeout: float = 20.0) 
 
 def events(container: Container, run_id: str, agent_id: str, name: str) -> list[Any]:
     s = session(container, run_id, agent_id)
-    return [e for e in container.event_store.events.get(s.id) if type(e).__name__ == name]
+    return [e for e in container.event_store.events.get(s.id) if named(e) == name]
 
 
 @pytest.mark.parametrize("local", [{"local_agent_command": "/nonexistent/agent-cli --json"}], indirect=True)

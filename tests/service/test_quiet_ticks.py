@@ -29,6 +29,7 @@ from domain.studio.commands.recovery import CredentialPolicy, recovery_policies
 from domain.studio.control import ControlIntent
 from domain.studio.policies.credentials import CREDENTIALS_INVALID, CredentialCheck
 from tests.conftest import ADMIN
+from tests.events import named
 from tests.helpers import DEMO_LIKE
 from tests.service.recovery_support import TENANT, Squad
 from workers.bootstrap import Container, wire_services
@@ -68,7 +69,7 @@ def blocked_run(app: Any, plane: Any, policies: list[Any]) -> str:
 
 def tick_reports(app: Any, run_id: str) -> list[dict[str, Any]]:
     run = app.studio.runs.get_run(TENANT, run_id)
-    return [{"tick": e.tick, **e.report} for e in app.event_store.events.get(run.id) if type(e).__name__ == "TickRecorded"]
+    return [{"tick": e.tick, **e.report} for e in app.event_store.events.get(run.id) if named(e) == "TickRecorded"]
 
 
 def test_a_blocked_run_appends_nothing_until_someone_intervenes() -> None:

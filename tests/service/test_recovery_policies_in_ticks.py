@@ -14,6 +14,7 @@ from domain.studio.commands.recovery import (
 from domain.studio.control import ControlIntent
 from domain.studio.policies.credentials import CredentialCheck
 from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED, NOT_REQUIRED_TOOL_LABEL
+from tests.events import named
 from tests.service.recovery_support import TENANT, Squad
 from workers.planes.simulator import FaultRates, Faults
 
@@ -91,7 +92,7 @@ def test_pending_reprovision_with_a_stale_runner_clears_identity_and_requeues_a_
     planner = squad.tick(run_id, lambda: (s := squad.session(run_id, "planner")).live_status == "working" and s)
     assert planner.process_attempt == 2 and planner.llm_session_id != healed[0].cleared["llm_session_id"]
     lease_events = squad.events(squad.lease(SHARED).id)
-    released = [e for e in lease_events if type(e).__name__ == "SlotReleased" and e.session_id == planner.session_id]
+    released = [e for e in lease_events if named(e) == "SlotReleased" and e.session_id == planner.session_id]
     assert [e.reason for e in released] == ["self_heal"]  # the stale binding went with the identity
     assert planner.session_id in squad.lease(SHARED).slots  # the requeued launch bound afresh
 

@@ -16,6 +16,7 @@ from domain.shared.clock import iso, shift
 from domain.workspaces.commands import WorkspaceCommands
 from domain.workspaces.ports import VolumeClaim
 from tests.conftest import settings_for
+from tests.events import kind_of
 from workers.adapters.local_cluster import LocalCluster
 from workers.bootstrap import Container, build
 from workers.workspace_controller import ControllerConfig, WorkspaceController
@@ -126,7 +127,7 @@ def test_release_goes_through_releasing_to_suspended_keeping_home(world) -> None
     # One pass or two, depending on when the read model shows ``releasing``.
     stopped = sum(ctl.reconcile_once().stopped for _ in range(2))
     assert stopped == 1 and commands.store.get_or_none(wid).status == "suspended"
-    kinds = [type(e).__qualname__ for e in commands.store.events.get(wid)]
+    kinds = [kind_of(e) for e in commands.store.events.get(wid)]
     assert kinds[-3:] == ["DevWorkspace.ReleaseRequested", "DevWorkspace.ReleaseStarted", "DevWorkspace.Suspended"]
     assert list((root / ws.namespace / "pods").glob("*.json")) == []
     assert (root / ws.namespace / "volumes" / f"{ws.workspace_scope}-home").is_dir()

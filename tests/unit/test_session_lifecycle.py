@@ -21,6 +21,7 @@ from domain.studio.session import (
     AgentSession,
     SessionEnded,
 )
+from tests.events import named
 
 
 def new_session(pr_required: bool = False) -> AgentSession:
@@ -76,7 +77,7 @@ def test_controller_actions_never_count_as_the_first_tool(action: str) -> None:
     session.call_tool(tool_name=action, route="", summary="", at="t")
     assert session.live_status == WAITING_FIRST_TOOL
     assert session.tool_call_count == 0 and session.controller_action_count == 1
-    observed = [e for e in session.collect_events() if type(e).__name__ == "ControllerActionObserved"]
+    observed = [e for e in session.collect_events() if named(e) == "ControllerActionObserved"]
     assert observed[-1].evidence_label == "first_tool_not_required_tool"
 
 
