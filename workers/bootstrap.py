@@ -23,8 +23,8 @@ from domain.projects.provisioning import ProjectProvisioning
 from domain.shared.clock import utc_now_iso
 from domain.shared.event_store import EventStore
 from domain.studio.commands import StudioCommands
-from domain.studio.commands.agent_tools import AgentToolCalls
 from domain.studio.commands.recovery import recovery_policies
+from domain.studio.commands.tool_calls import AgentToolCalls
 from domain.studio.process import ModelProxyAliases
 from domain.studio.templates import TemplateCatalog, shipped_templates
 from domain.workspaces.commands import WorkspaceCommands

@@ -39,7 +39,7 @@ from domain.studio.events import (
     WorkspaceRestarted,
 )
 from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED
-from domain.studio.session_commands import SessionCommands
+from domain.studio.session_decisions import SessionDecisions
 from domain.studio.session_state import (  # noqa: F401  (the statuses are read from here too)
     BLOCKED,
     COMPLETED,
@@ -59,7 +59,7 @@ class SessionEnded(Conflict):
     code = "session_ended"
 
 
-class AgentSession(SessionCommands, Aggregate):
+class AgentSession(SessionDecisions, Aggregate):
     """An agent's session: process, first-tool contract, tools, blockers, result."""
 
     @staticmethod
@@ -165,7 +165,7 @@ class AgentSession(SessionCommands, Aggregate):
     def has_group(self, group: str) -> bool:
         return group in self.workload_groups
 
-    # -- what each event changes (the commands that decide them: domain.studio.session_commands)
+    # -- what each event changes (the commands that decide them: domain.studio.session_decisions)
 
     @event(ProcessStarted)
     def _process_started(

@@ -10,11 +10,11 @@ from domain.shared import ports
 from domain.shared.clock import shift
 from domain.shared.errors import DomainError
 from domain.shared.ids import derived_id
-from domain.studio.commands.agent_tools import deliver_comment
 from domain.studio.commands.effects import switch_process
 from domain.studio.commands.holdings import Holdings
 from domain.studio.commands.leases import LeaseCommands, recreate_once
 from domain.studio.commands.sessions import SessionOpener
+from domain.studio.commands.tool_calls import deliver_comment
 from domain.studio.control import ControlIntent
 from domain.studio.lease import SUSPEND_AFTER_SECONDS
 from domain.studio.run import Run

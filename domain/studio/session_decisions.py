@@ -1,7 +1,8 @@
-"""AgentSession's commands: each checks the session's state and records what it decided.
+"""AgentSession's decisions: each verb checks the session's state and records what it decided.
 
 The aggregate (``domain.studio.session``) holds the state and the ``@event`` methods that
-change it; this mixin holds the verbs callers use, so each module stays readable.
+change it; this mixin holds the verbs callers use. The commands that load, decide and save
+sessions live in ``domain.studio.commands``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from domain.studio.policies.self_heal import cleared_identity, self_heal_status
 from domain.studio.session_state import BLOCKED, PAUSED, READY, WAITING_FIRST_TOOL, WORKING
 
 
-class SessionCommands:
+class SessionDecisions:
     """The verbs of an agent's session, mixed into ``AgentSession`` (whose state and
     ``@event`` methods they use)."""
 
