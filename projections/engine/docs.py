@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import msgspec
 
@@ -21,6 +21,7 @@ from projections.engine.store import Change, DocStore, Row
 
 encode = msgspec.json.Encoder(order="sorted").encode
 decode = msgspec.json.Decoder(dict).decode
+H = TypeVar("H", bound=Callable[..., Any])
 
 
 class Meta(msgspec.Struct, frozen=True, gc=False):
@@ -45,22 +46,65 @@ class Docs(Protocol):
     def delete(self, key: str) -> None: ...
 
 
-class Projector(ABC):
-    """Base of every projector: a name (its table), the event kinds it reads, a fold."""
+def handles(*event_types: type) -> Callable[[H], H]:
+    """Marks a projector's method as the handler of events of ``event_types`` (the classes
+    the areas declare in their ``events.py``); it is called ``(event, env, docs)``."""
+
+    def mark(method: H) -> H:
+        method.handled = event_types  # type: ignore[attr-defined]
+        return method
+
+    return mark
+
+
+class Projector:
+    """Base of every projector: a name (its table), the event kinds it reads, a fold.
+
+    A projector folds an event by its class: one method per event class it reads, marked
+    ``@handles(RunLaunched)`` and named for the event (``run_launched``). The kinds it
+    reads (``topics``) are those of the classes it handles.
+    """
 
     name: ClassVar[str] = ""
     topics: ClassVar[frozenset[str]] = frozenset()
     # Readers keep copies of its documents: its commits announce what they changed.
     announced: ClassVar[bool] = False
+    handlers: ClassVar[dict[type, Callable[..., None]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.handlers = {
+            event_type: method
+            for klass in reversed(cls.__mro__)
+            for method in vars(klass).values()
+            for event_type in getattr(method, "handled", ())
+        }
+        cls._resolved: dict[type, Callable[..., None] | None] = {}
+        if cls.handlers:
+            cls.topics = frozenset(str(t.TOPIC).rpartition(":")[2] for t in cls.handlers)  # type: ignore[attr-defined]
 
     def wants(self, env: Envelope) -> bool:
         """Whether ``apply`` reads events of ``env``'s kind: answered from ``env.kind`` alone
         (a rebuild asks once per kind and routes every event of that kind the same way)."""
         return not self.topics or env.kind in self.topics
 
-    @abstractmethod
     def apply(self, env: Envelope, docs: Docs) -> None:
-        """Folds one event into the documents it changes."""
+        """Folds one event into the documents it changes: its class's handler, if any."""
+        handler = self.handler(type(env.event))
+        if handler is not None:
+            handler(self, env.event, env, docs)
+
+    def handler(self, event_type: type) -> Callable[..., None] | None:
+        """The handler of ``event_type``, or of the declared class it subclasses (the event
+        store reads an event back as its aggregate's subclass of the declared class)."""
+        resolved = self._resolved
+        try:
+            return resolved[event_type]
+        except KeyError:
+            handlers = self.handlers
+            found = next((handlers[base] for base in event_type.__mro__ if base in handlers), None)
+            resolved[event_type] = found  # one assignment: safe to race, every thread finds the same
+            return found
 
     def memory_docs(self) -> MemoryDocs:
         """Documents in memory to fold the whole log into: the definition live projection
@@ -68,7 +112,7 @@ class Projector(ABC):
         return MemoryDocs()
 
 
-class DerivedProjector(Projector):
+class DerivedProjector(Projector, ABC):
     """A read model composed from other read models' documents (``sources``).
 
     Live, the runner folds the other projectors' batches first, then asks ``derive`` for

@@ -10,7 +10,7 @@ import msgspec
 
 from domain.shared.ids import is_valid_id
 from domain.studio import events as ev
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 from projections.engine.store import DocStore
 
@@ -23,12 +23,9 @@ def proposal_doc_key(tenant: str, proposal_id: str) -> str:
 
 class ProposalsProjector(Projector):
     name = NAME
-    topics = frozenset({"Run.Launched"})
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        launched = env.event
-        if not isinstance(launched, ev.RunLaunched):
-            return
+    @handles(ev.RunLaunched)
+    def run_launched(self, launched: ev.RunLaunched, env: Envelope, docs: Docs) -> None:
         proposal_id = str((launched.proposal or {}).get("proposal_id") or "")
         if not proposal_id:
             return

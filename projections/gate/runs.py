@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.gate.events import EVENTS, RunStarted, kind_of
+from domain.gate.events import EVENTS, RunStarted, ThreadOpened
 from domain.gate.record import fold
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 
 
@@ -25,10 +25,10 @@ def gate_runs_partition(tenant: str, thread_key: str) -> str:
 
 class GateRunsProjector(Projector):
     name = "gate_runs"
-    topics = frozenset(kind_of(e) for e in EVENTS) - {"GateThread.Opened"}
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        event = env.event
+    @handles(*(e for e in EVENTS if e is not ThreadOpened))
+    def run_step(self, event: Any, env: Envelope, docs: Docs) -> None:
+        """A step of one gate run (its start too): the run's record by the gate's own fold."""
         _, tenant, thread_key = env.originator_id.split(":", 2)
         attempt = int(event.attempt)  # type: ignore[attr-defined]
         key = gate_run_doc_key(tenant, thread_key, attempt)

@@ -6,8 +6,10 @@ connector, then scope), in the shape ``GET /v1/sync/checkpoints`` answers.
 
 from __future__ import annotations
 
+from typing import Any
+
 from domain.jobs import events as ev
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 
 
@@ -21,26 +23,32 @@ def checkpoints_partition(tenant: str) -> str:
 
 class CheckpointsProjector(Projector):
     name = "sync_checkpoints"
-    topics = frozenset(ev.kind_of(e) for e in ev.CHECKPOINT_EVENTS)
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        event = env.event
+    @handles(ev.CheckpointOpened)
+    def checkpoint_opened(self, e: ev.CheckpointOpened, env: Envelope, docs: Docs) -> None:
+        doc = {
+            "tenant_id": env.tenant,
+            "id": e.checkpoint_id,
+            "connector_id": e.connector_id,
+            "scope": e.scope,
+            "cursor_value": e.cursor_value,
+            "meta": e.meta,
+            "updated_at": e.at,
+        }
+        self._store(env, docs, doc)
+
+    @handles(ev.CheckpointAdvanced)
+    def checkpoint_advanced(self, e: ev.CheckpointAdvanced, env: Envelope, docs: Docs) -> None:
+        doc = docs.get(self._key(env))
+        if doc is not None:
+            doc.update(cursor_value=e.cursor_value, meta=e.meta, updated_at=max(doc["updated_at"], e.at))
+            self._store(env, docs, doc)
+
+    @staticmethod
+    def _key(env: Envelope) -> str:
         _, tenant, connector_id, scope = env.originator_id.split(":", 3)
-        key = checkpoint_doc_key(tenant, connector_id, scope)
-        if isinstance(event, ev.CheckpointOpened):
-            doc = {
-                "tenant_id": tenant,
-                "id": event.checkpoint_id,
-                "connector_id": event.connector_id,
-                "scope": event.scope,
-                "cursor_value": event.cursor_value,
-                "meta": event.meta,
-                "updated_at": event.at,
-            }
-        else:
-            found = docs.get(key)
-            if found is None:
-                return
-            doc = found
-            doc.update(cursor_value=event.cursor_value, meta=event.meta, updated_at=max(doc["updated_at"], event.at))
-        docs.put(key, doc, partition=checkpoints_partition(tenant), sort_key=f"{connector_id}/{scope}")
+        return checkpoint_doc_key(tenant, connector_id, scope)
+
+    def _store(self, env: Envelope, docs: Docs, doc: dict[str, Any]) -> None:
+        _, tenant, connector_id, scope = env.originator_id.split(":", 3)
+        docs.put(self._key(env), doc, partition=checkpoints_partition(tenant), sort_key=f"{connector_id}/{scope}")

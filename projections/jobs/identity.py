@@ -15,7 +15,7 @@ from typing import Any
 
 from domain.jobs import events as ev
 from domain.jobs.identity import subject_id as own_subject_id
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 
 LOOKUP_FIELDS = ("user_id", "username", "email")
@@ -35,34 +35,46 @@ def lookup_doc_key(tenant: str, field: str, value: str) -> str:
 
 class IdentityLinksProjector(Projector):
     name = "identity_links"
-    topics = frozenset(ev.kind_of(e) for e in ev.IDENTITY_EVENTS)
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        event = env.event
+    @handles(ev.IdentityLinked)
+    def identity_linked(self, e: ev.IdentityLinked, env: Envelope, docs: Docs) -> None:
+        link: dict[str, Any] = {
+            "subject_id": e.subject_id,
+            "subject_key": e.subject_key,
+            "provider": e.provider,
+            "linked": True,
+            "updated_at": e.at,
+        }
+        self.take(link, e)
+        self._store(env, docs, link, indexed=True)
+
+    @handles(ev.IdentityRelinked)
+    def identity_relinked(self, e: ev.IdentityRelinked, env: Envelope, docs: Docs) -> None:
+        link = self._changed(env, docs, e.at)
+        if link is not None:
+            link["linked"] = True
+            self.take(link, e)
+            self._store(env, docs, link, indexed=True)
+
+    @handles(ev.IdentityUnlinked)
+    def identity_unlinked(self, e: ev.IdentityUnlinked, env: Envelope, docs: Docs) -> None:
+        link = self._changed(env, docs, e.at)
+        if link is not None:
+            link.update(linked=False, provider_user_id="", provider_username="", attributes={})
+            self._store(env, docs, link, indexed=False)
+
+    @staticmethod
+    def _changed(env: Envelope, docs: Docs, at: str) -> dict[str, Any] | None:
         _, tenant, provider, subject_id = env.originator_id.split(":", 3)
-        key = link_doc_key(tenant, provider, subject_id)
-        if isinstance(event, ev.IdentityLinked):
-            link: dict[str, Any] = {
-                "subject_id": event.subject_id,
-                "subject_key": event.subject_key,
-                "provider": event.provider,
-                "linked": True,
-                "updated_at": event.at,
-            }
-            self.take(link, event)
-        else:
-            found = docs.get(key)
-            if found is None:
-                return
-            link = found
-            link["updated_at"] = max(link["updated_at"], event.at)
-            if isinstance(event, ev.IdentityRelinked):
-                link["linked"] = True
-                self.take(link, event)
-            else:
-                link.update(linked=False, provider_user_id="", provider_username="", attributes={})
-        docs.put(key, link, partition=f"links/{tenant}/{subject_id}", sort_key=provider)
-        if not isinstance(event, ev.IdentityUnlinked):
+        link = docs.get(link_doc_key(tenant, provider, subject_id))
+        if link is not None:
+            link["updated_at"] = max(link["updated_at"], at)
+        return link
+
+    def _store(self, env: Envelope, docs: Docs, link: dict[str, Any], *, indexed: bool) -> None:
+        _, tenant, provider, subject_id = env.originator_id.split(":", 3)
+        docs.put(link_doc_key(tenant, provider, subject_id), link, partition=f"links/{tenant}/{subject_id}", sort_key=provider)
+        if indexed:
             self.index_subject(tenant, link, docs)
 
     @staticmethod

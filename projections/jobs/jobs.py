@@ -13,7 +13,7 @@ from typing import Any
 
 from domain.jobs import events as ev
 from domain.jobs.job import FAILED, QUEUED, RUNNING, SUCCEEDED
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 
 QUEUE_PARTITION = "job-queue"
@@ -33,33 +33,55 @@ def queue_sort(due_at: str, tenant: str, job_id: str) -> str:
 
 class JobsProjector(Projector):
     name = "jobs"
-    topics = frozenset(ev.kind_of(e) for e in ev.JOB_EVENTS)
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        event = env.event
-        tenant = env.tenant
-        if isinstance(event, ev.JobQueued):
-            doc: dict[str, Any] | None = {
-                "tenant_id": tenant,
-                "id": event.job_id,
-                "proposal_id": event.proposal_id,
-                "job_type": event.job_type,
-                "provider_kind": event.provider_kind,
-                "status": QUEUED,
-                "payload": event.payload,
-                "result": None,
-                "error_message": None,
-                "created_at": event.queued_at,
-                "updated_at": event.queued_at,
-                "attempt": 0,
-                "due_at": event.queued_at,
-            }
-        else:
-            doc = docs.get(job_doc_key(tenant, env.originator_id.split(":", 2)[2]))
-            if doc is None:
-                return
-            self.fold(doc, event)
-        assert doc is not None
+    @handles(ev.JobQueued)
+    def job_queued(self, e: ev.JobQueued, env: Envelope, docs: Docs) -> None:
+        self._store(docs, env.tenant, {
+            "tenant_id": env.tenant,
+            "id": e.job_id,
+            "proposal_id": e.proposal_id,
+            "job_type": e.job_type,
+            "provider_kind": e.provider_kind,
+            "status": QUEUED,
+            "payload": e.payload,
+            "result": None,
+            "error_message": None,
+            "created_at": e.queued_at,
+            "updated_at": e.queued_at,
+            "attempt": 0,
+            "due_at": e.queued_at,
+        })
+
+    @handles(ev.JobStarted)
+    def job_started(self, e: ev.JobStarted, env: Envelope, docs: Docs) -> None:
+        self._change(env, docs, e.at, status=RUNNING, attempt=e.attempt, due_at=e.lease_until)
+
+    @handles(ev.JobProgressed)
+    def job_progressed(self, e: ev.JobProgressed, env: Envelope, docs: Docs) -> None:
+        self._change(env, docs, e.at, due_at=e.due_at)
+
+    @handles(ev.JobRetried)
+    def job_retried(self, e: ev.JobRetried, env: Envelope, docs: Docs) -> None:
+        self._change(env, docs, e.at, status=QUEUED, due_at=e.retry_at, error_message=e.error_message)
+
+    @handles(ev.JobSucceeded)
+    def job_succeeded(self, e: ev.JobSucceeded, env: Envelope, docs: Docs) -> None:
+        self._change(env, docs, e.at, status=SUCCEEDED, result=e.result, error_message=None)
+
+    @handles(ev.JobFailed)
+    def job_failed(self, e: ev.JobFailed, env: Envelope, docs: Docs) -> None:
+        self._change(env, docs, e.at, status=FAILED, result=e.result, error_message=e.error_message)
+
+    def _change(self, env: Envelope, docs: Docs, at: str, **changes: Any) -> None:
+        doc = docs.get(job_doc_key(env.tenant, env.originator_id.split(":", 2)[2]))
+        if doc is None:
+            return
+        doc["updated_at"] = max(doc["updated_at"], at)
+        doc.update(changes)
+        self._store(docs, env.tenant, doc)
+
+    @staticmethod
+    def _store(docs: Docs, tenant: str, doc: dict[str, Any]) -> None:
         job_id = doc["id"]
         docs.put(job_doc_key(tenant, job_id), doc, partition=f"jobs/{tenant}", sort_key=f"{doc['created_at']}|{job_id}", status=doc["status"])
         queue_key = queue_doc_key(tenant, job_id)
@@ -68,17 +90,3 @@ class JobsProjector(Projector):
         else:
             entry = {"tenant": tenant, "job_id": job_id, "due_at": doc["due_at"], "status": doc["status"]}
             docs.put(queue_key, entry, partition=QUEUE_PARTITION, sort_key=queue_sort(doc["due_at"], tenant, job_id), status=doc["status"])
-
-    @staticmethod
-    def fold(doc: dict[str, Any], event: Any) -> None:
-        doc["updated_at"] = max(doc["updated_at"], event.at)
-        if isinstance(event, ev.JobStarted):
-            doc.update(status=RUNNING, attempt=event.attempt, due_at=event.lease_until)
-        elif isinstance(event, ev.JobProgressed):
-            doc["due_at"] = event.due_at
-        elif isinstance(event, ev.JobRetried):
-            doc.update(status=QUEUED, due_at=event.retry_at, error_message=event.error_message)
-        elif isinstance(event, ev.JobSucceeded):
-            doc.update(status=SUCCEEDED, result=event.result, error_message=None)
-        elif isinstance(event, ev.JobFailed):
-            doc.update(status=FAILED, result=event.result, error_message=event.error_message)

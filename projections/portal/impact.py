@@ -17,7 +17,7 @@ from domain.projects import events as pe
 from domain.projects.project import repository_bindings, suit_tester_roles
 from domain.shared.metadata import pick
 from domain.studio import events as ev
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 from projections.engine.store import DocStore
 from projections.projects.projects import project_out
@@ -32,50 +32,59 @@ def _pr_ref(pr: ev.PullRequestOpened) -> str:
 
 class ImpactProjector(Projector):
     name = NAME
-    topics = frozenset({"Project.Created", "Run.Launched", "AgentSession.PullRequestOpened", "AgentSession.Blocked"})
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        e, tenant = env.event, env.tenant
-        if isinstance(e, pe.ProjectCreated):
-            slug, request = e.project_slug, e.settings()
-            out = project_out(tenant, slug, request, e.created_by, e.created_at)
-            assets = [{"asset_ref": f"project:{slug}", "asset_type": "project", "display_name": out["display_name"],
-                       "repository_key": ""}]
-            assets += [{"asset_ref": f"repo:{b['vcs_repo_slug']}", "asset_type": b.get("repository_type", "application"),
-                        "display_name": b.get("display_name") or b["vcs_repo_slug"],
-                        "repository_key": b.get("repository_key", "")}
-                       for b in repository_bindings(request) if b.get("vcs_repo_slug")]
-            tests = [{"test_ref": f"suit:{s['suit_id']}", "reason": f"{s['role_key']} suit of the project"}
-                     for s in suit_tester_roles(request)]
-            if any(a["repository_key"] == "contract" for a in assets):
-                tests.append({"test_ref": f"contract:{slug}", "reason": "the project has a contract lane"})
-            doc = {
-                "project_slug": slug,
-                "proposal_id": str(pick(request, "proposal_id") or ""),
-                "assets": assets,
-                "owners": [{"owner_ref": f"user:{p['subject_key']}", "owner_type": "user", "relation": p["project_role"]}
-                           for p in out["participants"] if p["project_role"] in ("owner", "maintainer")],
-                "required_tests": tests,
-            }
-            docs.put(f"impact-project/{tenant}/{slug}", doc, partition=f"impact-project/{tenant}", sort_key=slug)
+    @handles(pe.ProjectCreated)
+    def project_created(self, e: pe.ProjectCreated, env: Envelope, docs: Docs) -> None:
+        tenant = env.tenant
+        slug, request = e.project_slug, e.settings()
+        out = project_out(tenant, slug, request, e.created_by, e.created_at)
+        assets = [{"asset_ref": f"project:{slug}", "asset_type": "project", "display_name": out["display_name"],
+                   "repository_key": ""}]
+        assets += [{"asset_ref": f"repo:{b['vcs_repo_slug']}", "asset_type": b.get("repository_type", "application"),
+                    "display_name": b.get("display_name") or b["vcs_repo_slug"],
+                    "repository_key": b.get("repository_key", "")}
+                   for b in repository_bindings(request) if b.get("vcs_repo_slug")]
+        tests = [{"test_ref": f"suit:{s['suit_id']}", "reason": f"{s['role_key']} suit of the project"}
+                 for s in suit_tester_roles(request)]
+        if any(a["repository_key"] == "contract" for a in assets):
+            tests.append({"test_ref": f"contract:{slug}", "reason": "the project has a contract lane"})
+        doc = {
+            "project_slug": slug,
+            "proposal_id": str(pick(request, "proposal_id") or ""),
+            "assets": assets,
+            "owners": [{"owner_ref": f"user:{p['subject_key']}", "owner_type": "user", "relation": p["project_role"]}
+                       for p in out["participants"] if p["project_role"] in ("owner", "maintainer")],
+            "required_tests": tests,
+        }
+        docs.put(f"impact-project/{tenant}/{slug}", doc, partition=f"impact-project/{tenant}", sort_key=slug)
+
+    @handles(ev.RunLaunched)
+    def run_launched(self, e: ev.RunLaunched, env: Envelope, docs: Docs) -> None:
+        docs.put(f"impact-run/{env.tenant}/{env.run_id}", {"project_slug": e.project_slug}, partition="impact-run")
+
+    @handles(ev.PullRequestOpened)
+    def pull_request_opened(self, e: ev.PullRequestOpened, env: Envelope, docs: Docs) -> None:
+        slug = self._project_of(env, docs)
+        if slug is None or e.repository_key == "assembly":  # orchestration output, not implementation evidence
             return
-        run_id = env.run_id
-        if isinstance(e, ev.RunLaunched):
-            docs.put(f"impact-run/{tenant}/{run_id}", {"project_slug": e.project_slug}, partition="impact-run")
+        tenant, pos = env.tenant, f"{env.position:012d}"
+        doc = {"pr_ref": _pr_ref(e), "pr_url": e.pr_url, "repository_key": e.repository_key,
+               "repo": f"{e.pr_owner}/{e.pr_repo}", "run_id": env.run_id, "at": env.at}
+        docs.put(f"impact-pr/{tenant}/{pos}", doc, partition=f"impact-pr/{tenant}/{slug}", sort_key=pos)
+
+    @handles(ev.Blocked)
+    def blocked(self, e: ev.Blocked, env: Envelope, docs: Docs) -> None:
+        slug = self._project_of(env, docs)
+        if slug is None:
             return
-        link = docs.get(f"impact-run/{tenant}/{run_id}")
-        if link is None:
-            return
-        slug, pos = link["project_slug"], f"{env.position:012d}"
-        if isinstance(e, ev.PullRequestOpened):
-            if e.repository_key == "assembly":  # orchestration output, not implementation evidence
-                return
-            doc = {"pr_ref": _pr_ref(e), "pr_url": e.pr_url, "repository_key": e.repository_key,
-                   "repo": f"{e.pr_owner}/{e.pr_repo}", "run_id": run_id, "at": env.at}
-            docs.put(f"impact-pr/{tenant}/{pos}", doc, partition=f"impact-pr/{tenant}/{slug}", sort_key=pos)
-        elif isinstance(e, ev.Blocked):
-            doc = {"run_id": run_id, "code": e.code, "message": e.message, "at": env.at}
-            docs.put(f"impact-fail/{tenant}/{pos}", doc, partition=f"impact-fail/{tenant}/{slug}", sort_key=pos)
+        tenant, pos = env.tenant, f"{env.position:012d}"
+        doc = {"run_id": env.run_id, "code": e.code, "message": e.message, "at": env.at}
+        docs.put(f"impact-fail/{tenant}/{pos}", doc, partition=f"impact-fail/{tenant}/{slug}", sort_key=pos)
+
+    @staticmethod
+    def _project_of(env: Envelope, docs: Docs) -> str | None:
+        link = docs.get(f"impact-run/{env.tenant}/{env.run_id}")
+        return None if link is None else str(link["project_slug"])
 
 
 def _rows(store: DocStore, p: str, limit: int) -> list[dict[str, Any]]:

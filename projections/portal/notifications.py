@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from domain.portal import events as pv
 from domain.studio import events as ev
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 from projections.projects.pulls import pull_page_url
 
@@ -30,35 +30,40 @@ def inbox_partition(tenant: str, subject_key: str) -> str:
 
 class NotifyOutboxProjector(Projector):
     name = OUTBOX
-    topics = frozenset({"Run.Launched", "Run.Completed", "AgentSession.Blocked", "AgentSession.PullRequestOpened"})
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        e, tenant, run_id = env.event, env.tenant, env.run_id
-        link_key = f"outbox-run/{tenant}/{run_id}"
-        if isinstance(e, ev.RunLaunched):
-            docs.put(link_key, {"project_slug": e.project_slug}, partition="outbox-run")
-            return
-        link = docs.get(link_key)
+    @handles(ev.RunLaunched)
+    def run_launched(self, e: ev.RunLaunched, env: Envelope, docs: Docs) -> None:
+        docs.put(f"outbox-run/{env.tenant}/{env.run_id}", {"project_slug": e.project_slug}, partition="outbox-run")
+
+    @handles(ev.Blocked)
+    def blocked(self, e: ev.Blocked, env: Envelope, docs: Docs) -> None:
+        self._raise(env, docs, "blocker", f"Blocked in run {env.run_id}", f"{e.code}: {e.message}")
+
+    @handles(ev.PullRequestOpened)
+    def pull_request_opened(self, e: ev.PullRequestOpened, env: Envelope, docs: Docs) -> None:
+        if e.repository_key != "assembly":  # orchestration output, not a delivery
+            self._raise(env, docs, "delivery", f"Pull request opened in run {env.run_id}", e.pr_url, pr_number=e.pr_number)
+
+    @handles(ev.RunCompleted)
+    def run_completed(self, e: ev.RunCompleted, env: Envelope, docs: Docs) -> None:
+        self._raise(env, docs, "review", f"Run {env.run_id} completed: ready for review", "")
+
+    @staticmethod
+    def _raise(env: Envelope, docs: Docs, kind: str, title: str, body: str, *, pr_number: int | None = None) -> None:
+        """A notification of the run's project, linking its feed (a pull request's: its review
+        page, not the unreachable vcs host)."""
+        tenant, run_id = env.tenant, env.run_id
+        link = docs.get(f"outbox-run/{tenant}/{run_id}")
         if link is None:
             return
         slug = link["project_slug"]
-        url = f"{FEED}?project_slug={slug}&run_id={run_id}"
-        if isinstance(e, ev.Blocked):
-            kind, title, body = "blocker", f"Blocked in run {run_id}", f"{e.code}: {e.message}"
-        elif isinstance(e, ev.PullRequestOpened):
-            if e.repository_key == "assembly":  # orchestration output, not a delivery
-                return
-            kind, title, body = "delivery", f"Pull request opened in run {run_id}", e.pr_url
-            url = pull_page_url(slug, e.pr_number)  # its review page, not the (unreachable) vcs host
-        elif isinstance(e, ev.RunCompleted):
-            kind, title, body = "review", f"Run {run_id} completed: ready for review", ""
         doc = {
             "tenant": tenant,
             "project_slug": slug,
             "kind": kind,
             "title": title,
             "body": body,
-            "url": url,
+            "url": f"{FEED}?project_slug={slug}&run_id={run_id}" if pr_number is None else pull_page_url(slug, pr_number),
             "source_ref": f"event:{env.position}",
         }
         docs.put(outbox_key(env.position), doc, partition="outbox", sort_key=f"{env.position:012d}")
@@ -66,22 +71,21 @@ class NotifyOutboxProjector(Projector):
 
 class InboxProjector(Projector):
     name = INBOX
-    topics = frozenset({"Inbox.NotificationRaised", "Inbox.NotificationRead"})
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        e, tenant = env.event, env.tenant
-        subject = ":".join(env.scope[2:])
-        if isinstance(e, pv.NotificationRaised):
-            note = e.notification
-            doc = {**note, "via": e.via, "created_at": e.at, "read_at": ""}
-            docs.put(f"inbox/{tenant}/{subject}/{note['notification_id']}", doc,
-                     partition=inbox_partition(tenant, subject), sort_key=f"{e.at}|{note['notification_id']}", status="unread")
-            return
-        if not isinstance(e, pv.NotificationRead):
-            return
+    @handles(pv.NotificationRaised)
+    def notification_raised(self, e: pv.NotificationRaised, env: Envelope, docs: Docs) -> None:
+        tenant, subject, note = env.tenant, ":".join(env.scope[2:]), e.notification
+        doc = {**note, "via": e.via, "created_at": e.at, "read_at": ""}
+        docs.put(f"inbox/{tenant}/{subject}/{note['notification_id']}", doc,
+                 partition=inbox_partition(tenant, subject), sort_key=f"{e.at}|{note['notification_id']}", status="unread")
+
+    @handles(pv.NotificationRead)
+    def notification_read(self, e: pv.NotificationRead, env: Envelope, docs: Docs) -> None:
+        tenant, subject = env.tenant, ":".join(env.scope[2:])
         key = f"inbox/{tenant}/{subject}/{e.notification_id}"
         doc = docs.get(key)
         if doc is not None:
             doc["read_at"] = e.at
             docs.put(key, doc, partition=inbox_partition(tenant, subject), sort_key=f"{doc['created_at']}|{doc['notification_id']}",
                      status="read")
+

@@ -14,7 +14,7 @@ from domain.projects import events as pe
 from domain.shared.ids import is_valid_id
 from domain.shared.metadata import pick
 from projections.engine.copies import NotInMemory, ReadCopies
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 from projections.engine.store import DocStore
 from projections.projects.projects import project_out
@@ -47,24 +47,10 @@ class RelationsProjector(Projector):
     the creator as owner, member teams and group paths)."""
 
     name = NAME
-    topics = frozenset({"Project.Created", "Project.ParticipantRemoved", "Project.ParticipantAdded"})
     announced = True  # the API decides access from copies of these documents
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        e = env.event
-        if isinstance(e, (pe.ParticipantRemoved, pe.ParticipantAdded)):
-            slug = env.scope[2] if len(env.scope) > 2 else ""
-            doc = docs.get(relations_key(env.tenant, slug))
-            if doc is not None:  # every tuple naming the user goes; an added one is written anew
-                user = f"user:{e.subject_key}"
-                tuples = [RelationTuple(*t) for t in doc["tuples"] if t[2] != user]
-                if isinstance(e, pe.ParticipantAdded):
-                    tuples += project_tuples(slug, [{"subject_key": e.subject_key, "project_role": e.project_role}])
-                doc["tuples"] = msgspec.to_builtins(sorted(set(tuples)))
-                docs.put(relations_key(env.tenant, slug), doc, partition=relations_partition(env.tenant), sort_key=slug)
-            return
-        if not isinstance(e, pe.ProjectCreated):
-            return
+    @handles(pe.ProjectCreated)
+    def project_created(self, e: pe.ProjectCreated, env: Envelope, docs: Docs) -> None:
         tenant, slug, request = env.tenant, e.project_slug, e.settings()
         out = project_out(tenant, slug, request, e.created_by, e.created_at)
         tuples = project_tuples(
@@ -76,6 +62,26 @@ class RelationsProjector(Projector):
         )
         doc = {"object": project_ref(slug), "tuples": msgspec.to_builtins(tuples)}
         docs.put(relations_key(tenant, slug), doc, partition=relations_partition(tenant), sort_key=slug)
+
+    @handles(pe.ParticipantAdded)
+    def participant_added(self, e: pe.ParticipantAdded, env: Envelope, docs: Docs) -> None:
+        self._retuple(env, docs, e.subject_key, [{"subject_key": e.subject_key, "project_role": e.project_role}])
+
+    @handles(pe.ParticipantRemoved)
+    def participant_removed(self, e: pe.ParticipantRemoved, env: Envelope, docs: Docs) -> None:
+        self._retuple(env, docs, e.subject_key, [])
+
+    @staticmethod
+    def _retuple(env: Envelope, docs: Docs, subject_key: str, added: list[dict[str, str]]) -> None:
+        """Every tuple naming the user goes; an added one is written anew."""
+        slug = env.scope[2] if len(env.scope) > 2 else ""
+        doc = docs.get(relations_key(env.tenant, slug))
+        if doc is not None:
+            user = f"user:{subject_key}"
+            tuples = [RelationTuple(*t) for t in doc["tuples"] if t[2] != user]
+            tuples += project_tuples(slug, added) if added else []
+            doc["tuples"] = msgspec.to_builtins(sorted(set(tuples)))
+            docs.put(relations_key(env.tenant, slug), doc, partition=relations_partition(env.tenant), sort_key=slug)
 
 
 def store_graph(store: DocStore, copies: ReadCopies | None = None) -> TupleGraph:

@@ -13,7 +13,7 @@ from domain.projects.project import repository_bindings, source_ref, suit_tester
 from domain.projects.sources import redact
 from domain.shared.metadata import pick
 from domain.studio import events as ev
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 
 VCS_BASE_URL = "https://vcs.squadops.local"
@@ -105,20 +105,14 @@ def project_out(tenant: str, slug: str, request: dict[str, Any], created_by: str
     }
 
 
-PROVISIONING = frozenset({
-    "Project.RepositoryProvisioned", "Project.RepositoryFetched", "Project.DsnProvisioned", "Project.ParticipantRemoved", "Project.SurfacesRecorded",
-    "Project.ParticipantAdded",
-})
+PROVISIONING = (pe.RepositoryProvisioned, pe.RepositoryFetched, pe.DsnProvisioned, pe.ParticipantRemoved, pe.SurfacesRecorded, pe.ParticipantAdded)
 
 
 def apply_provisioning(project: dict[str, Any], e: Any) -> None:
     """A provisioning outcome folded into ``PortalProjectOut``: the binding's repository
     (URL, commit, status) and the project's summary status; the DSN's status in the
     assembly's ``error_reporting`` and each lane binding's metadata."""
-    if not isinstance(
-        e, (pe.SurfacesRecorded, pe.ParticipantRemoved, pe.ParticipantAdded, pe.DsnProvisioned, pe.RepositoryProvisioned,
-            pe.RepositoryFetched)
-    ):
+    if not isinstance(e, PROVISIONING):
         return
     project["updated_at"] = max(project["updated_at"], e.at)
     if isinstance(e, pe.RepositoryFetched):
@@ -182,44 +176,56 @@ def apply_provisioning(project: dict[str, Any], e: Any) -> None:
 class ProjectsProjector(Projector):
     name = "projects"
     announced = True  # the feed's reads keep copies of project documents (api.studio.feed_reads)
-    topics = frozenset({"Project.Created", "Run.Launched", "Run.Completed", "Run.CleanedUp"}) | PROVISIONING
     history_limit = 20
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        e = env.event
-        if isinstance(e, pe.ProjectCreated):
-            tenant, slug = env.tenant, e.project_slug
-            doc = project_out(tenant, slug, e.settings(), e.created_by, e.created_at)
-            docs.put(project_doc_key(tenant, slug), doc, partition=f"projects/{tenant}", sort_key=slug)
-            return
-        if env.kind in PROVISIONING:
-            slug = env.scope[2] if len(env.scope) > 2 else ""
-            project = docs.get(project_doc_key(env.tenant, slug))
-            if project is not None:
-                apply_provisioning(project, e)
-                docs.put(project_doc_key(env.tenant, slug), project, partition=f"projects/{env.tenant}", sort_key=slug)
-            return
+    @handles(pe.ProjectCreated)
+    def project_created(self, e: pe.ProjectCreated, env: Envelope, docs: Docs) -> None:
+        tenant, slug = env.tenant, e.project_slug
+        doc = project_out(tenant, slug, e.settings(), e.created_by, e.created_at)
+        docs.put(project_doc_key(tenant, slug), doc, partition=f"projects/{tenant}", sort_key=slug)
+
+    @handles(*PROVISIONING)
+    def project_provisioned(self, e: Any, env: Envelope, docs: Docs) -> None:
+        """A provisioning outcome or a participant change (``apply_provisioning``)."""
+        slug = env.scope[2] if len(env.scope) > 2 else ""
+        project = docs.get(project_doc_key(env.tenant, slug))
+        if project is not None:
+            apply_provisioning(project, e)
+            docs.put(project_doc_key(env.tenant, slug), project, partition=f"projects/{env.tenant}", sort_key=slug)
+
+    @handles(ev.RunLaunched)
+    def run_launched(self, e: ev.RunLaunched, env: Envelope, docs: Docs) -> None:
         tenant, run_id = env.tenant, env.run_id
-        if isinstance(e, ev.RunLaunched):
-            key = project_doc_key(tenant, e.project_slug)
-            project = docs.get(key)
-            if project is None:
-                return
-            docs.put(f"run-project/{tenant}/{run_id}", {"project_slug": e.project_slug}, partition="run-project")
-            entry = {
-                "run_id": run_id,
-                "run_key": run_id,
-                "template_id": e.template_id,
-                "status": "ready",
-                "next_goal": e.next_goal,
-                "created_at": env.at,
-                "updated_at": env.at,
-            }
-            history = [entry] + [h for h in project["ai_run_history"] if h["run_id"] != run_id]
-            project["ai_run_history"] = history[: self.history_limit]
-            project["updated_at"] = max(project["updated_at"], env.at)
-            docs.put(key, project, partition=f"projects/{tenant}", sort_key=project["project_slug"])
+        key = project_doc_key(tenant, e.project_slug)
+        project = docs.get(key)
+        if project is None:
             return
+        docs.put(f"run-project/{tenant}/{run_id}", {"project_slug": e.project_slug}, partition="run-project")
+        entry = {
+            "run_id": run_id,
+            "run_key": run_id,
+            "template_id": e.template_id,
+            "status": "ready",
+            "next_goal": e.next_goal,
+            "created_at": env.at,
+            "updated_at": env.at,
+        }
+        history = [entry] + [h for h in project["ai_run_history"] if h["run_id"] != run_id]
+        project["ai_run_history"] = history[: self.history_limit]
+        project["updated_at"] = max(project["updated_at"], env.at)
+        docs.put(key, project, partition=f"projects/{tenant}", sort_key=project["project_slug"])
+
+    @handles(ev.RunCompleted)
+    def run_completed(self, e: ev.RunCompleted, env: Envelope, docs: Docs) -> None:
+        self._run_history(env, docs, "completed")
+
+    @handles(ev.RunCleanedUp)
+    def run_cleaned_up(self, e: ev.RunCleanedUp, env: Envelope, docs: Docs) -> None:
+        self._run_history(env, docs, "cleaned_up")
+
+    @staticmethod
+    def _run_history(env: Envelope, docs: Docs, status: str) -> None:
+        tenant, run_id = env.tenant, env.run_id
         link = docs.get(f"run-project/{tenant}/{run_id}")
         if link is None:
             return
@@ -229,6 +235,6 @@ class ProjectsProjector(Projector):
             return
         for entry in project["ai_run_history"]:
             if entry["run_id"] == run_id:
-                entry["status"] = "completed" if isinstance(e, ev.RunCompleted) else "cleaned_up"
+                entry["status"] = status
                 entry["updated_at"] = env.at
         docs.put(key, project, partition=f"projects/{tenant}", sort_key=project["project_slug"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain.workspaces import events as ev
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 
 TABLE = "dev_workspaces"
@@ -30,79 +30,99 @@ def employee_partition(tenant: str, employee: str) -> str:
     return f"dws-emp/{tenant}/{employee.lower()}"
 
 
-_STATUS_AFTER = {
-    "Requeued": "pending",
-    "ProvisioningStarted": "provisioning",
-    "Provisioned": "ready",
-    "Failed": "error",
-    "ReleaseRequested": "release_requested",
-    "ReleaseStarted": "releasing",
-    "Suspended": "suspended",
-}
-
-
 class WorkspacesProjector(Projector):
     name = TABLE
-    topics = frozenset(f"DevWorkspace.{name}" for name in ev.EVENTS)
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        event = env.event
+    @handles(ev.Launched)
+    def launched(self, e: ev.Launched, env: Envelope, docs: Docs) -> None:
+        self._store(env, docs, {
+            "aggregate_id": env.originator_id,
+            "tenant_id": e.tenant,
+            "project_slug": e.project_slug,
+            "repository_key": e.repository_key,
+            "branch": e.branch,
+            "employee": e.employee,
+            "employee_slug": e.employee_slug,
+            "workspace_scope": e.workspace_scope,
+            "workspace_name": e.workspace_name,
+            "provider_name": e.provider_name,
+            "namespace": e.namespace,
+            "status": "pending",
+            "last_error": "",
+            "launched_at": e.at,
+            "status_since": e.at,
+            "last_active_at": e.at,
+            "pod_name": "",
+            "volume_paths": [],
+            "cleaned_workspace_resources": 0,
+            "resume_estimate_seconds": 0,
+            "stopped_reason": "",
+            "updated_at": e.at,
+        })
+
+    @handles(ev.Requeued)
+    def requeued(self, e: ev.Requeued, env: Envelope, docs: Docs) -> None:
+        self._change(env, docs, e.at, "pending", last_error="", pod_name="", volume_paths=[], last_active_at=e.at,
+                     resume_estimate_seconds=e.resume_estimate_seconds, stopped_reason="")
+
+    @handles(ev.Reconnected)
+    def reconnected(self, e: ev.Reconnected, env: Envelope, docs: Docs) -> None:
+        self._change(env, docs, e.at, None, last_active_at=e.at)
+
+    @handles(ev.ProvisioningStarted)
+    def provisioning_started(self, e: ev.ProvisioningStarted, env: Envelope, docs: Docs) -> None:
+        self._change(env, docs, e.at, "provisioning")
+
+    @handles(ev.Provisioned)
+    def provisioned(self, e: ev.Provisioned, env: Envelope, docs: Docs) -> None:
+        self._change(env, docs, e.at, "ready", pod_name=e.pod_name, volume_paths=list(e.volume_paths), last_active_at=e.at,
+                     resume_estimate_seconds=0)
+
+    @handles(ev.Failed)
+    def failed(self, e: ev.Failed, env: Envelope, docs: Docs) -> None:
+        self._change(env, docs, e.at, "error", last_error=e.last_error)
+
+    @handles(ev.ReleaseRequested)
+    def release_requested(self, e: ev.ReleaseRequested, env: Envelope, docs: Docs) -> None:
+        self._change(env, docs, e.at, "release_requested")
+
+    @handles(ev.ReleaseStarted)
+    def release_started(self, e: ev.ReleaseStarted, env: Envelope, docs: Docs) -> None:
+        self._change(env, docs, e.at, "releasing")
+
+    @handles(ev.Suspended)
+    def suspended(self, e: ev.Suspended, env: Envelope, docs: Docs) -> None:
+        self._change(env, docs, e.at, "suspended", pod_name="", stopped_reason=e.reason)
+
+    @handles(ev.SiblingsCleaned)
+    def siblings_cleaned(self, e: ev.SiblingsCleaned, env: Envelope, docs: Docs) -> None:
+        record = self._record(env, docs)
+        if record is not None:
+            record["cleaned_workspace_resources"] += len(e.removed)
+            record["updated_at"] = e.at
+            self._store(env, docs, record)
+
+    @staticmethod
+    def _record(env: Envelope, docs: Docs) -> dict[str, Any] | None:
+        return docs.get(record_key(env.scope[1], env.scope[2]))
+
+    def _change(self, env: Envelope, docs: Docs, at: str, status: str | None, **changes: Any) -> None:
+        """The record with ``changes``, in ``status`` since ``at`` when one is given."""
+        record = self._record(env, docs)
+        if record is None:
+            return
+        if status is not None:
+            record["status"] = status
+            record["status_since"] = at
+        record.update(changes)
+        record["updated_at"] = at
+        self._store(env, docs, record)
+
+    @staticmethod
+    def _store(env: Envelope, docs: Docs, record: dict[str, Any]) -> None:
         tenant, scope = env.scope[1], env.scope[2]
-        key = record_key(tenant, scope)
-        if isinstance(event, ev.Launched):
-            record: dict[str, Any] = {
-                "aggregate_id": env.originator_id,
-                "tenant_id": event.tenant,
-                "project_slug": event.project_slug,
-                "repository_key": event.repository_key,
-                "branch": event.branch,
-                "employee": event.employee,
-                "employee_slug": event.employee_slug,
-                "workspace_scope": event.workspace_scope,
-                "workspace_name": event.workspace_name,
-                "provider_name": event.provider_name,
-                "namespace": event.namespace,
-                "status": "pending",
-                "last_error": "",
-                "launched_at": event.at,
-                "status_since": event.at,
-                "last_active_at": event.at,
-                "pod_name": "",
-                "volume_paths": [],
-                "cleaned_workspace_resources": 0,
-                "resume_estimate_seconds": 0,
-                "stopped_reason": "",
-                "updated_at": event.at,
-            }
-        else:
-            found = docs.get(key)
-            if found is None:
-                return
-            record = found
-            self._fold(record, event, env.name)
-        record["updated_at"] = event.at
-        docs.put(key, record, partition=employee_partition(tenant, record["employee"]), sort_key=scope, status=record["status"])
+        docs.put(record_key(tenant, scope), record, partition=employee_partition(tenant, record["employee"]), sort_key=scope,
+                 status=record["status"])
         queue = {"aggregate_id": env.originator_id, "workspace_scope": scope, "status_since": record["status_since"]}
         queue["last_active_at"] = record["last_active_at"]
         docs.put(queue_key(tenant, scope), queue, partition=QUEUE_PARTITION, sort_key=env.originator_id, status=record["status"])
-
-    @staticmethod
-    def _fold(record: dict[str, Any], event: Any, name: str) -> None:
-        if name in _STATUS_AFTER:
-            record["status"] = _STATUS_AFTER[name]
-            record["status_since"] = event.at
-        if isinstance(event, ev.Requeued):
-            record.update(last_error="", pod_name="", volume_paths=[], last_active_at=event.at)
-            record["resume_estimate_seconds"] = event.resume_estimate_seconds
-            record["stopped_reason"] = ""
-        elif isinstance(event, ev.Reconnected):
-            record["last_active_at"] = event.at
-        elif isinstance(event, ev.Provisioned):
-            record.update(pod_name=event.pod_name, volume_paths=list(event.volume_paths), last_active_at=event.at)
-            record["resume_estimate_seconds"] = 0
-        elif isinstance(event, ev.Failed):
-            record["last_error"] = event.last_error
-        elif isinstance(event, ev.Suspended):
-            record.update(pod_name="", stopped_reason=event.reason)
-        elif isinstance(event, ev.SiblingsCleaned):
-            record["cleaned_workspace_resources"] += len(event.removed)
