@@ -12,10 +12,10 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, NamedTuple
 
-from domain.shared.dispatch import ByType
 from domain.shared.metadata import snake
 from domain.studio import events as ev
 from domain.studio.policies.pixel import pixel_state
+from projections.engine.by_type import ByType
 from projections.engine.envelope import Envelope
 from projections.studio import gate_steps
 

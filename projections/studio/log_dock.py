@@ -26,9 +26,9 @@ from typing import Any
 import structlog
 
 from domain.gate.events import EVENTS as GATE_EVENTS
-from domain.shared.dispatch import ByType
 from domain.studio import events as ev
 from domain.studio.policies.walls import wall_for
+from projections.engine.by_type import ByType
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp

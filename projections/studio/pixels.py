@@ -28,11 +28,11 @@ from typing import Any
 
 import structlog
 
-from domain.shared.dispatch import ByType
 from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS
 from domain.studio.session_state import SessionState, after_event, moves_status
 from domain.workspaces.events import UsageRecorded
+from projections.engine.by_type import ByType
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from domain.shared.dispatch import ByType
 from domain.studio import events as ev
 from domain.studio.session_state import BLOCKED, OPENED, SessionState, after_event, moves_status
+from projections.engine.by_type import ByType
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 

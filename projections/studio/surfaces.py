@@ -35,9 +35,9 @@ from typing import Any
 import structlog
 
 from domain.gate import events as gate
-from domain.shared.dispatch import ByType
 from domain.studio import events as ev
 from domain.studio.session_state import live_status_after
+from projections.engine.by_type import ByType
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp

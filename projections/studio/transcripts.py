@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from domain.shared.dispatch import ByType
+
 from domain.studio import events as ev
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope

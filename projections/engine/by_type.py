@@ -1,10 +1,9 @@
-"""Handlers chosen by an event's class in one dict lookup.
+"""Tables of what an event changes, chosen by the event's class in one dict lookup.
 
-A ``match`` over many class patterns tests them one by one, each an ``isinstance`` through
-msgspec's metaclass (a slow path of its own), and a fold over millions of events pays that
-on every event, most dearly for the events that match no case. ``ByType`` answers the
-handler declared for the event's class, or for its nearest declared base (the engine's
-stored form of an event subclasses its contract), remembered per concrete class.
+The studio read models fold several changes per event into one run document (a session's
+record, a surface, a log line); each such table answers the entry declared for the event's
+class, or for its nearest declared base (the event store reads an event back as its
+aggregate's subclass of the declared class), remembered per concrete class.
 """
 
 from __future__ import annotations
