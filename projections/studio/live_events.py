@@ -71,7 +71,7 @@ def live_run_id(env: Envelope) -> str:
     return env.run_id
 
 
-# The summary of each event class (one dict lookup per event: ``domain.shared.dispatch``);
+# The summary of each event class (one dict lookup per event: ``projections.engine.by_type``);
 # the others are summed up by their name.
 SUMMARIES: ByType[Callable[[Any], str]] = ByType(
     {

@@ -151,7 +151,7 @@ def _runner_output(env: Envelope, e: ev.RunnerOutput, who: str) -> dict[str, Any
                   warning="The agent process reported trouble." if e.level == "error" else "")
 
 
-# A session event's line, by the event's class (one dict lookup: ``domain.shared.dispatch``).
+# A session event's line, by the event's class (one dict lookup: ``projections.engine.by_type``).
 SESSION_LINES: ByType[Line] = ByType(
     {
         ev.SessionOpened: _opened,

@@ -386,7 +386,7 @@ def _switched(agent: dict[str, Any], private: dict[str, Any], e: ev.ProcessSwitc
 
 
 # What each session event class changes in the agent's own fields, besides its status (one
-# lookup per event: ``domain.shared.dispatch``).
+# lookup per event: ``projections.engine.by_type``).
 CHANGES: ByType[Callable[[dict[str, Any], dict[str, Any], Any], None]] = ByType(
     {
         ev.ProcessStarted: _started,

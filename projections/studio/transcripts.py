@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from domain.shared.dispatch import ByType
-
 from domain.studio import events as ev
+from projections.engine.by_type import ByType
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 
@@ -37,7 +36,7 @@ def _entry(kind: str, text: str = "", **fields: Any) -> dict[str, Any]:
     return {"kind": kind, "text": text, "tool_name": "", "input": "", "failed": False, "target_agent_id": "", **fields}
 
 
-# An entry by the event's class (``domain.shared.dispatch``); events not named here are no entry.
+# An entry by the event's class (``projections.engine.by_type``); events not named here are no entry.
 ENTRIES: ByType[Callable[[Any], dict[str, Any]]] = ByType(
     {
         ev.AssistantMessage: lambda e: _entry("message", e.text),
@@ -69,7 +68,7 @@ def new_head(env: Envelope) -> dict[str, Any]:
 
 class TranscriptsProjector(Projector):
     name = "transcripts"
-    topics = frozenset(cls.__struct_config__.tag for cls in ev.SESSION_EVENTS)  # type: ignore[attr-defined]
+    topics = frozenset(ev.kind_of(cls) for cls in ev.SESSION_EVENTS)
 
     def apply(self, env: Envelope, docs: Docs) -> None:
         if not env.agent_id or not env.run_id:
