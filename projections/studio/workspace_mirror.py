@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain.studio import events as ev
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 
 LIVE_BY_STATUS = {
@@ -38,92 +38,124 @@ def live_status(workspace: dict[str, Any]) -> str:
 
 class MirrorProjector(Projector):
     name = "workspace_mirror"
-    topics = frozenset(
-        {
-            "WorkspaceLease.Provisioned",
-            "WorkspaceLease.SlotAcquired",
-            "WorkspaceLease.SlotReleased",
-            "WorkspaceLease.StatusChanged",
-            "WorkspaceLease.Recreated",
-            "WorkspaceLease.Verified",
-        }
-    )
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        _, tenant, project_slug, workspace_name = env.scope[:4]
-        key = mirror_doc_key(tenant, project_slug)
-        doc = docs.get(key) or {"project_slug": project_slug, "workspaces": {}}
-        e = env.event
-        if isinstance(e, ev.LeaseProvisioned):
-            doc["workspaces"][workspace_name] = {
-                "workspace_name": workspace_name,
-                "provider": e.provider,
-                "namespace": e.namespace,
-                "target_branch": e.target_branch,
-                "workspace_scope": e.workspace_scope,
-                "workspace_status": "ready",
-                "probe_live_status": "",
-                "active_slot_count": 0,
-                "max_active_slots": e.max_active_slots,
-                "warm_until_at": "",
-                "suspend_after_at": "",
-                "last_verified_at": "",
-                "resume_estimate_seconds": 0,
-                "default_resume_estimate_seconds": e.resume_estimate_seconds,
-                "provider_workspace_id": e.provider_workspace_id,
-                "recreations": 0,
-                "slots": {},
-                "history": {},
-            }
-        workspace = doc["workspaces"].get(workspace_name)
+    @handles(ev.LeaseProvisioned)
+    def lease_provisioned(self, e: ev.LeaseProvisioned, env: Envelope, docs: Docs) -> None:
+        doc = self._doc(env, docs)
+        name = env.scope[3]
+        doc["workspaces"][name] = {
+            "workspace_name": name,
+            "provider": e.provider,
+            "namespace": e.namespace,
+            "target_branch": e.target_branch,
+            "workspace_scope": e.workspace_scope,
+            "workspace_status": "ready",
+            "probe_live_status": "",
+            "active_slot_count": 0,
+            "max_active_slots": e.max_active_slots,
+            "warm_until_at": "",
+            "suspend_after_at": "",
+            "last_verified_at": "",
+            "resume_estimate_seconds": 0,
+            "default_resume_estimate_seconds": e.resume_estimate_seconds,
+            "provider_workspace_id": e.provider_workspace_id,
+            "recreations": 0,
+            "slots": {},
+            "history": {},
+        }
+        self._store(env, docs, doc)
+
+    @handles(ev.SlotAcquired)
+    def slot_acquired(self, e: ev.SlotAcquired, env: Envelope, docs: Docs) -> None:
+        doc = self._doc(env, docs)
+        workspace = doc["workspaces"].get(env.scope[3])
         if workspace is None:
             return
-        if isinstance(e, ev.SlotAcquired):
-            workspace["slots"][e.session_id] = {
-                "run_id": e.run_id,
-                "agent_id": e.agent_id,
-                "handoff_target": e.handoff_target,
-                "stale": False,
-            }
-            seen = workspace["history"].setdefault(e.session_id, {"starts": 0, "recovery_reason": ""})
-            seen["starts"] += 1
-            seen["handoff_target"] = e.handoff_target
-            if e.recovery_reason:
-                seen["recovery_reason"] = e.recovery_reason
-            if workspace["workspace_status"] == "suspended":
-                workspace["workspace_status"] = "ready"
-            workspace["warm_until_at"] = max(workspace["warm_until_at"], e.warm_until_at)
-            workspace["resume_estimate_seconds"] = 0
-        elif isinstance(e, ev.SlotReleased):
-            workspace["slots"].pop(e.session_id, None)
-            if not workspace["slots"]:
-                workspace["suspend_after_at"] = e.suspend_after_at
-        elif isinstance(e, ev.LeaseStatusChanged):
-            workspace["workspace_status"] = e.status
-            workspace["probe_live_status"] = ""
-            if e.status == "suspended":
-                workspace["resume_estimate_seconds"] = workspace["default_resume_estimate_seconds"]
-            if e.status == "missing":
-                for session_id in workspace["slots"]:
-                    workspace["history"].setdefault(session_id, {"starts": 0, "recovery_reason": ""})[
-                        "recovery_reason"
-                    ] = "sandbox_missing"
-        elif isinstance(e, ev.LeaseRecreated):
+        workspace["slots"][e.session_id] = {
+            "run_id": e.run_id,
+            "agent_id": e.agent_id,
+            "handoff_target": e.handoff_target,
+            "stale": False,
+        }
+        seen = _history(workspace, e.session_id)
+        seen["starts"] += 1
+        seen["handoff_target"] = e.handoff_target
+        if e.recovery_reason:
+            seen["recovery_reason"] = e.recovery_reason
+        if workspace["workspace_status"] == "suspended":
             workspace["workspace_status"] = "ready"
-            workspace["probe_live_status"] = ""
-            workspace["recreations"] += 1
-            workspace["provider_workspace_id"] = e.provider_workspace_id
-            for session_id in e.stale_sessions:
-                if session_id in workspace["slots"]:
-                    workspace["slots"][session_id]["stale"] = True
-                    workspace["history"].setdefault(session_id, {"starts": 0, "recovery_reason": ""})[
-                        "recovery_reason"
-                    ] = "sandbox_recreated"
-        elif isinstance(e, ev.LeaseVerified):
-            workspace["probe_live_status"] = e.live_status
-            workspace["last_verified_at"] = env.at
+        workspace["warm_until_at"] = max(workspace["warm_until_at"], e.warm_until_at)
+        workspace["resume_estimate_seconds"] = 0
+        self._store(env, docs, doc)
+
+    @handles(ev.SlotReleased)
+    def slot_released(self, e: ev.SlotReleased, env: Envelope, docs: Docs) -> None:
+        doc = self._doc(env, docs)
+        workspace = doc["workspaces"].get(env.scope[3])
+        if workspace is None:
+            return
+        workspace["slots"].pop(e.session_id, None)
+        if not workspace["slots"]:
+            workspace["suspend_after_at"] = e.suspend_after_at
+        self._store(env, docs, doc)
+
+    @handles(ev.LeaseStatusChanged)
+    def lease_status_changed(self, e: ev.LeaseStatusChanged, env: Envelope, docs: Docs) -> None:
+        doc = self._doc(env, docs)
+        workspace = doc["workspaces"].get(env.scope[3])
+        if workspace is None:
+            return
+        workspace["workspace_status"] = e.status
+        workspace["probe_live_status"] = ""
+        if e.status == "suspended":
+            workspace["resume_estimate_seconds"] = workspace["default_resume_estimate_seconds"]
+        if e.status == "missing":
+            for session_id in workspace["slots"]:
+                _history(workspace, session_id)["recovery_reason"] = "sandbox_missing"
+        self._store(env, docs, doc)
+
+    @handles(ev.LeaseRecreated)
+    def lease_recreated(self, e: ev.LeaseRecreated, env: Envelope, docs: Docs) -> None:
+        doc = self._doc(env, docs)
+        workspace = doc["workspaces"].get(env.scope[3])
+        if workspace is None:
+            return
+        workspace["workspace_status"] = "ready"
+        workspace["probe_live_status"] = ""
+        workspace["recreations"] += 1
+        workspace["provider_workspace_id"] = e.provider_workspace_id
+        for session_id in e.stale_sessions:
+            if session_id in workspace["slots"]:
+                workspace["slots"][session_id]["stale"] = True
+                _history(workspace, session_id)["recovery_reason"] = "sandbox_recreated"
+        self._store(env, docs, doc)
+
+    @handles(ev.LeaseVerified)
+    def lease_verified(self, e: ev.LeaseVerified, env: Envelope, docs: Docs) -> None:
+        doc = self._doc(env, docs)
+        workspace = doc["workspaces"].get(env.scope[3])
+        if workspace is None:
+            return
+        workspace["probe_live_status"] = e.live_status
+        workspace["last_verified_at"] = env.at
+        self._store(env, docs, doc)
+
+    @staticmethod
+    def _doc(env: Envelope, docs: Docs) -> dict[str, Any]:
+        _, tenant, project_slug = env.scope[:3]
+        return docs.get(mirror_doc_key(tenant, project_slug)) or {"project_slug": project_slug, "workspaces": {}}
+
+    @staticmethod
+    def _store(env: Envelope, docs: Docs, doc: dict[str, Any]) -> None:
+        _, tenant, project_slug, workspace_name = env.scope[:4]
+        workspace = doc["workspaces"][workspace_name]
         workspace["active_slot_count"] = sum(1 for s in workspace["slots"].values() if not s["stale"])
-        docs.put(key, doc, partition=f"mirrors/{tenant}", sort_key=project_slug)
+        docs.put(mirror_doc_key(tenant, project_slug), doc, partition=f"mirrors/{tenant}", sort_key=project_slug)
+
+
+def _history(workspace: dict[str, Any], session_id: str) -> dict[str, Any]:
+    """What the mirror remembers of a session that held a slot of ``workspace``."""
+    return workspace["history"].setdefault(session_id, {"starts": 0, "recovery_reason": ""})
 
 
 def compose_mirror(doc: dict[str, Any] | None, sessions: list[dict[str, Any]], project_slug: str) -> dict[str, Any]:
