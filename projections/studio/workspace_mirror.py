@@ -8,6 +8,7 @@ the project are ever in its document (per-project isolation).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from domain.studio import events as ev
@@ -67,83 +68,72 @@ class MirrorProjector(Projector):
 
     @handles(ev.SlotAcquired)
     def slot_acquired(self, e: ev.SlotAcquired, env: Envelope, docs: Docs) -> None:
-        doc = self._doc(env, docs)
-        workspace = doc["workspaces"].get(env.scope[3])
-        if workspace is None:
-            return
-        workspace["slots"][e.session_id] = {
-            "run_id": e.run_id,
-            "agent_id": e.agent_id,
-            "handoff_target": e.handoff_target,
-            "stale": False,
-        }
-        seen = _history(workspace, e.session_id)
-        seen["starts"] += 1
-        seen["handoff_target"] = e.handoff_target
-        if e.recovery_reason:
-            seen["recovery_reason"] = e.recovery_reason
-        if workspace["workspace_status"] == "suspended":
-            workspace["workspace_status"] = "ready"
-        workspace["warm_until_at"] = max(workspace["warm_until_at"], e.warm_until_at)
-        workspace["resume_estimate_seconds"] = 0
-        self._store(env, docs, doc)
+        for workspace in self._workspace(env, docs):
+            workspace["slots"][e.session_id] = {
+                "run_id": e.run_id,
+                "agent_id": e.agent_id,
+                "handoff_target": e.handoff_target,
+                "stale": False,
+            }
+            seen = _history(workspace, e.session_id)
+            seen["starts"] += 1
+            seen["handoff_target"] = e.handoff_target
+            if e.recovery_reason:
+                seen["recovery_reason"] = e.recovery_reason
+            if workspace["workspace_status"] == "suspended":
+                workspace["workspace_status"] = "ready"
+            workspace["warm_until_at"] = max(workspace["warm_until_at"], e.warm_until_at)
+            workspace["resume_estimate_seconds"] = 0
 
     @handles(ev.SlotReleased)
     def slot_released(self, e: ev.SlotReleased, env: Envelope, docs: Docs) -> None:
-        doc = self._doc(env, docs)
-        workspace = doc["workspaces"].get(env.scope[3])
-        if workspace is None:
-            return
-        workspace["slots"].pop(e.session_id, None)
-        if not workspace["slots"]:
-            workspace["suspend_after_at"] = e.suspend_after_at
-        self._store(env, docs, doc)
+        for workspace in self._workspace(env, docs):
+            workspace["slots"].pop(e.session_id, None)
+            if not workspace["slots"]:
+                workspace["suspend_after_at"] = e.suspend_after_at
 
     @handles(ev.LeaseStatusChanged)
     def lease_status_changed(self, e: ev.LeaseStatusChanged, env: Envelope, docs: Docs) -> None:
-        doc = self._doc(env, docs)
-        workspace = doc["workspaces"].get(env.scope[3])
-        if workspace is None:
-            return
-        workspace["workspace_status"] = e.status
-        workspace["probe_live_status"] = ""
-        if e.status == "suspended":
-            workspace["resume_estimate_seconds"] = workspace["default_resume_estimate_seconds"]
-        if e.status == "missing":
-            for session_id in workspace["slots"]:
-                _history(workspace, session_id)["recovery_reason"] = "sandbox_missing"
-        self._store(env, docs, doc)
+        for workspace in self._workspace(env, docs):
+            workspace["workspace_status"] = e.status
+            workspace["probe_live_status"] = ""
+            if e.status == "suspended":
+                workspace["resume_estimate_seconds"] = workspace["default_resume_estimate_seconds"]
+            if e.status == "missing":
+                for session_id in workspace["slots"]:
+                    _history(workspace, session_id)["recovery_reason"] = "sandbox_missing"
 
     @handles(ev.LeaseRecreated)
     def lease_recreated(self, e: ev.LeaseRecreated, env: Envelope, docs: Docs) -> None:
-        doc = self._doc(env, docs)
-        workspace = doc["workspaces"].get(env.scope[3])
-        if workspace is None:
-            return
-        workspace["workspace_status"] = "ready"
-        workspace["probe_live_status"] = ""
-        workspace["recreations"] += 1
-        workspace["provider_workspace_id"] = e.provider_workspace_id
-        for session_id in e.stale_sessions:
-            if session_id in workspace["slots"]:
-                workspace["slots"][session_id]["stale"] = True
-                _history(workspace, session_id)["recovery_reason"] = "sandbox_recreated"
-        self._store(env, docs, doc)
+        for workspace in self._workspace(env, docs):
+            workspace["workspace_status"] = "ready"
+            workspace["probe_live_status"] = ""
+            workspace["recreations"] += 1
+            workspace["provider_workspace_id"] = e.provider_workspace_id
+            for session_id in e.stale_sessions:
+                if session_id in workspace["slots"]:
+                    workspace["slots"][session_id]["stale"] = True
+                    _history(workspace, session_id)["recovery_reason"] = "sandbox_recreated"
 
     @handles(ev.LeaseVerified)
     def lease_verified(self, e: ev.LeaseVerified, env: Envelope, docs: Docs) -> None:
-        doc = self._doc(env, docs)
-        workspace = doc["workspaces"].get(env.scope[3])
-        if workspace is None:
-            return
-        workspace["probe_live_status"] = e.live_status
-        workspace["last_verified_at"] = env.at
-        self._store(env, docs, doc)
+        for workspace in self._workspace(env, docs):
+            workspace["probe_live_status"] = e.live_status
+            workspace["last_verified_at"] = env.at
 
     @staticmethod
     def _doc(env: Envelope, docs: Docs) -> dict[str, Any]:
         _, tenant, project_slug = env.scope[:3]
         return docs.get(mirror_doc_key(tenant, project_slug)) or {"project_slug": project_slug, "workspaces": {}}
+
+    def _workspace(self, env: Envelope, docs: Docs) -> Iterator[dict[str, Any]]:
+        """The event's workspace, once, if the mirror has it; the mirror is stored after the
+        loop's body changed it (an event of a workspace never provisioned changes nothing)."""
+        doc = self._doc(env, docs)
+        workspace = doc["workspaces"].get(env.scope[3])
+        if workspace is not None:
+            yield workspace
+            self._store(env, docs, doc)
 
     @staticmethod
     def _store(env: Envelope, docs: Docs, doc: dict[str, Any]) -> None:
