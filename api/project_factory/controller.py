@@ -5,6 +5,7 @@ graph lets the caller read: ``GET /v1/project-factory/projects`` and ``…/proje
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -31,8 +32,6 @@ from domain.gate.ports import VcsError
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
 from domain.portal.relations import graph_grants
 from domain.projects.events import (
-    ParticipantAdded,
-    ParticipantRemoved,
     settings_from_request,
     settings_mapping,
 )
@@ -435,15 +434,11 @@ def add_participant(
     manage_check(state, caller, project_slug, held, data.project_role)
     if held is not None:
         last_owner_check(doc, key, data.project_role)
-    project_commands(state).add_participant(
+    added = project_commands(state).add_participant(
         tenant=tenant, project_slug=project_slug, subject_key=key, project_role=data.project_role,
         stack_ids=list(data.stack_ids), added_by=caller.subject_key,
     )
-    added = ParticipantAdded(
-        subject_key=key, project_role=data.project_role, stack_ids=list(data.stack_ids), added_by=caller.subject_key,
-        at=doc["updated_at"],
-    )
-    apply_provisioning(doc, added)
+    apply_provisioning(doc, dataclasses.replace(added, at=doc["updated_at"]))  # the answer keeps the read's time
     return msgspec.convert(doc, PortalProjectOut)
 
 
@@ -468,10 +463,10 @@ def remove_participant(
         raise ApiError(404, f"{key!r} is not a participant of project {project_slug!r}.", "participant_not_found")
     manage_check(state, caller, project_slug, held, None)
     last_owner_check(doc, key, None)
-    project_commands(state).remove_participant(
+    removed = project_commands(state).remove_participant(
         tenant=tenant, project_slug=project_slug, subject_key=key, removed_by=caller.subject_key
     )
-    apply_provisioning(doc, ParticipantRemoved(subject_key=key, removed_by=caller.subject_key, at=doc["updated_at"]))
+    apply_provisioning(doc, dataclasses.replace(removed, at=doc["updated_at"]))
     return msgspec.convert(doc, PortalProjectOut)
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import msgspec
 from eventsourcing.persistence import RecordConflictError
 
-from domain.projects.events import RepositoryFetched, settings_from_request
+from domain.projects.events import (
+    ParticipantAdded,
+    ParticipantRemoved,
+    RepositoryFetched,
+    settings_from_request,
+)
 from domain.projects.project import Project, mirrored_repo_slug, slugify
 from domain.projects.provisioning import MirrorPort
 from domain.shared.errors import Conflict, Invalid, project_not_found, template_not_found
@@ -55,19 +59,21 @@ class ProjectCommands:
                 ).head_sha, "fetched", ""
             except Exception as exc:  # an unreachable origin is recorded, never blocking
                 head, status, error = "", "failed", str(exc) or type(exc).__name__
-            fetches.append(RepositoryFetched(
-                repository_key=str(binding.get("repository_key") or ""), run_id=run_id, status=status,
-                head_sha=head, error=error, at=self.clock(),
-            ))
-        if fetches:
-            self.store.retrying(lambda: self._record_fetches(project.tenant, project.project_slug, fetches))
-        return fetches
+            fetches.append({
+                "repository_key": str(binding.get("repository_key") or ""), "run_id": run_id, "status": status,
+                "head_sha": head, "error": error, "at": self.clock(),
+            })
+        if not fetches:
+            return []
+        return self.store.retrying(lambda: self._record_fetches(project.tenant, project.project_slug, fetches))
 
-    def _record_fetches(self, tenant: str, slug: str, fetches: list[RepositoryFetched]) -> None:
+    def _record_fetches(self, tenant: str, slug: str, fetches: list[dict[str, Any]]) -> list[RepositoryFetched]:
         project = self.store.get_or_none(project_key(tenant, slug))
         for fetch in fetches:
-            project.record_fetch(**msgspec.structs.asdict(fetch))
+            project.record_fetch(**fetch)
+        recorded = list(project.pending_events)
         self.store.save(project)
+        return recorded
 
     def create_project(
         self, *, tenant: str, request: dict[str, Any], created_by: str
@@ -101,21 +107,23 @@ class ProjectCommands:
             ) from None
         return project
 
-    def remove_participant(self, *, tenant: str, project_slug: str, subject_key: str, removed_by: str) -> Project:
-        """Records ``subject_key`` leaving the project (every access derived from it goes)."""
+    def remove_participant(
+        self, *, tenant: str, project_slug: str, subject_key: str, removed_by: str
+    ) -> ParticipantRemoved:
+        """Records ``subject_key`` leaving the project (every access derived from it goes);
+        answers the recorded event."""
         project = self.get_project(tenant, project_slug)
         if project is None:
             raise project_not_found(project_slug)
         project.remove_participant(subject_key=subject_key.lower(), removed_by=removed_by, at=self.clock())
-        self.store.save(project)
-        return project
+        return self._saved(project)
 
     def add_participant(
         self, *, tenant: str, project_slug: str, subject_key: str, project_role: str, stack_ids: list[str],
         added_by: str,
-    ) -> Project:
+    ) -> ParticipantAdded:
         """Records ``subject_key`` taking part at ``project_role`` (added back after a removal,
-        or given another role)."""
+        or given another role); answers the recorded event."""
         project = self.get_project(tenant, project_slug)
         if project is None:
             raise project_not_found(project_slug)
@@ -123,8 +131,13 @@ class ProjectCommands:
             subject_key=subject_key.lower(), project_role=project_role, stack_ids=list(stack_ids), added_by=added_by,
             at=self.clock(),
         )
+        return self._saved(project)
+
+    def _saved(self, project: Project) -> Any:
+        """Saves ``project``; answers the one event it recorded."""
+        (recorded,) = project.pending_events
         self.store.save(project)
-        return project
+        return recorded
 
     def get_project(self, tenant: str, slug: str) -> Project | None:
         if not is_valid_id(slug):

@@ -102,8 +102,9 @@ def derived(originator_id: str, kind: str) -> tuple[str, ...]:
 
 def event_time(raw: Any) -> str:
     """``2026-01-02T03:04:05.000006Z`` from an event's timestamp (or the stored form of one)."""
-    if isinstance(raw, datetime):
-        raw = raw.isoformat()
+    if type(raw) is datetime:
+        text = raw.isoformat(timespec="microseconds")
+        return (text[:-6] if text.endswith("+00:00") else text) + "Z"
     text = raw.get("_data_", "") if isinstance(raw, dict) else str(raw or "")
     if not text:
         return ""

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from domain.projects.events import RepositoryProvisioned
 from domain.shared.ids import derived_id
 from projections.projects.projects import apply_provisioning, project_out
 from tests.conftest import ADMIN
+from tests.events import typed
 from tests.integration.local_support import served
 from tests.jobs_support import http, service
 
@@ -269,8 +269,8 @@ def test_a_maintainer_cannot_remove_the_owner_and_a_removed_participant_can_come
 def test_a_server_path_stored_by_an_older_log_is_never_shown_as_vcs_repo_url() -> None:
     request = {"repository_bindings": [{"repository_key": "assembly", "vcs_repo_slug": "acme/assembly", "repository_type": "assembly"}]}
     project = project_out("default", "acme", request, "op@example.com", "2026-01-01T00:00:00.000000Z")
-    stored = RepositoryProvisioned(
-        repository_key="assembly", status="provisioned", vcs_repo_url="file:///srv/squadops/var/vcs/acme/assembly.git",
+    stored = typed(
+        "Project.RepositoryProvisioned", repository_key="assembly", status="provisioned", vcs_repo_url="file:///srv/squadops/var/vcs/acme/assembly.git",
         vcs_repo_node_id="c" * 40, error="", at="2026-01-01T00:00:01.000000Z",
     )
     apply_provisioning(project, stored)

@@ -18,8 +18,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from eventsourcing.persistence import EventStore, Mapper, Notification, Recording, StoredEvent
-from eventsourcing.utils import get_topic
+from eventsourcing.persistence import (
+    EventStore,
+    Mapper,
+    MapperDeserialisationError,
+    Notification,
+    Recording,
+    StoredEvent,
+)
+from eventsourcing.utils import get_topic, resolve_topic
 
 from workers.eventstore.transcoder import MsgspecTranscoder
 
@@ -50,6 +57,8 @@ class LeanMapper(Mapper[Any]):
             else None
         )
         self._classes: dict[type, tuple[str, int]] = {}
+        self._decode = transcoder.decode if self._encode_owned is not None else None
+        self._topics: dict[str, tuple[type, int]] = {}
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         encode = self._encode_owned
@@ -66,6 +75,36 @@ class LeanMapper(Mapper[Any]):
         if class_version > 1:
             state["class_version"] = class_version
         return stored_event(originator_id, originator_version, topic, encode(state))
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        """The library's ``to_domain_event`` with the event's class looked up once per topic
+        (ids are strings here: the library's id conversion is the identity)."""
+        decode = self._decode
+        if decode is None or type(stored_event.originator_id) is not str:
+            return super().to_domain_event(stored_event)
+        topic = stored_event.topic
+        known = self._topics.get(topic)
+        if known is None:
+            cls = resolve_topic(topic)
+            known = self._topics[topic] = (cls, getattr(cls, "class_version", 1))
+        cls, class_version = known
+        try:
+            state = decode(stored_event.state)
+        except Exception as e:
+            msg = (
+                f"Failed to deserialise state of stored event with topic '{topic}', originator_id "
+                f"'{stored_event.originator_id}' and originator_version {stored_event.originator_version}: {e}"
+            )
+            raise MapperDeserialisationError(msg) from e
+        state["originator_id"] = stored_event.originator_id
+        state["originator_version"] = stored_event.originator_version
+        from_version = state.pop("class_version", 1)
+        while from_version < class_version:
+            getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(state)
+            from_version += 1
+        domain_event = _new(cls)
+        object.__setattr__(domain_event, "__dict__", state)
+        return domain_event
 
 
 class LeanEventStore(EventStore[Any]):
