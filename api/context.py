@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from domain.studio.commands.agent_tools import AgentToolCalls
 from litestar.datastructures import State
 from litestar.di import NamedDependency, Provide
 from litestar.types import Scope
@@ -42,6 +41,7 @@ from domain.projects.commands import ProjectCommands
 from domain.projects.provisioning import ProjectProvisioning
 from domain.shared.event_store import EventStore
 from domain.studio.commands import StudioCommands
+from domain.studio.commands.tool_calls import AgentToolCalls
 from domain.workspaces.commands import WorkspaceCommands
 from domain.workspaces.material import MaterialConfig
 from domain.workspaces.metering import MeterTokens
