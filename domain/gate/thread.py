@@ -14,20 +14,6 @@ from typing import Any
 from eventsourcing.domain import event
 
 from domain.gate import events as ev
-from domain.gate.events import (
-    BranchCommitted,
-    BranchPushed,
-    CheckRunRecorded,
-    CommentPosted,
-    EvidenceRecorded,
-    PromotionDecided,
-    PublicationPlanned,
-    PullRequestPublished,
-    RunCompleted,
-    RunFailed,
-    RunStarted,
-    ThreadOpened,
-)
 from domain.gate.record import fold
 from domain.shared.base import Aggregate
 from domain.shared.errors import Conflict
@@ -58,7 +44,7 @@ class GateThread(Aggregate):
     def create_id(tenant: str, thread_key: str) -> str:
         return thread_key_id(tenant, thread_key)
 
-    @event(ThreadOpened)
+    @event(ev.ThreadOpened)
     def __init__(self, *, tenant: str, thread_key: str, at: str) -> None:
         self.tenant = tenant
         self.thread_key = thread_key
@@ -92,7 +78,7 @@ class GateThread(Aggregate):
         self._run_started(attempt=attempt, **fields)
         return attempt
 
-    @event(RunStarted)
+    @event(ev.RunStarted)
     def _run_started(
         self, attempt: int, run_id: str, project_slug: str, repo: str, repository_key: str,
         repository_type: str, agent_key: str, engine_key: str, runner_kind: str, scenario_key: str,
@@ -109,7 +95,7 @@ class GateThread(Aggregate):
         self._require_open(fields["attempt"])
         self._publication_planned(**fields, run_id=self.run_of(fields["attempt"]))
 
-    @event(PublicationPlanned)
+    @event(ev.PublicationPlanned)
     def _publication_planned(
         self, attempt: int, mode: str, branch_name: str, base_branch: str, committed_paths: list[str],
         pr_title: str, pr_body: str, labels: list[str], check_run_names: list[str], artifact_path: str, at: str,
@@ -121,7 +107,7 @@ class GateThread(Aggregate):
         self._require_open(fields["attempt"])
         self._branch_committed(**fields, run_id=self.run_of(fields["attempt"]))
 
-    @event(BranchCommitted)
+    @event(ev.BranchCommitted)
     def _branch_committed(
         self, attempt: int, branch_name: str, base_sha: str, head_sha: str, committed_paths: list[str], at: str,
         run_id: str = "",
@@ -132,7 +118,7 @@ class GateThread(Aggregate):
         self._require_open(fields["attempt"])
         self._pull_request_published(**fields)
 
-    @event(PullRequestPublished)
+    @event(ev.PullRequestPublished)
     def _pull_request_published(
         self, attempt: int, run_id: str, repo: str, repository_key: str, pr_number: int, pr_url: str,
         pr_owner: str, pr_repo: str, head_sha: str, merge_sha: str, github_ref: str, author: str, at: str,
@@ -143,7 +129,7 @@ class GateThread(Aggregate):
         self._require_open(fields["attempt"])
         self._branch_pushed(**fields, run_id=self.run_of(fields["attempt"]))
 
-    @event(BranchPushed)
+    @event(ev.BranchPushed)
     def _branch_pushed(
         self, attempt: int, run_id: str, origin: str, branch_name: str, head_sha: str, status: str, error: str,
         at: str,
@@ -154,7 +140,7 @@ class GateThread(Aggregate):
         self._require_open(fields["attempt"])
         self._check_run_recorded(**fields, run_id=self.run_of(fields["attempt"]))
 
-    @event(CheckRunRecorded)
+    @event(ev.CheckRunRecorded)
     def _check_run_recorded(
         self, attempt: int, check_run_id: int, name: str, conclusion: str, summary: str, at: str, run_id: str = ""
     ) -> None:
@@ -164,7 +150,7 @@ class GateThread(Aggregate):
         self._require_open(fields["attempt"])
         self._comment_posted(**fields, run_id=self.run_of(fields["attempt"]))
 
-    @event(CommentPosted)
+    @event(ev.CommentPosted)
     def _comment_posted(
         self, attempt: int, comment_id: int, comment_url: str, body: str, at: str, run_id: str = ""
     ) -> None:
@@ -174,7 +160,7 @@ class GateThread(Aggregate):
         self._require_open(fields["attempt"])
         self._evidence_recorded(**fields)
 
-    @event(EvidenceRecorded)
+    @event(ev.EvidenceRecorded)
     def _evidence_recorded(
         self, attempt: int, run_id: str, repo: str, repository_key: str, repository_type: str, scope: str,
         evidence_url: str, artifact_path: str, pr_url: str, at: str,
@@ -185,7 +171,7 @@ class GateThread(Aggregate):
         self._require_open(fields["attempt"])
         self._promotion_decided(**fields, run_id=self.run_of(fields["attempt"]))
 
-    @event(PromotionDecided)
+    @event(ev.PromotionDecided)
     def _promotion_decided(self, attempt: int, decision: str, reasons: list[str], at: str, run_id: str = "") -> None:
         self._fold(ev.PromotionDecided, **{k: v for k, v in locals().items() if k != "self"})
 
@@ -195,7 +181,7 @@ class GateThread(Aggregate):
         self._require_open(attempt)
         self._run_completed(attempt=attempt, status=status, at=at, run_id=self.run_of(attempt))
 
-    @event(RunCompleted)
+    @event(ev.RunCompleted)
     def _run_completed(self, attempt: int, status: str, at: str, run_id: str = "") -> None:
         self.ended.add(attempt)
         self._fold(ev.RunCompleted, attempt=attempt, status=status, at=at, run_id=run_id)
@@ -204,7 +190,7 @@ class GateThread(Aggregate):
         self._require_open(attempt)
         self._run_failed(attempt=attempt, step=step, error_message=error_message, at=at, run_id=self.run_of(attempt))
 
-    @event(RunFailed)
+    @event(ev.RunFailed)
     def _run_failed(self, attempt: int, step: str, error_message: str, at: str, run_id: str = "") -> None:
         self.ended.add(attempt)
         self._fold(ev.RunFailed, attempt=attempt, step=step, error_message=error_message, at=at, run_id=run_id)
