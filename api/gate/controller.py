@@ -23,11 +23,13 @@ from api.gate.dto import GateRunIn, GateRunList, GateRunOut
 from api.read_your_writes import command
 from domain.gate.commands import GateCommands, GateRequest
 from domain.gate.scenarios import Scenario
-from domain.shared.ids import ID_PATTERN
+from domain.shared.ids import BRANCH_PART_PATTERN, ID_PATTERN
 from projections.engine.store import DocStore
 from projections.gate.runs import gate_runs_partition
 
 KeyPath = Annotated[str, PathParameter(pattern=ID_PATTERN)]
+# A thread's key names its branches (``squadops/gate/<thread_key>/run-<n>``): no leading ``-``.
+ThreadKeyPath = Annotated[str, PathParameter(pattern=BRANCH_PART_PATTERN, description="[A-Za-z0-9_-], not starting with -")]
 _run = msgspec.json.Decoder(GateRunOut)
 
 
@@ -37,7 +39,7 @@ def gate_commands(state: State) -> GateCommands:
 
 @command("/threads/{thread_key:str}/run", status_code=200, summary="Run a gate thread")
 def run_thread(
-    thread_key: KeyPath, data: JSONBody[GateRunIn], state: State, caller: CallerDep
+    thread_key: ThreadKeyPath, data: JSONBody[GateRunIn], state: State, caller: CallerDep
 ) -> GateRunOut:
     # The body may name the tenant (the sample's ``default``); a tenant header naming another
     # one is a contradiction.

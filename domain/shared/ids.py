@@ -24,6 +24,8 @@ OPTIONAL_REPO_SLUG_PATTERN = rf"^(?:{ID}/{ID})?{END}"
 # A branch is identifiers joined by ``/``; no component starts with ``-`` (an option to git).
 _BRANCH_PART = r"(?!-)[A-Za-z0-9_-]{1,128}"
 BRANCH_PATTERN = rf"^{_BRANCH_PART}(?:/{_BRANCH_PART}){{0,7}}{END}"
+# An identifier that also becomes one part of a branch (a gate thread's key).
+BRANCH_PART_PATTERN = rf"^{_BRANCH_PART}{END}"
 _ID = re.compile(rf"\A{ID}\Z")
 _REPO_SLUG = re.compile(rf"\A{ID}/{ID}\Z")
 _BRANCH = re.compile(rf"\A{_BRANCH_PART}(?:/{_BRANCH_PART}){{0,7}}\Z")

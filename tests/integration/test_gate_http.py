@@ -142,6 +142,9 @@ def test_gate_errors(setup: tuple[TestClient, Path]) -> None:
     unknown = client.post(f"{GATE}/threads/t-1/run", json={"scenario_key": "no-such-scenario"})
     assert unknown.status_code == 404 and unknown.json()["code"] == "scenario_not_found"
     assert client.post(f"{GATE}/threads/bad%20key/run", json={}).status_code == 422
+    # A thread key names its branches: one git would read as an option is refused, not a 503.
+    dash = client.post(f"{GATE}/threads/-/run", json={})
+    assert dash.status_code == 422 and dash.json()["detail"][0]["loc"] == ["path", "thread_key"]
     assert client.post(f"{GATE}/threads/t-1/run", json={"publish": "yes"}).json()["detail"][0]["loc"] == ["body", "publish"]
     person = {"x-edge-claim-email": "dev@example.com", "x-edge-claim-groups": "/org/dev"}
     assert client.post(f"{GATE}/threads/t-1/run", json={}, headers=person).status_code == 403
