@@ -11,12 +11,12 @@ the session ended. Texts are kept whole: the page folds the long ones.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from domain.studio import events as ev
-from projections.engine.by_type import ByType
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 
 
@@ -36,26 +36,6 @@ def _entry(kind: str, text: str = "", **fields: Any) -> dict[str, Any]:
     return {"kind": kind, "text": text, "tool_name": "", "input": "", "failed": False, "target_agent_id": "", **fields}
 
 
-# An entry by the event's class (``projections.engine.by_type``); events not named here are no entry.
-ENTRIES: ByType[Callable[[Any], dict[str, Any]]] = ByType(
-    {
-        ev.AssistantMessage: lambda e: _entry("message", e.text),
-        ev.ToolCalled: lambda e: _entry("tool", e.summary, tool_name=e.tool_name, input=e.route),
-        ev.ToolCallFailed: lambda e: _entry("tool", e.reason, tool_name=e.tool_name, input=e.summary, failed=True),
-        ev.ControllerActionObserved: lambda e: _entry("controller", e.summary, tool_name=e.action, input=e.evidence_label),
-        ev.HandedOff: lambda e: _entry("handoff", e.reason, target_agent_id=e.target_agent_id),
-        ev.MessageDelivered: lambda e: _entry("mailbox", e.message, input=f"{e.channel} from {e.actor}"),
-        ev.Blocked: lambda e: _entry("blocker", f"{e.code}: {e.message}", failed=True),
-        ev.Unblocked: lambda e: _entry("blocker", f"{e.code} cleared: {e.resolution}"),
-        ev.RunnerOutput: lambda e: _entry("output", e.text, input=f"{e.stream} {e.level}", failed=e.level == "error"),
-        ev.PullRequestOpened: lambda e: _entry("delivery", f"pull request #{e.pr_number} on {e.repository_key}"),
-        ev.ProcessStarted: lambda e: _entry("session", f"process started (attempt {e.attempt})"),
-        ev.StartFailed: lambda e: _entry("session", f"start failed: {e.error}", failed=True),
-        ev.ModelReported: lambda e: _entry("session", f"model {e.model}"),
-        ev.SessionCompleted: lambda e: _entry("session", str((e.result or {}).get("result", "session completed"))),
-        ev.Stopped: lambda e: _entry("session", f"stopped: {e.reason}"),
-    }
-)
 METRIC_FIELDS = ("total_cost_usd", "duration_ms", "num_turns")
 
 
@@ -66,20 +46,21 @@ def new_head(env: Envelope) -> dict[str, Any]:
     }
 
 
-class TranscriptsProjector(Projector):
-    name = "transcripts"
-    topics = frozenset(ev.kind_of(cls) for cls in ev.SESSION_EVENTS)
+def _session_event(make: Callable[[dict[str, Any], Any], dict[str, Any] | None]) -> Callable[..., None]:
+    """The handler of a session event: ``make(head, e)`` answers the event's entry (or None:
+    the event is no entry) and may note what the head shows of it; the head is stored with
+    the event's position (the page's live channel resumes after it)."""
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
+    @functools.wraps(make)
+    def handler(self: TranscriptsProjector, e: Any, env: Envelope, docs: Docs) -> None:
         if not env.agent_id or not env.run_id:
             return
         tenant, run_id, agent_id = env.tenant, env.run_id, env.agent_id
         key = transcript_head_key(tenant, run_id, agent_id)
         head = docs.get(key) or new_head(env)
-        e = env.event
-        make = ENTRIES.get(e)
-        if make is not None:
-            entry = make(e) | {"position": env.position, "at": env.at}
+        entry = make(head, e)
+        if entry is not None:
+            entry |= {"position": env.position, "at": env.at}
             partition = transcript_partition(tenant, run_id, agent_id)
             docs.put(entry_key(tenant, run_id, agent_id, env.position), entry, partition=partition, sort_key=f"{env.position:012d}")
             head["entries"] += 1
@@ -87,12 +68,146 @@ class TranscriptsProjector(Projector):
             head["tool_calls"] += entry["kind"] == "tool"
             head["failed_calls"] += entry["kind"] == "tool" and entry["failed"]
             head["handoffs"] += entry["kind"] == "handoff"
-        if isinstance(e, ev.ModelReported):
-            head["model"] = e.model
-        elif isinstance(e, ev.ProcessStarted) and e.model_ran:
-            head["model"] = e.model_ran
-        elif isinstance(e, ev.SessionCompleted):
-            head["result"] = {k: (e.result or {}).get(k) for k in METRIC_FIELDS if (e.result or {}).get(k) is not None}
         head["session_id"] = env.session_id or head["session_id"]
-        head["position"] = env.position  # the page's live channel resumes after it
+        head["position"] = env.position
         docs.put(key, head)
+
+    return handler
+
+
+class TranscriptsProjector(Projector):
+    name = "transcripts"
+
+    # -- events that are an entry -----------------------------------------------------------
+
+    @handles(ev.AssistantMessage)
+    @_session_event
+    def assistant_message(head: dict[str, Any], e: ev.AssistantMessage) -> dict[str, Any] | None:
+        return _entry("message", e.text)
+
+    @handles(ev.ToolCalled)
+    @_session_event
+    def tool_called(head: dict[str, Any], e: ev.ToolCalled) -> dict[str, Any] | None:
+        return _entry("tool", e.summary, tool_name=e.tool_name, input=e.route)
+
+    @handles(ev.ToolCallFailed)
+    @_session_event
+    def tool_call_failed(head: dict[str, Any], e: ev.ToolCallFailed) -> dict[str, Any] | None:
+        return _entry("tool", e.reason, tool_name=e.tool_name, input=e.summary, failed=True)
+
+    @handles(ev.ControllerActionObserved)
+    @_session_event
+    def controller_action_observed(head: dict[str, Any], e: ev.ControllerActionObserved) -> dict[str, Any] | None:
+        return _entry("controller", e.summary, tool_name=e.action, input=e.evidence_label)
+
+    @handles(ev.HandedOff)
+    @_session_event
+    def handed_off(head: dict[str, Any], e: ev.HandedOff) -> dict[str, Any] | None:
+        return _entry("handoff", e.reason, target_agent_id=e.target_agent_id)
+
+    @handles(ev.MessageDelivered)
+    @_session_event
+    def message_delivered(head: dict[str, Any], e: ev.MessageDelivered) -> dict[str, Any] | None:
+        return _entry("mailbox", e.message, input=f"{e.channel} from {e.actor}")
+
+    @handles(ev.Blocked)
+    @_session_event
+    def blocked(head: dict[str, Any], e: ev.Blocked) -> dict[str, Any] | None:
+        return _entry("blocker", f"{e.code}: {e.message}", failed=True)
+
+    @handles(ev.Unblocked)
+    @_session_event
+    def unblocked(head: dict[str, Any], e: ev.Unblocked) -> dict[str, Any] | None:
+        return _entry("blocker", f"{e.code} cleared: {e.resolution}")
+
+    @handles(ev.RunnerOutput)
+    @_session_event
+    def runner_output(head: dict[str, Any], e: ev.RunnerOutput) -> dict[str, Any] | None:
+        return _entry("output", e.text, input=f"{e.stream} {e.level}", failed=e.level == "error")
+
+    @handles(ev.PullRequestOpened)
+    @_session_event
+    def pull_request_opened(head: dict[str, Any], e: ev.PullRequestOpened) -> dict[str, Any] | None:
+        return _entry("delivery", f"pull request #{e.pr_number} on {e.repository_key}")
+
+    @handles(ev.StartFailed)
+    @_session_event
+    def start_failed(head: dict[str, Any], e: ev.StartFailed) -> dict[str, Any] | None:
+        return _entry("session", f"start failed: {e.error}", failed=True)
+
+    @handles(ev.Stopped)
+    @_session_event
+    def stopped(head: dict[str, Any], e: ev.Stopped) -> dict[str, Any] | None:
+        return _entry("session", f"stopped: {e.reason}")
+
+    @handles(ev.ProcessStarted)
+    @_session_event
+    def process_started(head: dict[str, Any], e: ev.ProcessStarted) -> dict[str, Any] | None:
+        if e.model_ran:
+            head["model"] = e.model_ran
+        return _entry("session", f"process started (attempt {e.attempt})")
+
+    @handles(ev.ModelReported)
+    @_session_event
+    def model_reported(head: dict[str, Any], e: ev.ModelReported) -> dict[str, Any] | None:
+        head["model"] = e.model
+        return _entry("session", f"model {e.model}")
+
+    @handles(ev.SessionCompleted)
+    @_session_event
+    def session_completed(head: dict[str, Any], e: ev.SessionCompleted) -> dict[str, Any] | None:
+        result = e.result or {}
+        head["result"] = {k: result.get(k) for k in METRIC_FIELDS if result.get(k) is not None}
+        return _entry("session", str(result.get("result", "session completed")))
+
+    # -- events that are no entry (the head moves to their position) ------------------------
+
+    @handles(ev.SessionOpened)
+    @_session_event
+    def session_opened(head: dict[str, Any], e: ev.SessionOpened) -> dict[str, Any] | None:
+        return None
+
+    @handles(ev.ControlApplied)
+    @_session_event
+    def control_applied(head: dict[str, Any], e: ev.ControlApplied) -> dict[str, Any] | None:
+        return None
+
+    @handles(ev.Paused)
+    @_session_event
+    def paused(head: dict[str, Any], e: ev.Paused) -> dict[str, Any] | None:
+        return None
+
+    @handles(ev.RequestQueued)
+    @_session_event
+    def request_queued(head: dict[str, Any], e: ev.RequestQueued) -> dict[str, Any] | None:
+        return None
+
+    @handles(ev.Resumed)
+    @_session_event
+    def resumed(head: dict[str, Any], e: ev.Resumed) -> dict[str, Any] | None:
+        return None
+
+    @handles(ev.ProcessRestarted)
+    @_session_event
+    def process_restarted(head: dict[str, Any], e: ev.ProcessRestarted) -> dict[str, Any] | None:
+        return None
+
+    @handles(ev.SelfHealed)
+    @_session_event
+    def self_healed(head: dict[str, Any], e: ev.SelfHealed) -> dict[str, Any] | None:
+        return None
+
+    @handles(ev.WorkspaceRestarted)
+    @_session_event
+    def workspace_restarted(head: dict[str, Any], e: ev.WorkspaceRestarted) -> dict[str, Any] | None:
+        return None
+
+    @handles(ev.ProcessSwitched)
+    @_session_event
+    def process_switched(head: dict[str, Any], e: ev.ProcessSwitched) -> dict[str, Any] | None:
+        return None
+
+    @handles(ev.TaskCardChanged)
+    @_session_event
+    def task_card_changed(head: dict[str, Any], e: ev.TaskCardChanged) -> dict[str, Any] | None:
+        return None
