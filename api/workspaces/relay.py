@@ -27,7 +27,7 @@ from domain.shared.errors import Unavailable
 from domain.workspaces.metering import Meter, Metered
 from domain.workspaces.model_routes import ModelRoutes
 from domain.workspaces.ports import ModelUpstream, UpstreamAnswer
-from domain.workspaces.usage import Tally
+from domain.workspaces.usage import MESSAGES, RESPONSES, Tally
 
 log = structlog.get_logger("squadops.model_proxy")
 
@@ -38,12 +38,28 @@ MARKERS = (b"usage", b"message_stop", b"finish_reason")
 MAX_JSON_BYTES = 16 << 20  # a whole (non-streamed) answer read for its usage
 
 
+def _prefixes(kinds: tuple[str, ...]) -> tuple[bytes, ...]:
+    return tuple(f'{data}{{"type":{space}"{kind}"'.encode()
+                 for kind in kinds for data in ("data:", "data: ") for space in ("", " "))
+
+
+# The text deltas that make up most of a long stream, which no tally reads (``Tally``
+# looks only at its API's usage and end events): their lines are passed by on their first
+# bytes, without searching their text for a marker.
+DELTAS = {
+    MESSAGES: _prefixes(("content_block_delta",)),
+    RESPONSES: _prefixes(("response.output_text.delta", "response.function_call_arguments.delta",
+                          "response.reasoning_summary_text.delta", "response.reasoning_text.delta")),
+}
+
+
 class Observer:
     """Feeds a ``Tally`` from the relayed bytes without holding them back."""
 
     def __init__(self, tally: Tally, content_type: str) -> None:
         self.tally = tally
         self.sse = content_type.startswith("text/event-stream")
+        self._deltas = DELTAS.get(tally.api, ())
         self._rest = b""
         self._body: list[bytes] = []
         self._size = 0
@@ -54,16 +70,14 @@ class Observer:
             if self._size <= MAX_JSON_BYTES:
                 self._body.append(chunk)
             return
-        data = self._rest + chunk if self._rest else chunk
-        end = data.rfind(b"\n")
-        if end < 0:  # no whole line yet
-            self._rest = data if len(data) <= MAX_JSON_BYTES else b""
-            return
-        whole, self._rest = data[:end], data[end + 1:]
-        # Most of a long stream is text deltas: the whole chunk is searched once, and split
-        # into lines only when a line of it can carry usage.
-        if any(m in whole for m in MARKERS):
-            for line in whole.split(b"\n"):
+        lines = chunk.split(b"\n")
+        if self._rest:
+            lines[0] = self._rest + lines[0]
+        rest = lines.pop()  # the line not yet ended
+        self._rest = rest if len(rest) <= MAX_JSON_BYTES else b""
+        deltas = self._deltas
+        for line in lines:
+            if line.startswith(b"data:") and not (deltas and line.startswith(deltas)):
                 self._line(line)
 
     def _line(self, line: bytes) -> None:
