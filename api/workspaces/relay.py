@@ -38,19 +38,12 @@ MARKERS = (b"usage", b"message_stop", b"finish_reason")
 MAX_JSON_BYTES = 16 << 20  # a whole (non-streamed) answer read for its usage
 
 
-def _prefixes(kinds: tuple[str, ...]) -> tuple[bytes, ...]:
-    return tuple(f'{data}{{"type":{space}"{kind}"'.encode()
-                 for kind in kinds for data in ("data:", "data: ") for space in ("", " "))
-
-
-# The text deltas that make up most of a long stream, which no tally reads (``Tally``
-# looks only at its API's usage and end events): their lines are passed by on their first
-# bytes, without searching their text for a marker.
-DELTAS = {
-    MESSAGES: _prefixes(("content_block_delta",)),
-    RESPONSES: _prefixes(("response.output_text.delta", "response.function_call_arguments.delta",
-                          "response.reasoning_summary_text.delta", "response.reasoning_text.delta")),
-}
+# What a stream's complete lines must hold for its tally to read one of them: the type of
+# an Anthropic event it reads (``"message_start"``, ``"message_delta"``, ``"message_stop"``),
+# the response object of an OpenAI Responses event; chat completions: the markers. Most of
+# a long stream is text deltas: a chunk without these is passed by after a search for a
+# long needle (fast), without being split into lines.
+GATES = {MESSAGES: (b'"message_',), RESPONSES: (b'"response"',)}
 
 
 class Observer:
@@ -59,7 +52,7 @@ class Observer:
     def __init__(self, tally: Tally, content_type: str) -> None:
         self.tally = tally
         self.sse = content_type.startswith("text/event-stream")
-        self._deltas = DELTAS.get(tally.api, ())
+        self._gates = GATES.get(tally.api, MARKERS)
         self._rest = b""
         self._body: list[bytes] = []
         self._size = 0
@@ -70,15 +63,19 @@ class Observer:
             if self._size <= MAX_JSON_BYTES:
                 self._body.append(chunk)
             return
-        lines = chunk.split(b"\n")
-        if self._rest:
-            lines[0] = self._rest + lines[0]
-        rest = lines.pop()  # the line not yet ended
-        self._rest = rest if len(rest) <= MAX_JSON_BYTES else b""
-        deltas = self._deltas
-        for line in lines:
-            if line.startswith(b"data:") and not (deltas and line.startswith(deltas)):
+        end = chunk.rfind(b"\n")
+        if end < 0:  # no whole line yet
+            data = self._rest + chunk
+            self._rest = data if len(data) <= MAX_JSON_BYTES else b""
+            return
+        start = 0
+        if self._rest:  # the line begun in an earlier chunk
+            start = chunk.find(b"\n") + 1
+            self._line(self._rest + chunk[:start - 1])
+        if start < end and any(chunk.find(gate, start, end) >= 0 for gate in self._gates):
+            for line in chunk[start:end].split(b"\n"):
                 self._line(line)
+        self._rest = chunk[end + 1:]
 
     def _line(self, line: bytes) -> None:
         if line.startswith(b"data:") and any(m in line for m in MARKERS):

@@ -23,7 +23,7 @@ MESSAGES_STREAM = (
     frame("message_start", {"type": "message_start", "message": {"model": "up-1", "usage": {
         "input_tokens": 7, "cache_read_input_tokens": 3, "output_tokens": 1}}})
     + b"".join(frame("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
-        "type": "text_delta", "text": f"usage message_stop finish_reason {i}"}}) for i in range(40))
+        "type": "text_delta", "text": f'usage "message_stop" finish_reason {i}'}}) for i in range(40))
     + frame("message_delta", {"type": "message_delta", "usage": {"output_tokens": 41}})
     + frame("message_stop", {"type": "message_stop"})
 )
