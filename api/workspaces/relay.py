@@ -42,7 +42,7 @@ MAX_JSON_BYTES = 16 << 20  # a whole (non-streamed) answer read for its usage
 # an Anthropic event it reads (``"message_start"``, ``"message_delta"``, ``"message_stop"``),
 # the response object of an OpenAI Responses event; chat completions: the markers. Most of
 # a long stream is text deltas: a chunk without these is passed by after a search for a
-# long needle (fast), without being split into lines.
+# long needle (fast), and in one with them only the lines holding them are looked at.
 GATES = {MESSAGES: (b'"message_',), RESPONSES: (b'"response"',)}
 
 
@@ -72,7 +72,14 @@ class Observer:
         if self._rest:  # the line begun in an earlier chunk
             start = chunk.find(b"\n") + 1
             self._line(self._rest + chunk[:start - 1])
-        if start < end and any(chunk.find(gate, start, end) >= 0 for gate in self._gates):
+        if len(self._gates) == 1:  # only the lines holding the gate are looked at
+            gate = self._gates[0]
+            at = chunk.find(gate, start, end)
+            while at >= 0:
+                stop = chunk.find(b"\n", at, end + 1)
+                self._line(chunk[max(start, chunk.rfind(b"\n", start, at) + 1):stop])
+                at = chunk.find(gate, stop + 1, end)
+        elif start < end and any(chunk.find(gate, start, end) >= 0 for gate in self._gates):
             for line in chunk[start:end].split(b"\n"):
                 self._line(line)
         self._rest = chunk[end + 1:]

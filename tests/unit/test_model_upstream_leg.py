@@ -11,7 +11,7 @@ import pytest
 
 from api.workspaces.relay import Observer
 from domain.shared.errors import Unavailable
-from domain.workspaces.usage import MESSAGES, RESPONSES, Tally
+from domain.workspaces.usage import CHAT, MESSAGES, RESPONSES, Tally
 from workers.adapters.model_upstream import HttpUpstream
 
 
@@ -132,3 +132,16 @@ async def test_a_cut_answer_raises_once_the_delivered_part_is_read() -> None:
     await answer.close()
     server.close()
     assert b"".join(received) == b"part"
+
+
+def test_the_usage_scan_of_chat_completions_reads_the_last_chunk() -> None:
+    chunk = {"model": "up-3", "choices": [{"index": 0, "delta": {"content": "usage"}, "finish_reason": None}]}
+    stream = (b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for _ in range(5))
+              + b'data: {"model":"up-3","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+              b'"usage":{"prompt_tokens":9,"completion_tokens":4}}\n\ndata: [DONE]\n\n')
+    tally = Tally(CHAT)
+    observer = Observer(tally, "text/event-stream")
+    for at in range(0, len(stream), 50):
+        observer.feed(stream[at:at + 50])
+    observer.end()
+    assert (tally.tokens_in, tally.tokens_out, tally.model, tally.completed) == (9, 4, "up-3", True)
