@@ -139,7 +139,7 @@ def test_an_agent_request_is_relayed_byte_for_byte_mapped_and_metered(tmp_path: 
             # A rebuild of the read models gives the same bytes and sends nothing upstream.
             sent = len(models.seen)
             live = [container.store.dump(name) for name in ("model_usage", "pixels")]
-            rebuild(container.store, NotificationSource(container.event_store.recorder), read_projectors(), page_size=2)
+            rebuild(container.store, NotificationSource(container.event_store), read_projectors(), page_size=2)
             assert [container.store.dump(name) for name in ("model_usage", "pixels")] == live
             assert len(models.seen) == sent
     finally:
