@@ -167,9 +167,11 @@ def run_soak(config: SoakConfig) -> SoakReport:
         load.setup()
         timeline.note(f"{len(load.runs.ids())} runs launched and executed")
         runs, rng = load.runs, random.Random(8)
+        # A long soak adds a subscriber of a live run every minute (runs end); the short
+        # cycle lasts about that long, and one added as the drain begins would get nothing.
         live = LiveSubscriber(
-            topology.api_urls, recorder, runs.ids()[: config.sse_runs], pick=lambda: runs.pick(rng),
-            lifetime=config.lifetime,
+            topology.api_urls, recorder, runs.ids()[: config.sse_runs],
+            pick=(lambda: runs.pick(rng)) if config.seconds else None, lifetime=config.lifetime,
         )
         live.start()
         load.start()
