@@ -37,6 +37,9 @@ class CoverageAndFuzzing:
     """Coverage and fuzzing over one half of the operations (``half``), on its own service.
     Each half is a class of its own (below), so ``--dist loadscope`` runs them at once."""
 
+    # The class's outcome is built in its first test's setup (about a minute on an idle
+    # 2-core machine); a machine shared by several suites at once takes several times that.
+    pytestmark = pytest.mark.timeout(600)
     half = ""
     # The statuses past validation this half's operations answer (the two halves together:
     # 200, 201, 202, 404, 409 and 422, as the whole run answered).
