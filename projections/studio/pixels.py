@@ -32,13 +32,15 @@ from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS
 from domain.studio.session_state import SessionState, after_event, moves_status
 from domain.workspaces.events import UsageRecorded
-from projections.engine.by_type import ByType
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
 from projections.studio.pixel_derived import empty_wall, refresh, run_cost
 
 log = structlog.get_logger("squadops.projections.pixels")
+
+# What a session event changes in its agent's own fields besides its status: ``(agent, private, e)``.
+Change = Callable[[dict[str, Any], dict[str, Any], Any], None]
 
 SERVER_BUNDLES = {"errors": "error_tracking", "browser": "browser_proof"}
 
@@ -55,17 +57,6 @@ ACTIVITY = {
     "ProcessRestarted": "",
     "WorkspaceRestarted": "",
 }
-
-
-# Session events that change an agent's fields (the others only move last_update_at).
-STEPS = frozenset(
-    {
-        "ProcessStarted", "ControllerActionObserved", "ToolCalled", "AssistantMessage", "Blocked",
-        "Unblocked", "HandedOff", "PullRequestOpened", "Completed", "Stopped", "Paused", "Resumed",
-        "MessageDelivered", "ProcessRestarted", "WorkspaceRestarted", "ProcessSwitched",
-        "ToolCallFailed", "ModelReported",
-    }
-)
 
 
 def activity_after(current: str, event_name: str) -> str:
@@ -101,53 +92,6 @@ def _number(value: Any) -> float | None:
     if value != value or value in (float("inf"), float("-inf")):
         return None
     return value
-
-
-class PixelsProjector(Projector):
-    name = "pixels"
-    # Every run and session event: kinds added later still move the times and counts.
-    prefixes = ("AgentSession.", "Run.Launched", "ModelUsage.Recorded")
-
-    def wants(self, env: Envelope) -> bool:
-        return env.kind.startswith(self.prefixes)
-
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        if isinstance(env.event, UsageRecorded):
-            self._metered(env.event, docs)
-            return
-        key = pixels_doc_key(env.tenant, env.run_id)
-        if isinstance(env.event, ev.RunLaunched):
-            docs.put(key, new_doc(env), partition=f"pixels/{env.tenant}")
-            return
-        doc = docs.get(key)
-        if doc is None or doc["broken"]:
-            return
-        try:
-            fold(doc, env)
-        except Exception as exc:  # a malformed event breaks only this run's pixel surfaces
-            break_doc(doc, f"{type(exc).__name__}: {exc} (event {env.position} {env.kind})")
-            log.warning("pixels_fold_failed", run_id=env.run_id, reason=doc["broken"])
-        docs.put(key, doc, partition=f"pixels/{env.tenant}")
-
-
-    @staticmethod
-    def _metered(e: UsageRecorded, docs: Docs) -> None:
-        """A metered model request of an agent: its cost, unless its CLI reports its own."""
-        key = pixels_doc_key(e.tenant, e.run_id)
-        doc = docs.get(key) if e.run_id else None
-        if doc is None or doc["broken"] or e.agent_id not in doc["fold"]:
-            return
-        private = doc["fold"][e.agent_id]
-        if "metered" not in private:  # (absent until the agent's first metered request)
-            # Before any metered request, only the CLI's own report sets a cost.
-            private["metered"], private["reported"] = 0.0, private["cost"] > 0
-        private["metered"] = round(private["metered"] + e.cost_usd, 9)
-        if not private["reported"]:
-            private["cost"] = private["metered"]
-            agent = doc["pixel_agents"][private["index"]]
-            agent["process_metrics"]["total_cost_usd"] = round(private["metered"], 6)
-        doc["run_cost"] = run_cost(doc)
-        docs.put(key, doc, partition=f"pixels/{e.tenant}")
 
 
 def new_doc(env: Envelope) -> dict[str, Any]:
@@ -186,23 +130,27 @@ def break_doc(doc: dict[str, Any], reason: str) -> None:
 # -- the fold ----------------------------------------------------------------------------------
 
 
-def fold(doc: dict[str, Any], env: Envelope) -> None:
+def fold_opened(doc: dict[str, Any], env: Envelope, change: Change | None) -> None:
+    """A session opened: its agent joins (a session reopened keeps its agent as it is)."""
     at = stamp(env)
     doc["latest_activity_at"] = max(doc["latest_activity_at"], at)
-    agent_id = env.agent_id
-    if isinstance(env.event, ev.SessionOpened):
-        if agent_id not in doc["fold"]:
-            open_agent(doc, env, at)
-        return
-    private = doc["fold"].get(agent_id)
+    if env.agent_id not in doc["fold"]:
+        open_agent(doc, env, at)
+
+
+def fold_agent(doc: dict[str, Any], env: Envelope, change: Change | None) -> None:
+    """A session event: its times, then (``change`` not None) what it changes in the agent."""
+    at = stamp(env)
+    doc["latest_activity_at"] = max(doc["latest_activity_at"], at)
+    private = doc["fold"].get(env.agent_id)
     if private is None:
         return  # an event of a session this model never saw opened
     agent = doc["pixel_agents"][private["index"]]
     agent["last_update_at"] = max(agent["last_update_at"], at)
-    if env.name not in STEPS:
+    if change is None:
         return  # recorded only (controls, task cards, queued requests): nothing else moves
     cost_before = (private["cost"], private.get("reported"))
-    step(agent, private, env)
+    step(agent, private, env, change)
     refresh(doc, agent, private, env, at)
     if (private["cost"], private.get("reported")) != cost_before:
         doc["run_cost"] = run_cost(doc)
@@ -265,8 +213,8 @@ def open_agent(doc: dict[str, Any], env: Envelope, at: str) -> None:
     doc["progress"]["idle"] += 1
 
 
-def step(agent: dict[str, Any], private: dict[str, Any], env: Envelope) -> None:
-    """What one session event changes in the agent's own fields."""
+def step(agent: dict[str, Any], private: dict[str, Any], env: Envelope, change: Change) -> None:
+    """What one session event changes in the agent's own fields: its status, and ``change``."""
     e = env.event
     private["last_activity"] = activity_after(private["last_activity"], env.name)
     if moves_status(e):
@@ -274,9 +222,7 @@ def step(agent: dict[str, Any], private: dict[str, Any], env: Envelope) -> None:
             private["interrupted_from"] = agent["live_status"]
         state = after_event(SessionState(agent["live_status"], agent["current_step"], private["blocker"]), e)
         agent["live_status"], agent["current_step"], private["blocker"] = state
-    change = CHANGES.get(e)
-    if change is not None:
-        change(agent, private, e)
+    change(agent, private, e)
 
 
 def _started(agent: dict[str, Any], private: dict[str, Any], e: ev.ProcessStarted) -> None:
@@ -329,6 +275,10 @@ def _blocked(agent: dict[str, Any], private: dict[str, Any], e: ev.Blocked) -> N
     private["wall_detail"] = e.message
 
 
+def _unblocked(agent: dict[str, Any], private: dict[str, Any], e: ev.Unblocked) -> None:
+    clear_wall(agent, private)
+
+
 def _handed_off(agent: dict[str, Any], private: dict[str, Any], e: ev.HandedOff) -> None:
     agent["current_tool_name"] = ""
     agent["dialogue_target_agent_id"] = e.target_agent_id
@@ -368,12 +318,15 @@ def _delivered(agent: dict[str, Any], private: dict[str, Any], e: ev.MessageDeli
     agent["current_tool_name"] = ""
 
 
-def _restarted(agent: dict[str, Any], private: dict[str, Any], e: ev.ProcessRestarted | ev.WorkspaceRestarted) -> None:
+def _workspace_restarted(agent: dict[str, Any], private: dict[str, Any], e: ev.WorkspaceRestarted) -> None:
     agent["current_tool_name"] = ""
     private["controller_actions"] = 0
     clear_wall(agent, private)
-    if isinstance(e, ev.ProcessRestarted):
-        private["switch_pending"] = False
+
+
+def _process_restarted(agent: dict[str, Any], private: dict[str, Any], e: ev.ProcessRestarted) -> None:
+    _workspace_restarted(agent, private, e)
+    private["switch_pending"] = False
 
 
 def _switched(agent: dict[str, Any], private: dict[str, Any], e: ev.ProcessSwitched) -> None:
@@ -383,32 +336,6 @@ def _switched(agent: dict[str, Any], private: dict[str, Any], e: ev.ProcessSwitc
     agent["agent_process_effort"] = str(process.get("effort", agent["agent_process_effort"]))
     agent["agent_process_speed"] = str(process.get("speed", agent["agent_process_speed"]))
     private["switch_pending"] = agent["live_status"] != "ready"
-
-
-# What each session event class changes in the agent's own fields, besides its status (one
-# lookup per event: ``projections.engine.by_type``).
-CHANGES: ByType[Callable[[dict[str, Any], dict[str, Any], Any], None]] = ByType(
-    {
-        ev.ProcessStarted: _started,
-        ev.ControllerActionObserved: _controller,
-        ev.ToolCalled: _tool,
-        ev.ToolCallFailed: _tool_failed,
-        ev.ModelReported: _model_reported,
-        ev.AssistantMessage: _idle,
-        ev.Blocked: _blocked,
-        ev.Unblocked: lambda agent, private, e: clear_wall(agent, private),
-        ev.HandedOff: _handed_off,
-        ev.PullRequestOpened: _pull_request,
-        ev.SessionCompleted: _completed,
-        ev.Stopped: _stopped,
-        ev.Paused: _paused,
-        ev.Resumed: _resumed,
-        ev.MessageDelivered: _delivered,
-        ev.ProcessRestarted: _restarted,
-        ev.WorkspaceRestarted: _restarted,
-        ev.ProcessSwitched: _switched,
-    }
-)
 
 
 def clear_wall(agent: dict[str, Any], private: dict[str, Any]) -> None:
@@ -453,3 +380,89 @@ def report_metrics(agent: dict[str, Any], private: dict[str, Any], result: dict[
             tokens = _number(usage.get(field))
             if tokens is not None and tokens >= 0:
                 metrics[field] = int(tokens)
+
+
+def _session_event(fold_doc: Callable[[dict[str, Any], Envelope, Change | None], None], change: Change | None = None) -> Callable[..., None]:
+    """The handler of a session event: ``fold_doc(doc, env, change)`` on its run's document."""
+
+    def handler(self: PixelsProjector, e: Any, env: Envelope, docs: Docs) -> None:
+        self._fold(env, docs, fold_doc, change)
+
+    return handler
+
+
+class PixelsProjector(Projector):
+    name = "pixels"
+
+    @handles(ev.RunLaunched)
+    def run_launched(self, e: ev.RunLaunched, env: Envelope, docs: Docs) -> None:
+        docs.put(pixels_doc_key(env.tenant, env.run_id), new_doc(env), partition=f"pixels/{env.tenant}")
+
+    session_opened = handles(ev.SessionOpened)(_session_event(fold_opened))
+
+    # Session events that change their agent's fields: its status (the session state
+    # machine) and what the change named for the event does.
+    process_started = handles(ev.ProcessStarted)(_session_event(fold_agent, _started))
+    controller_action_observed = handles(ev.ControllerActionObserved)(_session_event(fold_agent, _controller))
+    tool_called = handles(ev.ToolCalled)(_session_event(fold_agent, _tool))
+    tool_call_failed = handles(ev.ToolCallFailed)(_session_event(fold_agent, _tool_failed))
+    model_reported = handles(ev.ModelReported)(_session_event(fold_agent, _model_reported))
+    assistant_message = handles(ev.AssistantMessage)(_session_event(fold_agent, _idle))
+    blocked = handles(ev.Blocked)(_session_event(fold_agent, _blocked))
+    unblocked = handles(ev.Unblocked)(_session_event(fold_agent, _unblocked))
+    handed_off = handles(ev.HandedOff)(_session_event(fold_agent, _handed_off))
+    pull_request_opened = handles(ev.PullRequestOpened)(_session_event(fold_agent, _pull_request))
+    session_completed = handles(ev.SessionCompleted)(_session_event(fold_agent, _completed))
+    stopped = handles(ev.Stopped)(_session_event(fold_agent, _stopped))
+    paused = handles(ev.Paused)(_session_event(fold_agent, _paused))
+    resumed = handles(ev.Resumed)(_session_event(fold_agent, _resumed))
+    message_delivered = handles(ev.MessageDelivered)(_session_event(fold_agent, _delivered))
+    process_restarted = handles(ev.ProcessRestarted)(_session_event(fold_agent, _process_restarted))
+    workspace_restarted = handles(ev.WorkspaceRestarted)(_session_event(fold_agent, _workspace_restarted))
+    process_switched = handles(ev.ProcessSwitched)(_session_event(fold_agent, _switched))
+
+    # Session events that only move their agent's times.
+    runner_output = handles(ev.RunnerOutput)(_session_event(fold_agent))
+    control_applied = handles(ev.ControlApplied)(_session_event(fold_agent))
+    request_queued = handles(ev.RequestQueued)(_session_event(fold_agent))
+    start_failed = handles(ev.StartFailed)(_session_event(fold_agent))
+    self_healed = handles(ev.SelfHealed)(_session_event(fold_agent))
+    task_card_changed = handles(ev.TaskCardChanged)(_session_event(fold_agent))
+
+    @handles(UsageRecorded)
+    def usage_recorded(self, e: UsageRecorded, env: Envelope, docs: Docs) -> None:
+        """A metered model request of an agent: its cost, unless its CLI reports its own."""
+        self._metered(e, docs)
+
+    def _fold(
+        self, env: Envelope, docs: Docs, fold_doc: Callable[[dict[str, Any], Envelope, Change | None], None], change: Change | None
+    ) -> None:
+        key = pixels_doc_key(env.tenant, env.run_id)
+        doc = docs.get(key)
+        if doc is None or doc["broken"]:
+            return
+        try:
+            fold_doc(doc, env, change)
+        except Exception as exc:  # a malformed event breaks only this run's pixel surfaces
+            break_doc(doc, f"{type(exc).__name__}: {exc} (event {env.position} {env.kind})")
+            log.warning("pixels_fold_failed", run_id=env.run_id, reason=doc["broken"])
+        docs.put(key, doc, partition=f"pixels/{env.tenant}")
+
+    @staticmethod
+    def _metered(e: UsageRecorded, docs: Docs) -> None:
+        """A metered model request of an agent: its cost, unless its CLI reports its own."""
+        key = pixels_doc_key(e.tenant, e.run_id)
+        doc = docs.get(key) if e.run_id else None
+        if doc is None or doc["broken"] or e.agent_id not in doc["fold"]:
+            return
+        private = doc["fold"][e.agent_id]
+        if "metered" not in private:  # (absent until the agent's first metered request)
+            # Before any metered request, only the CLI's own report sets a cost.
+            private["metered"], private["reported"] = 0.0, private["cost"] > 0
+        private["metered"] = round(private["metered"] + e.cost_usd, 9)
+        if not private["reported"]:
+            private["cost"] = private["metered"]
+            agent = doc["pixel_agents"][private["index"]]
+            agent["process_metrics"]["total_cost_usd"] = round(private["metered"], 6)
+        doc["run_cost"] = run_cost(doc)
+        docs.put(key, doc, partition=f"pixels/{e.tenant}")
