@@ -9,13 +9,15 @@ per-agent costs), time to the first pull request (-1 before one) and latest acti
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS, pixel_state, progress_bucket
 from domain.studio.session_state import SessionState, after_event
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import seconds_between, stamp
 from projections.studio.pixels import activity_after
@@ -36,111 +38,203 @@ def sort_key(row: dict[str, Any]) -> str:
     return f"{row['created_at']}|{row['run_id']}"
 
 
+Change = Callable[..., None]
+
+
+def _nothing_else(*_: Any) -> None:
+    """The event moves nothing but the times (and a session's status, by the state machine)."""
+
+
+def _run_event(change: Change) -> Change:
+    """The handler of a run event: ``change(row, e, env)`` on the run's row, saved after."""
+
+    @functools.wraps(change)
+    def handler(self: FleetProjector, e: Any, env: Envelope, docs: Docs) -> None:
+        row = self._touched(env, docs)
+        if row is not None:
+            change(row, e, env)
+            self._save(docs, row)
+
+    return handler
+
+
+def _session_event(change: Change) -> Change:
+    """The handler of a session event: its agent's status, activity, progress bucket and
+    blocker moved, then ``change(row, agent, e, env)``; the row saved after."""
+
+    @functools.wraps(change)
+    def handler(self: FleetProjector, e: Any, env: Envelope, docs: Docs) -> None:
+        row = self._touched(env, docs)
+        if row is None:
+            return
+        agent = row["agents"].get(env.agent_id)
+        if agent is not None:
+            _moved(row, agent, e, env.name)
+            change(row, agent, e, env)
+        self._save(docs, row)
+
+    return handler
+
+
+def _moved(row: dict[str, Any], agent: dict[str, Any], e: Any, name: str) -> None:
+    agents = row["agents"]
+    agent["live_status"], _, agent["code"] = after_event(SessionState(agent["live_status"], "", agent["code"]), e)
+    agent["activity"] = activity_after(agent["activity"], name)
+    blocker_before = agent["blocker"]
+    agent["blocker"] = agent["code"] if agent["live_status"] == "blocked" else ""
+    bucket = progress_bucket(pixel_state(agent["live_status"], agent["activity"]), agent["live_status"])
+    if bucket != agent["bucket"]:
+        row["progress"][agent["bucket"]] -= 1
+        row["progress"][bucket] += 1
+        agent["bucket"] = bucket
+    if agent["blocker"] != blocker_before:
+        row["blockers"] = [
+            {"agent_id": a, "blocker_code": s["blocker"]} for a, s in sorted(agents.items()) if s["blocker"]
+        ]
+        row["blocker_count"] = len(row["blockers"])
+
+
 class FleetProjector(Projector):
     name = "fleet"
-    # Every run and session event: kinds added later still move the times and counts.
-    prefixes = ("Run.", "AgentSession.")
 
-    def wants(self, env: Envelope) -> bool:
-        return env.kind.startswith(self.prefixes)
+    @handles(ev.RunLaunched)
+    def run_launched(self, e: ev.RunLaunched, env: Envelope, docs: Docs) -> None:
+        self._save(docs, {
+            "run_id": env.run_id,
+            "tenant_id": env.tenant,
+            "project_slug": e.project_slug,
+            "template_id": e.template_id,
+            "launched_by": e.launched_by,
+            "status": "ready",
+            "execution_status": "ready",
+            "created_at": env.at,
+            "started_at": "",
+            "ended_at": "",
+            "latest_activity_at": stamp(env),
+            "tick": 0,
+            "progress": {"total_agents": 0, **{b: 0 for b in PROGRESS_BUCKETS}},
+            "blocker_count": 0,
+            "blockers": [],
+            "total_cost_usd": 0.0,
+            "agent_count_with_cost": 0,
+            "pr_count": 0,
+            "first_pr_at": "",
+            "time_to_first_pr_seconds": -1,
+            "agents": {},
+        })
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        tenant, run_id = env.tenant, env.run_id
-        key = fleet_doc_key(tenant, run_id)
-        launched = env.event
-        if isinstance(launched, ev.RunLaunched):
-            row: dict[str, Any] | None = {
-                "run_id": run_id,
-                "tenant_id": tenant,
-                "project_slug": launched.project_slug,
-                "template_id": launched.template_id,
-                "launched_by": launched.launched_by,
-                "status": "ready",
-                "execution_status": "ready",
-                "created_at": env.at,
-                "started_at": "",
-                "ended_at": "",
-                "latest_activity_at": stamp(env),
-                "tick": 0,
-                "progress": {"total_agents": 0, **{b: 0 for b in PROGRESS_BUCKETS}},
-                "blocker_count": 0,
-                "blockers": [],
-                "total_cost_usd": 0.0,
-                "agent_count_with_cost": 0,
-                "pr_count": 0,
-                "first_pr_at": "",
-                "time_to_first_pr_seconds": -1,
-                "agents": {},
-            }
-        else:
-            row = docs.get(key)
-            if row is None:
-                return
-            row["latest_activity_at"] = max(row["latest_activity_at"], stamp(env))
-            if env.aggregate_type == "Run":
-                self._run_event(row, env)
-            else:
-                self._session_event(row, env)
-        assert row is not None
-        row["status"] = board_status(row)
-        docs.put(key, row, partition=fleet_partition(tenant), group=row["project_slug"], sort_key=sort_key(row), status=row["status"])
+    # -- run events -------------------------------------------------------------------------
 
-    @staticmethod
-    def _run_event(row: dict[str, Any], env: Envelope) -> None:
-        match env.event:
-            case ev.ExecutionRequested(follow_up=False):
-                row["execution_status"] = "scheduled"
-            case ev.ExecutionStarted(started_at=started_at):
-                row["execution_status"] = "running"
-                row["started_at"] = started_at
-            case ev.TickRecorded(tick=tick):
-                row["tick"] = tick
-            case ev.RunCompleted(at=at) | ev.RunCleanedUp(at=at) as ended:
-                row["execution_status"] = "completed" if isinstance(ended, ev.RunCompleted) else "cleaned_up"
-                row["ended_at"] = at or env.at
+    @handles(ev.ExecutionRequested)
+    @_run_event
+    def execution_requested(row: dict[str, Any], e: ev.ExecutionRequested, env: Envelope) -> None:
+        if not e.follow_up:
+            row["execution_status"] = "scheduled"
 
-    @staticmethod
-    def _session_event(row: dict[str, Any], env: Envelope) -> None:
-        e, name, agent_id = env.event, env.name, env.agent_id
-        agents = row["agents"]
-        if isinstance(e, ev.SessionOpened):
-            if agent_id in agents:
-                return
-            agents[agent_id] = {
+    @handles(ev.ExecutionStarted)
+    @_run_event
+    def execution_started(row: dict[str, Any], e: ev.ExecutionStarted, env: Envelope) -> None:
+        row["execution_status"] = "running"
+        row["started_at"] = e.started_at
+
+    @handles(ev.TickRecorded)
+    @_run_event
+    def tick_recorded(row: dict[str, Any], e: ev.TickRecorded, env: Envelope) -> None:
+        row["tick"] = e.tick
+
+    @handles(ev.RunCompleted)
+    @_run_event
+    def run_completed(row: dict[str, Any], e: ev.RunCompleted, env: Envelope) -> None:
+        row["execution_status"] = "completed"
+        row["ended_at"] = e.at or env.at
+
+    @handles(ev.RunCleanedUp)
+    @_run_event
+    def run_cleaned_up(row: dict[str, Any], e: ev.RunCleanedUp, env: Envelope) -> None:
+        row["execution_status"] = "cleaned_up"
+        row["ended_at"] = e.at or env.at
+
+    # Run events that move only the row's latest activity.
+    run_session_opened = handles(ev.RunSessionOpened)(_run_event(_nothing_else))
+    handoff_recorded = handles(ev.HandoffRecorded)(_run_event(_nothing_else))
+    preview_shared = handles(ev.PreviewShared)(_run_event(_nothing_else))
+    control_recorded = handles(ev.ControlRecorded)(_run_event(_nothing_else))
+    process_assigned = handles(ev.ProcessAssigned)(_run_event(_nothing_else))
+
+    # -- session events ---------------------------------------------------------------------
+
+    @handles(ev.SessionOpened)
+    def session_opened(self, e: ev.SessionOpened, env: Envelope, docs: Docs) -> None:
+        row = self._touched(env, docs)
+        if row is None:
+            return
+        if env.agent_id not in row["agents"]:
+            row["agents"][env.agent_id] = {
                 "live_status": "ready", "activity": "", "bucket": "idle", "code": "", "blocker": "", "cost": 0.0,
             }
             row["progress"]["total_agents"] += 1
             row["progress"]["idle"] += 1
-            return
-        agent = agents.get(agent_id)
-        if agent is None:
-            return
-        agent["live_status"], _, agent["code"] = after_event(SessionState(agent["live_status"], "", agent["code"]), e)
-        agent["activity"] = activity_after(agent["activity"], name)
-        blocker_before = agent["blocker"]
-        agent["blocker"] = agent["code"] if agent["live_status"] == "blocked" else ""
-        bucket = progress_bucket(pixel_state(agent["live_status"], agent["activity"]), agent["live_status"])
-        if bucket != agent["bucket"]:
-            row["progress"][agent["bucket"]] -= 1
-            row["progress"][bucket] += 1
-            agent["bucket"] = bucket
-        if agent["blocker"] != blocker_before:
-            row["blockers"] = [
-                {"agent_id": a, "blocker_code": s["blocker"]} for a, s in sorted(agents.items()) if s["blocker"]
-            ]
-            row["blocker_count"] = len(row["blockers"])
-        if isinstance(e, ev.PullRequestOpened):
-            row["pr_count"] += 1
-            if not row["first_pr_at"]:
-                row["first_pr_at"] = stamp(env)
-                row["time_to_first_pr_seconds"] = seconds_between(row["created_at"], row["first_pr_at"])
-        elif isinstance(e, ev.SessionCompleted):
-            cost = (e.result or {}).get("total_cost_usd")
-            positive = isinstance(cost, (int, float)) and not isinstance(cost, bool) and 0 < cost < float("inf")
-            agent["cost"] = float(cost) if positive else 0.0
-            costs = [s["cost"] for _, s in sorted(agents.items()) if s["cost"] > 0]
-            row["total_cost_usd"] = round(math.fsum(costs), 6)
-            row["agent_count_with_cost"] = len(costs)
+        self._save(docs, row)
+
+    @handles(ev.PullRequestOpened)
+    @_session_event
+    def pull_request_opened(row: dict[str, Any], agent: dict[str, Any], e: ev.PullRequestOpened, env: Envelope) -> None:
+        row["pr_count"] += 1
+        if not row["first_pr_at"]:
+            row["first_pr_at"] = stamp(env)
+            row["time_to_first_pr_seconds"] = seconds_between(row["created_at"], row["first_pr_at"])
+
+    @handles(ev.SessionCompleted)
+    @_session_event
+    def session_completed(row: dict[str, Any], agent: dict[str, Any], e: ev.SessionCompleted, env: Envelope) -> None:
+        cost = (e.result or {}).get("total_cost_usd")
+        positive = isinstance(cost, (int, float)) and not isinstance(cost, bool) and 0 < cost < float("inf")
+        agent["cost"] = float(cost) if positive else 0.0
+        costs = [s["cost"] for _, s in sorted(row["agents"].items()) if s["cost"] > 0]
+        row["total_cost_usd"] = round(math.fsum(costs), 6)
+        row["agent_count_with_cost"] = len(costs)
+
+    # Session events that move only their agent (status, activity, bucket, blocker) and the times.
+    process_started = handles(ev.ProcessStarted)(_session_event(_nothing_else))
+    controller_action_observed = handles(ev.ControllerActionObserved)(_session_event(_nothing_else))
+    tool_called = handles(ev.ToolCalled)(_session_event(_nothing_else))
+    tool_call_failed = handles(ev.ToolCallFailed)(_session_event(_nothing_else))
+    model_reported = handles(ev.ModelReported)(_session_event(_nothing_else))
+    assistant_message = handles(ev.AssistantMessage)(_session_event(_nothing_else))
+    runner_output = handles(ev.RunnerOutput)(_session_event(_nothing_else))
+    blocked = handles(ev.Blocked)(_session_event(_nothing_else))
+    unblocked = handles(ev.Unblocked)(_session_event(_nothing_else))
+    handed_off = handles(ev.HandedOff)(_session_event(_nothing_else))
+    control_applied = handles(ev.ControlApplied)(_session_event(_nothing_else))
+    paused = handles(ev.Paused)(_session_event(_nothing_else))
+    request_queued = handles(ev.RequestQueued)(_session_event(_nothing_else))
+    resumed = handles(ev.Resumed)(_session_event(_nothing_else))
+    message_delivered = handles(ev.MessageDelivered)(_session_event(_nothing_else))
+    process_restarted = handles(ev.ProcessRestarted)(_session_event(_nothing_else))
+    start_failed = handles(ev.StartFailed)(_session_event(_nothing_else))
+    self_healed = handles(ev.SelfHealed)(_session_event(_nothing_else))
+    workspace_restarted = handles(ev.WorkspaceRestarted)(_session_event(_nothing_else))
+    process_switched = handles(ev.ProcessSwitched)(_session_event(_nothing_else))
+    task_card_changed = handles(ev.TaskCardChanged)(_session_event(_nothing_else))
+    stopped = handles(ev.Stopped)(_session_event(_nothing_else))
+
+    # -- finding and storing ----------------------------------------------------------------
+
+    @staticmethod
+    def _touched(env: Envelope, docs: Docs) -> dict[str, Any] | None:
+        """The run's row, its latest activity moved to the event's, or None (a run this
+        model never saw launched)."""
+        row = docs.get(fleet_doc_key(env.tenant, env.run_id))
+        if row is not None:
+            row["latest_activity_at"] = max(row["latest_activity_at"], stamp(env))
+        return row
+
+    @staticmethod
+    def _save(docs: Docs, row: dict[str, Any]) -> None:
+        row["status"] = board_status(row)
+        tenant = row["tenant_id"]
+        docs.put(fleet_doc_key(tenant, row["run_id"]), row, partition=fleet_partition(tenant), group=row["project_slug"],
+                 sort_key=sort_key(row), status=row["status"])
 
 
 def board_status(row: dict[str, Any]) -> str:
