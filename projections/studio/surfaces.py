@@ -37,8 +37,7 @@ import structlog
 from domain.gate import events as gate
 from domain.studio import events as ev
 from domain.studio.session_state import live_status_after
-from projections.engine.by_type import ByType
-from projections.engine.docs import Docs, Projector
+from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
 
@@ -119,6 +118,25 @@ def any_blocked(state: dict[str, Any]) -> bool:
 
 
 # -- one fold per surface ------------------------------------------------------------------------
+#
+# A fold is ``(state, out, e, env, doc)``: the surface's private state, its feed shape, the
+# event, its envelope and the run's document; each event class's handler names the folds of
+# the surfaces it moves.
+
+Fold = Callable[[dict[str, Any], dict[str, Any], Any, Envelope, dict[str, Any]], None]
+Change = Callable[..., Any]
+
+
+def _delivery(change: Change | None = None) -> Fold:
+    """Delivery: the sessions' statuses, ``change(state, out, e)``, then its status."""
+
+    def fold(state: dict[str, Any], out: dict[str, Any], e: Any, env: Envelope, doc: dict[str, Any]) -> None:
+        track(state, env)
+        if change is not None:
+            change(state, out, e)
+        out["status"] = "delivered" if state["prs"] else ("blocker" if any_blocked(state) else "none")
+
+    return fold
 
 
 def _pull_request(state: dict[str, Any], out: dict[str, Any], pr: Any) -> None:
@@ -130,31 +148,15 @@ def _preview(state: dict[str, Any], out: dict[str, Any], e: ev.PreviewShared) ->
     out["preview_url"] = str(e.preview.get("url") or e.preview.get("domain_url") or "")
 
 
-# What moves the delivery surface besides session status, by event class (one lookup).
-DELIVERY_CHANGES: ByType[Callable[[dict[str, Any], dict[str, Any], Any], None]] = ByType(
-    {
-        ev.PullRequestOpened: _pull_request,
-        gate.PullRequestPublished: _pull_request,
-        ev.PreviewShared: _preview,
-        ev.RunCompleted: lambda state, out, e: out.__setitem__("closer_state", "completed"),
-        ev.RunCleanedUp: lambda state, out, e: out.__setitem__("closer_state", "cleaned_up"),
-    }
-)
+def _closer(closer_state: str) -> Change:
+    def change(state: dict[str, Any], out: dict[str, Any], e: Any) -> None:
+        out["closer_state"] = closer_state
+
+    return change
 
 
-def fold_delivery(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
-    track(state, env)
-    change = DELIVERY_CHANGES.get(env.event)
-    if change is not None:
-        change(state, out, env.event)
-    out["status"] = "delivered" if state["prs"] else ("blocker" if any_blocked(state) else "none")
-
-
-def fold_source_ref(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
-    launched = env.event
-    if not isinstance(launched, ev.RunLaunched):
-        return
-    raw = launched.source_ref or {}
+def fold_source_ref(state: dict[str, Any], out: dict[str, Any], e: ev.RunLaunched, env: Envelope, doc: dict[str, Any]) -> None:
+    raw = e.source_ref or {}
     repos = [
         {
             "slug": str(r.get("slug", "")),
@@ -171,11 +173,8 @@ def fold_source_ref(state: dict[str, Any], out: dict[str, Any], env: Envelope, d
     out.update(repos=repos, mode=mode, oci_version=oci_version, hud_shared=mode in ("oci", "github_array"))
 
 
-def fold_proposal(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
-    launched = env.event
-    if not isinstance(launched, ev.RunLaunched):
-        return
-    raw = launched.proposal or {}
+def fold_proposal(state: dict[str, Any], out: dict[str, Any], e: ev.RunLaunched, env: Envelope, doc: dict[str, Any]) -> None:
+    raw = e.proposal or {}
     proposal_id = str(raw.get("proposal_id", "") or "")
     out.update(
         proposal_id=proposal_id,
@@ -188,145 +187,155 @@ def fold_proposal(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc
 QUEUE_STATE = {"ready": "idle", "scheduled": "queued", "running": "running", "completed": "idle", "cleaned_up": "idle"}
 
 
-def fold_queue(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
-    track(state, env)
-    if env.aggregate_type == "Run":  # the others move only the sessions' statuses
-        match env.event:
-            case ev.RunLaunched():
-                state["status"] = "ready"
-            case ev.ExecutionRequested(follow_up=False, requested_at=requested_at):
-                state["status"] = "scheduled"
-                out["queued_at"] = requested_at
-            case ev.ExecutionStarted():
-                state["status"] = "running"
-            case ev.TickRecorded(at=at):
-                doc["heartbeat_at"] = max(doc["heartbeat_at"], at or env.at)
-            case ev.RunCompleted():
-                state["status"] = "completed"
-            case ev.RunCleanedUp():
-                state["status"] = "cleaned_up"
-    status = state["status"]
-    queue_state = QUEUE_STATE.get(status, "unknown")
-    if status == "running" and any_blocked(state):
-        queue_state = "blocked"
-    out["state"] = queue_state
+def _queue(change: Change | None = None) -> Fold:
+    """Queue: the sessions' statuses, ``change(state, out, e, env, doc)``, then its state."""
+
+    def fold(state: dict[str, Any], out: dict[str, Any], e: Any, env: Envelope, doc: dict[str, Any]) -> None:
+        track(state, env)
+        if change is not None:
+            change(state, out, e, env, doc)
+        status = state["status"]
+        queue_state = QUEUE_STATE.get(status, "unknown")
+        if status == "running" and any_blocked(state):
+            queue_state = "blocked"
+        out["state"] = queue_state
+
+    return fold
 
 
-def fold_lineage(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
-    match env.event:
-        case ev.ToolCalled(tool_name=tool) if tool.startswith("mcp__catalog__"):
-            out["projected"] = True
+def _run_status(status: str) -> Change:
+    def change(state: dict[str, Any], out: dict[str, Any], e: Any, env: Envelope, doc: dict[str, Any]) -> None:
+        state["status"] = status
+
+    return change
 
 
-def fold_feedback(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
-    match env.event:
-        case ev.SessionOpened(role_key=role_key):
-            state["roles"][env.agent_id] = role_key
-        case ev.SessionCompleted(result=result) if state["roles"].get(env.agent_id) in REVIEWER_ROLES:
-            result = result or {}
-            verdict = str(result.get("review") or result.get("subtype") or "")
-            if result.get("is_error") or verdict in CHANGE_REQUESTS:
-                state["changes"] += 1
-                state["notes"] += 1
-            elif verdict in ACCEPTANCES:
-                state["accepts"] += 1
-                state["notes"] += 1
-        case ev.TaskCardChanged(action="followup_created"):
-            state["changes"] += 1
-            state["notes"] += 1
-        case ev.MessageDelivered(channel="mailbox" | "thread"):
-            state["notes"] += 1
-    changes, accepts = state["changes"], state["accepts"]
-    out["quality"] = "needs_changes" if changes else ("good" if accepts else "unknown")
-    out["accepted"] = bool(accepts) and not changes
-    out["notes_count"] = state["notes"]
+def _execution_requested(state: dict[str, Any], out: dict[str, Any], e: ev.ExecutionRequested, env: Envelope, doc: dict[str, Any]) -> None:
+    if not e.follow_up:
+        state["status"] = "scheduled"
+        out["queued_at"] = e.requested_at
 
 
-def fold_evidence(state: dict[str, Any], out: dict[str, Any], env: Envelope, doc: dict[str, Any]) -> None:
-    proof = ""
-    match env.event:
-        case ev.RunLaunched(project_facts=facts):
-            state["assembly"] = sorted(
-                {"assembly"}
-                | {
-                    str(b.get("repository_key", ""))
-                    for b in (facts or {}).get("repository_bindings", [])
-                    if isinstance(b, dict) and b.get("repository_type") == "assembly"
-                }
-            )
-            return
-        case ev.SessionOpened(role_key=role_key, suit=suit):
-            state["agents"][env.agent_id] = {"role_key": role_key, "suit_id": str((suit or {}).get("suit_id", "") or "")}
-            return
-        case gate.EvidenceRecorded() as recorded:  # the gate's publication of the run's proposal
-            if recorded.scope == "implementation" and recorded.repository_key not in state["assembly"]:
-                proof = "pr:" + (recorded.pr_url or recorded.evidence_url or "")
-            else:
-                state["orchestration"] = True
-        case ev.PullRequestOpened() as pr:
-            if pr.repository_key in state["assembly"]:
-                state["orchestration"] = True
-            else:
-                proof = "pr:" + (pr.pr_url or f"{pr.pr_owner}/{pr.pr_repo}#{pr.pr_number}")
-        case ev.SessionCompleted(result=result):
-            agent = state["agents"].get(env.agent_id, {})
-            result = result or {}
-            if agent.get("role_key") == "role_compactor" and not result.get("is_error"):
-                out["has_chronicle"] = True
-            if agent.get("role_key") == "role_tester" and not result.get("is_error"):
-                proof = "suit:" + (agent.get("suit_id") or env.agent_id)
-    if proof and proof not in state["proofs"]:
-        state["proofs"].append(proof)
-        state["proofs"].sort()
-    out["proof_count"] = len(state["proofs"])
-    if any(p.startswith("pr:") for p in state["proofs"]):
-        out["scope"] = "implementation"
-    elif state["proofs"]:
-        out["scope"] = "suit_proof"
-    elif state["orchestration"]:
-        out["scope"] = "orchestration"
+def _tick(state: dict[str, Any], out: dict[str, Any], e: ev.TickRecorded, env: Envelope, doc: dict[str, Any]) -> None:
+    doc["heartbeat_at"] = max(doc["heartbeat_at"], e.at or env.at)
 
 
-STATUS_KINDS = frozenset(
-    "AgentSession." + name
-    for name in (
-        "Opened", "ProcessStarted", "ToolCalled", "Blocked", "Unblocked", "Completed", "Stopped",
-        "Paused", "Resumed", "ProcessRestarted", "WorkspaceRestarted",
+def fold_lineage(state: dict[str, Any], out: dict[str, Any], e: ev.ToolCalled, env: Envelope, doc: dict[str, Any]) -> None:
+    if e.tool_name.startswith("mcp__catalog__"):
+        out["projected"] = True
+
+
+def _feedback(change: Change) -> Fold:
+    """Delivery feedback: ``change(state, e, env)``, then the quality it adds up to."""
+
+    def fold(state: dict[str, Any], out: dict[str, Any], e: Any, env: Envelope, doc: dict[str, Any]) -> None:
+        change(state, e, env)
+        changes, accepts = state["changes"], state["accepts"]
+        out["quality"] = "needs_changes" if changes else ("good" if accepts else "unknown")
+        out["accepted"] = bool(accepts) and not changes
+        out["notes_count"] = state["notes"]
+
+    return fold
+
+
+def _role_noted(state: dict[str, Any], e: ev.SessionOpened, env: Envelope) -> None:
+    state["roles"][env.agent_id] = e.role_key
+
+
+def _review(state: dict[str, Any], e: ev.SessionCompleted, env: Envelope) -> None:
+    if state["roles"].get(env.agent_id) not in REVIEWER_ROLES:
+        return
+    result = e.result or {}
+    verdict = str(result.get("review") or result.get("subtype") or "")
+    if result.get("is_error") or verdict in CHANGE_REQUESTS:
+        state["changes"] += 1
+        state["notes"] += 1
+    elif verdict in ACCEPTANCES:
+        state["accepts"] += 1
+        state["notes"] += 1
+
+
+def _followup(state: dict[str, Any], e: ev.TaskCardChanged, env: Envelope) -> None:
+    if e.action == "followup_created":
+        state["changes"] += 1
+        state["notes"] += 1
+
+
+def _note(state: dict[str, Any], e: ev.MessageDelivered, env: Envelope) -> None:
+    if e.channel in ("mailbox", "thread"):
+        state["notes"] += 1
+
+
+def _evidence(change: Callable[[dict[str, Any], dict[str, Any], Any, Envelope], str]) -> Fold:
+    """Evidence: ``change(state, out, e, env)`` answers a proof ("" for none), kept once;
+    then the proof count and scope."""
+
+    def fold(state: dict[str, Any], out: dict[str, Any], e: Any, env: Envelope, doc: dict[str, Any]) -> None:
+        proof = change(state, out, e, env)
+        if proof and proof not in state["proofs"]:
+            state["proofs"].append(proof)
+            state["proofs"].sort()
+        out["proof_count"] = len(state["proofs"])
+        if any(p.startswith("pr:") for p in state["proofs"]):
+            out["scope"] = "implementation"
+        elif state["proofs"]:
+            out["scope"] = "suit_proof"
+        elif state["orchestration"]:
+            out["scope"] = "orchestration"
+
+    return fold
+
+
+def evidence_assembly(state: dict[str, Any], out: dict[str, Any], e: ev.RunLaunched, env: Envelope, doc: dict[str, Any]) -> None:
+    """The project's assembly repositories (their pull requests are orchestration)."""
+    state["assembly"] = sorted(
+        {"assembly"}
+        | {
+            str(b.get("repository_key", ""))
+            for b in (e.project_facts or {}).get("repository_bindings", [])
+            if isinstance(b, dict) and b.get("repository_type") == "assembly"
+        }
     )
-)
-RUN_END = frozenset({"Run.Completed", "Run.CleanedUp"})
-# Pull requests of a run: an agent's, or the gate's publication of the run's proposal.
-PULL_REQUESTS = frozenset({"AgentSession.PullRequestOpened", "GateThread.PullRequestPublished"})
-# The event kinds each surface reads; the others leave it as it is.
-INTERESTS: dict[str, frozenset[str]] = {
-    "delivery": STATUS_KINDS | RUN_END | PULL_REQUESTS | {"Run.PreviewShared"},
-    "source_ref": frozenset({"Run.Launched"}),
-    "proposal": frozenset({"Run.Launched"}),
-    "queue": STATUS_KINDS | RUN_END | {"Run.Launched", "Run.ExecutionRequested", "Run.ExecutionStarted", "Run.TickRecorded"},
-    "lineage": frozenset({"AgentSession.ToolCalled"}),
-    "delivery_feedback": frozenset(
-        {"AgentSession.Opened", "AgentSession.Completed", "AgentSession.TaskCardChanged", "AgentSession.MessageDelivered"}
-    ),
-    "evidence": frozenset(
-        {"Run.Launched", "AgentSession.Opened", "AgentSession.PullRequestOpened", "AgentSession.Completed",
-         "GateThread.EvidenceRecorded"}
-    ),
-}
 
-FOLDS: dict[str, Callable[[dict[str, Any], dict[str, Any], Envelope, dict[str, Any]], None]] = {
-    "delivery": fold_delivery,
+
+def evidence_agent(state: dict[str, Any], out: dict[str, Any], e: ev.SessionOpened, env: Envelope, doc: dict[str, Any]) -> None:
+    state["agents"][env.agent_id] = {"role_key": e.role_key, "suit_id": str((e.suit or {}).get("suit_id", "") or "")}
+
+
+def _gate_evidence(state: dict[str, Any], out: dict[str, Any], e: gate.EvidenceRecorded, env: Envelope) -> str:
+    """The gate's publication of the run's proposal."""
+    if e.scope == "implementation" and e.repository_key not in state["assembly"]:
+        return "pr:" + (e.pr_url or e.evidence_url or "")
+    state["orchestration"] = True
+    return ""
+
+
+def _agent_pull_request(state: dict[str, Any], out: dict[str, Any], e: ev.PullRequestOpened, env: Envelope) -> str:
+    if e.repository_key in state["assembly"]:
+        state["orchestration"] = True
+        return ""
+    return "pr:" + (e.pr_url or f"{e.pr_owner}/{e.pr_repo}#{e.pr_number}")
+
+
+def _session_proof(state: dict[str, Any], out: dict[str, Any], e: ev.SessionCompleted, env: Envelope) -> str:
+    agent = state["agents"].get(env.agent_id, {})
+    result = e.result or {}
+    if agent.get("role_key") == "role_compactor" and not result.get("is_error"):
+        out["has_chronicle"] = True
+    if agent.get("role_key") == "role_tester" and not result.get("is_error"):
+        return "suit:" + (agent.get("suit_id") or env.agent_id)
+    return ""
+
+
+SURFACES = ("delivery", "source_ref", "proposal", "queue", "lineage", "delivery_feedback", "evidence")
+# The folds of the events that move only the sessions' statuses (and the times).
+STATUS_FOLDS: dict[str, Fold] = {"delivery": _delivery(), "queue": _queue()}
+TIMES_ONLY: dict[str, Fold] = {}  # the folds of the events that move only the times
+LAUNCH_FOLDS: dict[str, Fold] = {
     "source_ref": fold_source_ref,
     "proposal": fold_proposal,
-    "queue": fold_queue,
-    "lineage": fold_lineage,
-    "delivery_feedback": fold_feedback,
-    "evidence": fold_evidence,
-}
-
-
-DISPATCH: dict[str, tuple[str, ...]] = {
-    kind: tuple(surface for surface in FOLDS if kind in INTERESTS[surface])
-    for kind in frozenset().union(*INTERESTS.values())
+    "queue": _queue(_run_status("ready")),
+    "evidence": evidence_assembly,
 }
 
 
@@ -350,7 +359,7 @@ def new_doc(env: Envelope) -> dict[str, Any]:
         "latest_activity_at": stamp(env),
         "heartbeat_at": "",
         "broken": {},
-        "fold": {name: initial_state(name) for name in FOLDS},
+        "fold": {name: initial_state(name) for name in SURFACES},
     }
     for name, default in DEFAULTS.items():
         doc[name] = default()
@@ -358,31 +367,96 @@ def new_doc(env: Envelope) -> dict[str, Any]:
     return doc
 
 
+def _surfaces(folds: dict[str, Fold]) -> Callable[..., None]:
+    """The handler of an event that moves ``folds`` (surface -> its fold) and the times."""
+
+    def handler(self: SurfacesProjector, e: Any, env: Envelope, docs: Docs) -> None:
+        self._fold(e, env, docs, folds)
+
+    return handler
+
+
 class SurfacesProjector(Projector):
     name = "surfaces"
-    # Every run and session event: kinds added later still move the times and counts.
-    # Gate thread events name the run they publish for in ``run_id``.
-    prefixes = ("Run.", "AgentSession.", "GateThread.")
 
-    def wants(self, env: Envelope) -> bool:
-        return env.kind.startswith(self.prefixes)
+    @handles(ev.RunLaunched)
+    def run_launched(self, e: ev.RunLaunched, env: Envelope, docs: Docs) -> None:
+        self._fold(e, env, docs, LAUNCH_FOLDS, new_doc(env))
 
-    def apply(self, env: Envelope, docs: Docs) -> None:
-        key = surfaces_doc_key(env.tenant, env.run_id or gate.run_of(env.event))
-        if isinstance(env.event, ev.RunLaunched):
-            doc: dict[str, Any] | None = new_doc(env)
-        else:
+    # -- run events -------------------------------------------------------------------------
+    execution_requested = handles(ev.ExecutionRequested)(_surfaces({"queue": _queue(_execution_requested)}))
+    execution_started = handles(ev.ExecutionStarted)(_surfaces({"queue": _queue(_run_status("running"))}))
+    tick_recorded = handles(ev.TickRecorded)(_surfaces({"queue": _queue(_tick)}))
+    preview_shared = handles(ev.PreviewShared)(_surfaces({"delivery": _delivery(_preview)}))
+    run_completed = handles(ev.RunCompleted)(
+        _surfaces({"delivery": _delivery(_closer("completed")), "queue": _queue(_run_status("completed"))})
+    )
+    run_cleaned_up = handles(ev.RunCleanedUp)(
+        _surfaces({"delivery": _delivery(_closer("cleaned_up")), "queue": _queue(_run_status("cleaned_up"))})
+    )
+    run_session_opened = handles(ev.RunSessionOpened)(_surfaces(TIMES_ONLY))
+    handoff_recorded = handles(ev.HandoffRecorded)(_surfaces(TIMES_ONLY))
+    control_recorded = handles(ev.ControlRecorded)(_surfaces(TIMES_ONLY))
+    process_assigned = handles(ev.ProcessAssigned)(_surfaces(TIMES_ONLY))
+
+    # -- session events ---------------------------------------------------------------------
+    session_opened = handles(ev.SessionOpened)(
+        _surfaces({**STATUS_FOLDS, "delivery_feedback": _feedback(_role_noted), "evidence": evidence_agent})
+    )
+    tool_called = handles(ev.ToolCalled)(_surfaces({**STATUS_FOLDS, "lineage": fold_lineage}))
+    session_completed = handles(ev.SessionCompleted)(
+        _surfaces({**STATUS_FOLDS, "delivery_feedback": _feedback(_review), "evidence": _evidence(_session_proof)})
+    )
+    pull_request_opened = handles(ev.PullRequestOpened)(
+        _surfaces({"delivery": _delivery(_pull_request), "evidence": _evidence(_agent_pull_request)})
+    )
+    task_card_changed = handles(ev.TaskCardChanged)(_surfaces({"delivery_feedback": _feedback(_followup)}))
+    message_delivered = handles(ev.MessageDelivered)(_surfaces({"delivery_feedback": _feedback(_note)}))
+    # Events that move only the sessions' statuses.
+    process_started = handles(ev.ProcessStarted)(_surfaces(STATUS_FOLDS))
+    blocked = handles(ev.Blocked)(_surfaces(STATUS_FOLDS))
+    unblocked = handles(ev.Unblocked)(_surfaces(STATUS_FOLDS))
+    stopped = handles(ev.Stopped)(_surfaces(STATUS_FOLDS))
+    paused = handles(ev.Paused)(_surfaces(STATUS_FOLDS))
+    resumed = handles(ev.Resumed)(_surfaces(STATUS_FOLDS))
+    process_restarted = handles(ev.ProcessRestarted)(_surfaces(STATUS_FOLDS))
+    workspace_restarted = handles(ev.WorkspaceRestarted)(_surfaces(STATUS_FOLDS))
+    # Events that move only the times.
+    controller_action_observed = handles(ev.ControllerActionObserved)(_surfaces(TIMES_ONLY))
+    tool_call_failed = handles(ev.ToolCallFailed)(_surfaces(TIMES_ONLY))
+    model_reported = handles(ev.ModelReported)(_surfaces(TIMES_ONLY))
+    assistant_message = handles(ev.AssistantMessage)(_surfaces(TIMES_ONLY))
+    runner_output = handles(ev.RunnerOutput)(_surfaces(TIMES_ONLY))
+    handed_off = handles(ev.HandedOff)(_surfaces(TIMES_ONLY))
+    control_applied = handles(ev.ControlApplied)(_surfaces(TIMES_ONLY))
+    request_queued = handles(ev.RequestQueued)(_surfaces(TIMES_ONLY))
+    start_failed = handles(ev.StartFailed)(_surfaces(TIMES_ONLY))
+    self_healed = handles(ev.SelfHealed)(_surfaces(TIMES_ONLY))
+    process_switched = handles(ev.ProcessSwitched)(_surfaces(TIMES_ONLY))
+
+    # -- the gate's steps of the run (they name it in ``run_id``) ----------------------------
+    pull_request_published = handles(gate.PullRequestPublished)(_surfaces({"delivery": _delivery(_pull_request)}))
+    evidence_recorded = handles(gate.EvidenceRecorded)(_surfaces({"evidence": _evidence(_gate_evidence)}))
+    gate_step = handles(*(c for c in gate.EVENTS if c not in (gate.PullRequestPublished, gate.EvidenceRecorded)))(
+        _surfaces(TIMES_ONLY)
+    )
+
+    def _fold(
+        self, e: Any, env: Envelope, docs: Docs, folds: dict[str, Fold], launched: dict[str, Any] | None = None
+    ) -> None:
+        key = surfaces_doc_key(env.tenant, env.run_id or gate.run_of(e))
+        doc = launched
+        if doc is None:
             doc = docs.get(key)
             if doc is None:
                 return
             doc["latest_activity_at"] = max(doc["latest_activity_at"], stamp(env))
-        assert doc is not None
         state = doc["fold"]
-        for surface in DISPATCH.get(env.kind, ()):
+        for surface, fold in folds.items():
             if surface in doc["broken"]:
                 continue
             try:
-                FOLDS[surface](state[surface], doc[surface], env, doc)
+                fold(state[surface], doc[surface], e, env, doc)
             except Exception as exc:  # one malformed event breaks one surface, not the feed
                 reason = f"{type(exc).__name__}: {exc} (event {env.position} {env.kind})"
                 doc["broken"][surface] = reason

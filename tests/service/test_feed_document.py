@@ -163,8 +163,9 @@ def test_a_surface_broken_by_its_fold_falls_back_to_its_default_alone(monkeypatc
         def broken(*_: Any) -> None:
             raise ValueError("a malformed event")
 
-        monkeypatch.setitem(surfaces.FOLDS, "delivery", broken)
-        apply_all(scenario, [("block", 0, "sandbox_missing"), ("say", 1)])  # the delivery surface folds these
+        # the delivery surface's fold of the events that move only the sessions' statuses
+        monkeypatch.setitem(surfaces.STATUS_FOLDS, "delivery", broken)
+        apply_all(scenario, [("block", 0, "sandbox_missing"), ("say", 1)])  # a blocker is one of them
         drain(runner)
         served = reads.feed(TENANT, "acme", run_id, DEFAULT_LIMIT)
         assert served == stored(store, run_id) == reads.composed_feed(TENANT, "acme", run_id, DEFAULT_LIMIT)
