@@ -57,7 +57,36 @@ def handles(*event_types: type) -> Callable[[H], H]:
     return mark
 
 
-class Projector:
+class Handlers:
+    """Methods marked ``@handles(SomeEvent)`` (``handlers``: event class -> method), looked up
+    by an event's class: the one way every fold and mapping of events dispatches."""
+
+    handlers: ClassVar[dict[type, Callable[..., Any]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.handlers = {
+            event_type: method
+            for klass in reversed(cls.__mro__)
+            for method in vars(klass).values()
+            for event_type in getattr(method, "handled", ())
+        }
+        cls._resolved: dict[type, Callable[..., Any] | None] = {}
+
+    def handler(self, event_type: type) -> Callable[..., Any] | None:
+        """The handler of ``event_type``, or of the declared class it subclasses (the event
+        store reads an event back as its aggregate's subclass of the declared class)."""
+        resolved = self._resolved
+        try:
+            return resolved[event_type]
+        except KeyError:
+            handlers = self.handlers
+            found = next((handlers[base] for base in event_type.__mro__ if base in handlers), None)
+            resolved[event_type] = found  # one assignment: safe to race, every thread finds the same
+            return found
+
+
+class Projector(Handlers):
     """Base of every projector: a name (its table), the event kinds it reads, a fold.
 
     A projector folds an event by its class: one method per event class it reads, marked
@@ -69,17 +98,9 @@ class Projector:
     topics: ClassVar[frozenset[str]] = frozenset()
     # Readers keep copies of its documents: its commits announce what they changed.
     announced: ClassVar[bool] = False
-    handlers: ClassVar[dict[type, Callable[..., None]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls.handlers = {
-            event_type: method
-            for klass in reversed(cls.__mro__)
-            for method in vars(klass).values()
-            for event_type in getattr(method, "handled", ())
-        }
-        cls._resolved: dict[type, Callable[..., None] | None] = {}
         if cls.handlers:
             cls.topics = frozenset(str(t.TOPIC).rpartition(":")[2] for t in cls.handlers)  # type: ignore[attr-defined]
 
@@ -93,18 +114,6 @@ class Projector:
         handler = self.handler(type(env.event))
         if handler is not None:
             handler(self, env.event, env, docs)
-
-    def handler(self, event_type: type) -> Callable[..., None] | None:
-        """The handler of ``event_type``, or of the declared class it subclasses (the event
-        store reads an event back as its aggregate's subclass of the declared class)."""
-        resolved = self._resolved
-        try:
-            return resolved[event_type]
-        except KeyError:
-            handlers = self.handlers
-            found = next((handlers[base] for base in event_type.__mro__ if base in handlers), None)
-            resolved[event_type] = found  # one assignment: safe to race, every thread finds the same
-            return found
 
     def memory_docs(self) -> MemoryDocs:
         """Documents in memory to fold the whole log into: the definition live projection

@@ -8,14 +8,13 @@ are live events of the studio run they publish for (``projections.studio.gate_st
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import cache
 from typing import Any, NamedTuple
 
 from domain.shared.metadata import snake
 from domain.studio import events as ev
 from domain.studio.policies.pixel import pixel_state
-from projections.engine.by_type import ByType
+from projections.engine.docs import Handlers, handles
 from projections.engine.envelope import Envelope
 from projections.studio import gate_steps
 
@@ -71,74 +70,128 @@ def live_run_id(env: Envelope) -> str:
     return env.run_id
 
 
-# The summary of each event class (one dict lookup per event: ``projections.engine.by_type``);
-# the others are summed up by their name.
-SUMMARIES: ByType[Callable[[Any], str]] = ByType(
-    {
-        ev.ToolCalled: lambda e: f"{e.tool_name}{' (first tool)' if e.first else ''}: {e.summary}".strip(),
-        ev.ToolCallFailed: lambda e: f"{e.tool_name} failed: {e.reason}",
-        ev.ModelReported: lambda e: f"model {e.model}",
-        ev.ProcessAssigned: lambda e: f"process assignment {e.target} -> "
-        + "/".join(p for p in (e.provider, e.model, e.effort, e.speed) if p),
-        ev.ControllerActionObserved: lambda e: f"controller action {e.action}"
-        + (f" [{e.evidence_label}]" if e.evidence_label else ""),
-        ev.Blocked: lambda e: f"{e.code}: {e.message}",
-        ev.Unblocked: lambda e: f"{e.code} cleared: {e.resolution}",
-        ev.HandedOff: lambda e: e.reason,
-        ev.HandoffRecorded: lambda e: e.reason,
-        ev.PullRequestOpened: lambda e: f"pull request {e.pr_url}" + (f" at {e.head_sha[:12]}" if e.head_sha else ""),
-        ev.AssistantMessage: lambda e: e.text[:500],
-        ev.MessageDelivered: lambda e: e.message[:500],
-        ev.SessionCompleted: lambda e: str((e.result or {}).get("result", "session completed"))[:500],
-        ev.ControlRecorded: lambda e: f"{e.verb} by {e.actor}".strip(),
-        ev.ControlApplied: lambda e: f"{e.verb} by {e.actor}".strip(),
-        ev.RunLaunched: lambda e: f"run launched from {e.template_id} for {e.project_slug}",
-        ev.ExecutionRequested: lambda e: "follow-up kick" if e.follow_up else "execution scheduled",
-        ev.Stopped: lambda e: e.reason,
-        ev.StartFailed: lambda e: f"start failed in {e.workspace_name}: {e.error}",
-        ev.SelfHealed: lambda e: f"self-heal on {e.signal}: stale workspace identity cleared, fresh launch queued",
-        ev.RequestQueued: lambda e: (f"request queued, waking {e.wake_target}" if e.wake_target else "request queued")
-        + (f": {e.message}" if e.message else ""),
-    }
-)
+class _Shown(NamedTuple):
+    """What a live event shows of its payload."""
 
-
-def _summary(env: Envelope) -> str:
-    if env.aggregate_type == "GateThread":
-        return gate_steps.summary(env.event)
-    summary = SUMMARIES.get(env.event)
-    if summary is not None:
-        return summary(env.event)
-    return event_name(env.name).replace("_", " ")
-
-
-class _Fields(NamedTuple):
-    """What a live event shows of its payload besides the summary."""
-
+    summary: str
     route: str = ""
     tool_name: str = ""
     target_agent_id: str = ""
     thread_id: str = ""
     task_card_id: str = ""
+    agent_id: str | None = None  # the agent it is of, when not the envelope's
+    pixel: str | None = None  # the pixel state shown with it, when not its kind's
 
 
-NO_FIELDS = _Fields()
-FIELDS: ByType[Callable[[Any], _Fields]] = ByType(
-    {
-        ev.ToolCalled: lambda e: _Fields(route=e.route, tool_name=e.tool_name),
-        ev.ToolCallFailed: lambda e: _Fields(route=e.route, tool_name=e.tool_name),
-        ev.ControllerActionObserved: lambda e: _Fields(tool_name=e.action),
-        ev.HandedOff: lambda e: _Fields(target_agent_id=e.target_agent_id, thread_id=e.thread_id),
-        ev.HandoffRecorded: lambda e: _Fields(target_agent_id=e.to_agent_id, thread_id=e.thread_id),
-        ev.MessageDelivered: lambda e: _Fields(thread_id=e.thread_id),
-        ev.TaskCardChanged: lambda e: _Fields(tool_name=e.action, task_card_id=e.task_card_id),
-    }
-)
+def _named(env: Envelope) -> str:
+    """An event summed up by its name (``TaskCardChanged`` -> ``task card changed``)."""
+    return event_name(env.name).replace("_", " ")
 
 
-def _fields(event: object) -> _Fields:
-    fields = FIELDS.get(event)
-    return NO_FIELDS if fields is None else fields(event)
+class _Shows(Handlers):
+    """What a live event shows, by its event's class: ``(e, env)`` -> ``_Shown``; an event
+    of any other class is summed up by its name."""
+
+    @handles(ev.RunLaunched)
+    def run_launched(self, e: ev.RunLaunched, env: Envelope) -> _Shown:
+        return _Shown(f"run launched from {e.template_id} for {e.project_slug}")
+
+    @handles(ev.ExecutionRequested)
+    def execution_requested(self, e: ev.ExecutionRequested, env: Envelope) -> _Shown:
+        return _Shown("follow-up kick" if e.follow_up else "execution scheduled")
+
+    @handles(ev.HandoffRecorded)
+    def handoff_recorded(self, e: ev.HandoffRecorded, env: Envelope) -> _Shown:
+        return _Shown(e.reason, target_agent_id=e.to_agent_id, thread_id=e.thread_id, agent_id=e.from_agent_id)
+
+    @handles(ev.ControlRecorded)
+    def control_recorded(self, e: ev.ControlRecorded, env: Envelope) -> _Shown:
+        return _Shown(f"{e.verb} by {e.actor}".strip())
+
+    @handles(ev.ProcessAssigned)
+    def process_assigned(self, e: ev.ProcessAssigned, env: Envelope) -> _Shown:
+        return _Shown(f"process assignment {e.target} -> " + "/".join(p for p in (e.provider, e.model, e.effort, e.speed) if p))
+
+    @handles(ev.ToolCalled)
+    def tool_called(self, e: ev.ToolCalled, env: Envelope) -> _Shown:
+        summary = f"{e.tool_name}{' (first tool)' if e.first else ''}: {e.summary}".strip()
+        return _Shown(summary, route=e.route, tool_name=e.tool_name)
+
+    @handles(ev.ToolCallFailed)
+    def tool_call_failed(self, e: ev.ToolCallFailed, env: Envelope) -> _Shown:
+        return _Shown(f"{e.tool_name} failed: {e.reason}", route=e.route, tool_name=e.tool_name)
+
+    @handles(ev.ModelReported)
+    def model_reported(self, e: ev.ModelReported, env: Envelope) -> _Shown:
+        return _Shown(f"model {e.model}")
+
+    @handles(ev.ControllerActionObserved)
+    def controller_action_observed(self, e: ev.ControllerActionObserved, env: Envelope) -> _Shown:
+        label = f" [{e.evidence_label}]" if e.evidence_label else ""
+        return _Shown(f"controller action {e.action}{label}", tool_name=e.action)
+
+    @handles(ev.Blocked)
+    def blocked(self, e: ev.Blocked, env: Envelope) -> _Shown:
+        return _Shown(f"{e.code}: {e.message}")
+
+    @handles(ev.Unblocked)
+    def unblocked(self, e: ev.Unblocked, env: Envelope) -> _Shown:
+        return _Shown(f"{e.code} cleared: {e.resolution}", pixel=pixel_state(e.resume_status))
+
+    @handles(ev.HandedOff)
+    def handed_off(self, e: ev.HandedOff, env: Envelope) -> _Shown:
+        return _Shown(e.reason, target_agent_id=e.target_agent_id, thread_id=e.thread_id)
+
+    @handles(ev.PullRequestOpened)
+    def pull_request_opened(self, e: ev.PullRequestOpened, env: Envelope) -> _Shown:
+        return _Shown(f"pull request {e.pr_url}" + (f" at {e.head_sha[:12]}" if e.head_sha else ""))
+
+    @handles(ev.AssistantMessage)
+    def assistant_message(self, e: ev.AssistantMessage, env: Envelope) -> _Shown:
+        return _Shown(e.text[:500])
+
+    @handles(ev.MessageDelivered)
+    def message_delivered(self, e: ev.MessageDelivered, env: Envelope) -> _Shown:
+        return _Shown(e.message[:500], thread_id=e.thread_id)
+
+    @handles(ev.SessionCompleted)
+    def session_completed(self, e: ev.SessionCompleted, env: Envelope) -> _Shown:
+        return _Shown(str((e.result or {}).get("result", "session completed"))[:500])
+
+    @handles(ev.ControlApplied)
+    def control_applied(self, e: ev.ControlApplied, env: Envelope) -> _Shown:
+        return _Shown(f"{e.verb} by {e.actor}".strip())
+
+    @handles(ev.Stopped)
+    def stopped(self, e: ev.Stopped, env: Envelope) -> _Shown:
+        return _Shown(e.reason)
+
+    @handles(ev.StartFailed)
+    def start_failed(self, e: ev.StartFailed, env: Envelope) -> _Shown:
+        return _Shown(f"start failed in {e.workspace_name}: {e.error}")
+
+    @handles(ev.SelfHealed)
+    def self_healed(self, e: ev.SelfHealed, env: Envelope) -> _Shown:
+        return _Shown(f"self-heal on {e.signal}: stale workspace identity cleared, fresh launch queued")
+
+    @handles(ev.RequestQueued)
+    def request_queued(self, e: ev.RequestQueued, env: Envelope) -> _Shown:
+        queued = f"request queued, waking {e.wake_target}" if e.wake_target else "request queued"
+        return _Shown(queued + (f": {e.message}" if e.message else ""))
+
+    @handles(ev.TaskCardChanged)
+    def task_card_changed(self, e: ev.TaskCardChanged, env: Envelope) -> _Shown:
+        return _Shown(_named(env), tool_name=e.action, task_card_id=e.task_card_id)
+
+
+SHOWS = _Shows()
+
+
+def _shown(env: Envelope) -> _Shown:
+    if env.aggregate_type == "GateThread":
+        return _Shown(gate_steps.summary(env.event))
+    show = SHOWS.handler(type(env.event))
+    return _Shown(_named(env)) if show is None else show(SHOWS, env.event, env)
 
 
 def live_event(env: Envelope) -> dict[str, Any] | None:
@@ -150,26 +203,20 @@ def live_event(env: Envelope) -> dict[str, Any] | None:
     if not run_id:
         return None
     event_kind, pixel = mapped
-    e = env.event
-    agent_id, session_id = env.agent_id, env.session_id
-    if isinstance(e, ev.HandoffRecorded):
-        agent_id = e.from_agent_id
-    if isinstance(e, ev.Unblocked):
-        pixel = pixel_state(e.resume_status)
-    fields = _fields(e)
+    shown = _shown(env)
     return {
         "event_id": env.event_id,
         "run_id": run_id,
-        "agent_id": agent_id,
-        "session_id": session_id,
+        "agent_id": env.agent_id if shown.agent_id is None else shown.agent_id,
+        "session_id": env.session_id,
         "event_kind": event_kind,
         "event_name": event_name(env.name),
-        "route": fields.route,
-        "tool_name": fields.tool_name,
-        "summary": _summary(env),
-        "pixel_state": pixel,
-        "target_agent_id": fields.target_agent_id,
-        "thread_id": fields.thread_id,
-        "task_card_id": fields.task_card_id,
+        "route": shown.route,
+        "tool_name": shown.tool_name,
+        "summary": shown.summary,
+        "pixel_state": pixel if shown.pixel is None else shown.pixel,
+        "target_agent_id": shown.target_agent_id,
+        "thread_id": shown.thread_id,
+        "task_card_id": shown.task_card_id,
         "created_at": env.at,
     }
