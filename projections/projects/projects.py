@@ -13,7 +13,7 @@ from domain.projects.project import repository_bindings, source_ref, suit_tester
 from domain.projects.sources import redact
 from domain.shared.metadata import pick
 from domain.studio import events as ev
-from projections.engine.docs import Docs, Projector, handles
+from projections.engine.docs import Docs, Handlers, Projector, handles
 from projections.engine.envelope import Envelope
 
 VCS_BASE_URL = "https://vcs.squadops.local"
@@ -105,24 +105,56 @@ def project_out(tenant: str, slug: str, request: dict[str, Any], created_by: str
     }
 
 
-PROVISIONING = (pe.RepositoryProvisioned, pe.RepositoryFetched, pe.DsnProvisioned, pe.ParticipantRemoved, pe.SurfacesRecorded, pe.ParticipantAdded)
+class _Provisioning(Handlers):
+    """What a provisioning outcome or a participant change does to ``PortalProjectOut``, by
+    the event's class: ``(project, e)``."""
 
+    @handles(pe.RepositoryProvisioned)
+    def repository_provisioned(self, project: dict[str, Any], e: pe.RepositoryProvisioned) -> None:
+        """The binding's repository (URL, commit, status) and the project's summary status."""
+        bindings = project["repository_bindings"]
+        # Logs written before repositories had hosting URLs stored the server's own path
+        # (``file://…``): it is never shown; the binding keeps its hosting URL.
+        url = None if e.vcs_repo_url.startswith("file:") else e.vcs_repo_url
+        for b in bindings:
+            if b["repository_key"] == e.repository_key:
+                b["vcs_repo_url"] = b["vcs_repo_url"] if url is None else url
+                b["metadata"]["vcs_repo_provision_status"] = e.status
+                b["metadata"]["vcs_repo_node_id"] = e.vcs_repo_node_id
+                if e.error:
+                    b["metadata"]["vcs_repo_provision_error"] = e.error
+        states = [b["metadata"].get("vcs_repo_provision_status") for b in bindings]
+        states = [s for s in states if s]
+        failed = [
+            b["metadata"].get("vcs_repo_provision_error", "")
+            for b in bindings
+            if b["metadata"].get("vcs_repo_provision_status") == "failed"
+        ]
+        project["vcs_repo_provision_status"] = "failed" if failed else ("provisioned" if states else "")
+        project["vcs_repo_provision_error"] = failed[0] if failed else ""
+        main = next((b for b in bindings if b["repository_type"] == "assembly"), bindings[0] if bindings else None)
+        if main is not None and main["repository_key"] == e.repository_key:
+            project["vcs_repo_url"] = main["vcs_repo_url"]
+            project["vcs_repo_node_id"] = e.vcs_repo_node_id
 
-def apply_provisioning(project: dict[str, Any], e: Any) -> None:
-    """A provisioning outcome folded into ``PortalProjectOut``: the binding's repository
-    (URL, commit, status) and the project's summary status; the DSN's status in the
-    assembly's ``error_reporting`` and each lane binding's metadata."""
-    if not isinstance(e, PROVISIONING):
-        return
-    project["updated_at"] = max(project["updated_at"], e.at)
-    if isinstance(e, pe.RepositoryFetched):
+    @handles(pe.RepositoryFetched)
+    def repository_fetched(self, project: dict[str, Any], e: pe.RepositoryFetched) -> None:
         for b in project["repository_bindings"]:
             if b["repository_key"] == e.repository_key:
                 b["metadata"]["last_fetch"] = {
                     "run_id": e.run_id, "status": e.status, "head_sha": e.head_sha, "error": e.error, "at": e.at,
                 }
-        return
-    if isinstance(e, pe.SurfacesRecorded):
+
+    @handles(pe.DsnProvisioned)
+    def dsn_provisioned(self, project: dict[str, Any], e: pe.DsnProvisioned) -> None:
+        """The DSN's status in the assembly's ``error_reporting`` and each lane binding's metadata."""
+        project["project_assembly"]["error_reporting"] = {"status": e.status, "dsn": e.dsn, "error": e.error}
+        for b in project["repository_bindings"]:
+            if b["repository_key"] in ("frontend", "backend"):
+                b["metadata"]["error_reporting_dsn_status"] = e.status
+
+    @handles(pe.SurfacesRecorded)
+    def surfaces_recorded(self, project: dict[str, Any], e: pe.SurfacesRecorded) -> None:
         board, design, catalog = e.board, e.design, e.catalog
         project["board_projection"] = board.get("board_projection", {"error": board.get("error", "")})
         project["board_sync_status"] = board.get("board_sync_status", "failed" if "error" in board else "")
@@ -130,47 +162,32 @@ def apply_provisioning(project: dict[str, Any], e: Any) -> None:
         project["design_team_ref"] = str((design or {}).get("design_team_ref", ""))
         project["catalog_entity_ref"] = str(catalog.get("catalog_entity_ref", ""))
         project["catalog_annotations"] = dict(catalog.get("catalog_annotations", {}))
-        return
-    if isinstance(e, pe.ParticipantRemoved):
-        project["participants"] = [p for p in project["participants"] if p["subject_key"] != e.subject_key]
-        project["member_subject_keys"] = [k for k in project["member_subject_keys"] if k != e.subject_key]
-        return
-    if isinstance(e, pe.ParticipantAdded):
+
+    @handles(pe.ParticipantAdded)
+    def participant_added(self, project: dict[str, Any], e: pe.ParticipantAdded) -> None:
         added = {"subject_key": e.subject_key, "project_role": e.project_role, "stack_ids": list(e.stack_ids)}
         others = [p for p in project["participants"] if p["subject_key"] != e.subject_key]
         project["participants"] = [*others, added]
         project["member_subject_keys"] = sorted({*project["member_subject_keys"], e.subject_key})
+
+    @handles(pe.ParticipantRemoved)
+    def participant_removed(self, project: dict[str, Any], e: pe.ParticipantRemoved) -> None:
+        project["participants"] = [p for p in project["participants"] if p["subject_key"] != e.subject_key]
+        project["member_subject_keys"] = [k for k in project["member_subject_keys"] if k != e.subject_key]
+
+
+_PROVISIONING = _Provisioning()
+PROVISIONING = tuple(_Provisioning.handlers)
+
+
+def apply_provisioning(project: dict[str, Any], e: Any) -> None:
+    """A provisioning outcome or a participant change folded into ``PortalProjectOut`` (the
+    handler of its class in ``_Provisioning``); any other event leaves it as it is."""
+    change = _PROVISIONING.handler(type(e))
+    if change is None:
         return
-    bindings = project["repository_bindings"]
-    if isinstance(e, pe.DsnProvisioned):
-        project["project_assembly"]["error_reporting"] = {"status": e.status, "dsn": e.dsn, "error": e.error}
-        for b in bindings:
-            if b["repository_key"] in ("frontend", "backend"):
-                b["metadata"]["error_reporting_dsn_status"] = e.status
-        return
-    # Logs written before repositories had hosting URLs stored the server's own path
-    # (``file://…``): it is never shown; the binding keeps its hosting URL.
-    url = None if e.vcs_repo_url.startswith("file:") else e.vcs_repo_url
-    for b in bindings:
-        if b["repository_key"] == e.repository_key:
-            b["vcs_repo_url"] = b["vcs_repo_url"] if url is None else url
-            b["metadata"]["vcs_repo_provision_status"] = e.status
-            b["metadata"]["vcs_repo_node_id"] = e.vcs_repo_node_id
-            if e.error:
-                b["metadata"]["vcs_repo_provision_error"] = e.error
-    states = [b["metadata"].get("vcs_repo_provision_status") for b in bindings]
-    states = [s for s in states if s]
-    failed = [
-        b["metadata"].get("vcs_repo_provision_error", "")
-        for b in bindings
-        if b["metadata"].get("vcs_repo_provision_status") == "failed"
-    ]
-    project["vcs_repo_provision_status"] = "failed" if failed else ("provisioned" if states else "")
-    project["vcs_repo_provision_error"] = failed[0] if failed else ""
-    main = next((b for b in bindings if b["repository_type"] == "assembly"), bindings[0] if bindings else None)
-    if main is not None and main["repository_key"] == e.repository_key:
-        project["vcs_repo_url"] = main["vcs_repo_url"]
-        project["vcs_repo_node_id"] = e.vcs_repo_node_id
+    project["updated_at"] = max(project["updated_at"], e.at)
+    change(_PROVISIONING, project, e)
 
 
 class ProjectsProjector(Projector):
