@@ -154,7 +154,7 @@ def workspaces(state: State) -> WorkspaceCommands:
 
 
 @post([f"/{{employee_slug:str}}{p}" for p in PATHS], status_code=200, request_max_body_size=MAX_BODY_BYTES,
-      summary="Metered model call of a developer workspace", opt=answers(400, 401, 503))
+      summary="Metered model call of a developer workspace", opt=answers(400, 401, 422, 503))
 async def metered_model_call(employee_slug: PathId, request: Request[Any, Any, Any], state: State) -> Stream:
     proxy: ModelProxy = part(state, "model_proxy")
     who, scope = await anyio.to_thread.run_sync(_workspace, state, request, employee_slug)
