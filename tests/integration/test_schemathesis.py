@@ -46,9 +46,10 @@ class CoverageAndFuzzing:
     reached: frozenset[int] = frozenset()
 
     @pytest.fixture(scope="class")
-    def outcome(self, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
-        with service_at(tmp_path_factory.mktemp(f"schemathesis-{self.half}") / "squadops.db") as (app, _):
-            schema = load_schema(app, "coverage", "fuzzing", half=self.half)
+    @classmethod
+    def outcome(cls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
+        with service_at(tmp_path_factory.mktemp(f"schemathesis-{cls.half}") / "squadops.db") as (app, _):
+            schema = load_schema(app, "coverage", "fuzzing", half=cls.half)
             result = run_engine(schema)
             result.operations = {r.ok().label for r in schema.get_all_operations()}
             yield result
