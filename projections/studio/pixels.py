@@ -101,6 +101,13 @@ def new_doc(env: Envelope) -> dict[str, Any]:
         "project_slug": env.event.project_slug,
         "broken": "",
         "latest_activity_at": stamp(env),
+        **empty_agents(),
+    }
+
+
+def empty_agents() -> dict[str, Any]:
+    """The document's agents and what is summed over them, before any agent joined."""
+    return {
         "pixel_agent_count": 0,
         "pixel_agents": [],
         "progress": empty_progress(),
@@ -113,17 +120,7 @@ def new_doc(env: Envelope) -> dict[str, Any]:
 
 
 def break_doc(doc: dict[str, Any], reason: str) -> None:
-    fresh = {
-        "pixel_agent_count": 0,
-        "pixel_agents": [],
-        "progress": empty_progress(),
-        "run_cost": empty_run_cost(),
-        "coordination_friction": empty_friction(),
-        "current_logs": [],
-        "sessions": [],
-        "fold": {},
-    }
-    doc.update(fresh)
+    doc.update(empty_agents())
     doc["broken"] = reason
 
 

@@ -101,6 +101,10 @@ def _session_event(change: Change) -> Change:
     return handler
 
 
+def _status_only(session: dict[str, Any], e: Any) -> None:
+    """The event changes the session's record by its status and times only."""
+
+
 class RunsProjector(Projector):
     name = "runs"
 
@@ -307,62 +311,17 @@ class RunsProjector(Projector):
 
     # Events that change a session's record only by its status, step and blocker (the
     # session state machine, ``domain.studio.session_state``) and its last event's time.
-
-    @handles(ev.Blocked)
-    @_session_event
-    def blocked(session: dict[str, Any], e: ev.Blocked) -> None:
-        """Its status only."""
-
-    @handles(ev.Unblocked)
-    @_session_event
-    def unblocked(session: dict[str, Any], e: ev.Unblocked) -> None:
-        """Its status only."""
-
-    @handles(ev.HandedOff)
-    @_session_event
-    def handed_off(session: dict[str, Any], e: ev.HandedOff) -> None:
-        """Its step only."""
-
-    @handles(ev.PullRequestOpened)
-    @_session_event
-    def pull_request_opened(session: dict[str, Any], e: ev.PullRequestOpened) -> None:
-        """Its step only."""
-
-    @handles(ev.SessionCompleted)
-    @_session_event
-    def session_completed(session: dict[str, Any], e: ev.SessionCompleted) -> None:
-        """Its status only."""
-
-    @handles(ev.Stopped)
-    @_session_event
-    def stopped(session: dict[str, Any], e: ev.Stopped) -> None:
-        """Its status only."""
-
-    @handles(ev.Paused)
-    @_session_event
-    def paused(session: dict[str, Any], e: ev.Paused) -> None:
-        """Its status only."""
-
-    @handles(ev.Resumed)
-    @_session_event
-    def resumed(session: dict[str, Any], e: ev.Resumed) -> None:
-        """Its status only."""
-
-    @handles(ev.ControllerActionObserved)
-    @_session_event
-    def controller_action_observed(session: dict[str, Any], e: ev.ControllerActionObserved) -> None:
-        """Its last event's time only."""
-
-    @handles(ev.MessageDelivered)
-    @_session_event
-    def message_delivered(session: dict[str, Any], e: ev.MessageDelivered) -> None:
-        """Its last event's time only."""
-
-    @handles(ev.ControlApplied)
-    @_session_event
-    def control_applied(session: dict[str, Any], e: ev.ControlApplied) -> None:
-        """Its last event's time only."""
-
+    blocked = handles(ev.Blocked)(_session_event(_status_only))
+    unblocked = handles(ev.Unblocked)(_session_event(_status_only))
+    handed_off = handles(ev.HandedOff)(_session_event(_status_only))
+    pull_request_opened = handles(ev.PullRequestOpened)(_session_event(_status_only))
+    session_completed = handles(ev.SessionCompleted)(_session_event(_status_only))
+    stopped = handles(ev.Stopped)(_session_event(_status_only))
+    paused = handles(ev.Paused)(_session_event(_status_only))
+    resumed = handles(ev.Resumed)(_session_event(_status_only))
+    controller_action_observed = handles(ev.ControllerActionObserved)(_session_event(_status_only))
+    message_delivered = handles(ev.MessageDelivered)(_session_event(_status_only))
+    control_applied = handles(ev.ControlApplied)(_session_event(_status_only))
     # -- finding ----------------------------------------------------------------------------
 
     @staticmethod

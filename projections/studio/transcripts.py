@@ -75,6 +75,10 @@ def _session_event(make: Callable[[dict[str, Any], Any], dict[str, Any] | None])
     return handler
 
 
+def _no_entry(head: dict[str, Any], e: Any) -> None:
+    """The event is no entry of the transcript."""
+
+
 class TranscriptsProjector(Projector):
     name = "transcripts"
 
@@ -161,53 +165,13 @@ class TranscriptsProjector(Projector):
         return _entry("session", str(result.get("result", "session completed")))
 
     # -- events that are no entry (the head moves to their position) ------------------------
-
-    @handles(ev.SessionOpened)
-    @_session_event
-    def session_opened(head: dict[str, Any], e: ev.SessionOpened) -> dict[str, Any] | None:
-        return None
-
-    @handles(ev.ControlApplied)
-    @_session_event
-    def control_applied(head: dict[str, Any], e: ev.ControlApplied) -> dict[str, Any] | None:
-        return None
-
-    @handles(ev.Paused)
-    @_session_event
-    def paused(head: dict[str, Any], e: ev.Paused) -> dict[str, Any] | None:
-        return None
-
-    @handles(ev.RequestQueued)
-    @_session_event
-    def request_queued(head: dict[str, Any], e: ev.RequestQueued) -> dict[str, Any] | None:
-        return None
-
-    @handles(ev.Resumed)
-    @_session_event
-    def resumed(head: dict[str, Any], e: ev.Resumed) -> dict[str, Any] | None:
-        return None
-
-    @handles(ev.ProcessRestarted)
-    @_session_event
-    def process_restarted(head: dict[str, Any], e: ev.ProcessRestarted) -> dict[str, Any] | None:
-        return None
-
-    @handles(ev.SelfHealed)
-    @_session_event
-    def self_healed(head: dict[str, Any], e: ev.SelfHealed) -> dict[str, Any] | None:
-        return None
-
-    @handles(ev.WorkspaceRestarted)
-    @_session_event
-    def workspace_restarted(head: dict[str, Any], e: ev.WorkspaceRestarted) -> dict[str, Any] | None:
-        return None
-
-    @handles(ev.ProcessSwitched)
-    @_session_event
-    def process_switched(head: dict[str, Any], e: ev.ProcessSwitched) -> dict[str, Any] | None:
-        return None
-
-    @handles(ev.TaskCardChanged)
-    @_session_event
-    def task_card_changed(head: dict[str, Any], e: ev.TaskCardChanged) -> dict[str, Any] | None:
-        return None
+    session_opened = handles(ev.SessionOpened)(_session_event(_no_entry))
+    control_applied = handles(ev.ControlApplied)(_session_event(_no_entry))
+    paused = handles(ev.Paused)(_session_event(_no_entry))
+    request_queued = handles(ev.RequestQueued)(_session_event(_no_entry))
+    resumed = handles(ev.Resumed)(_session_event(_no_entry))
+    process_restarted = handles(ev.ProcessRestarted)(_session_event(_no_entry))
+    self_healed = handles(ev.SelfHealed)(_session_event(_no_entry))
+    workspace_restarted = handles(ev.WorkspaceRestarted)(_session_event(_no_entry))
+    process_switched = handles(ev.ProcessSwitched)(_session_event(_no_entry))
+    task_card_changed = handles(ev.TaskCardChanged)(_session_event(_no_entry))
