@@ -46,6 +46,16 @@ class Docs(Protocol):
     def delete(self, key: str) -> None: ...
 
 
+def tenant_scoped(prefix: str) -> Callable[[str, str], str]:
+    """The key (or partition) of a tenant's document of one thing: ``tenant_scoped("run")``
+    answers ``(tenant, run_id) -> "run/<tenant>/<run_id>"``."""
+
+    def key(tenant: str, ident: str) -> str:
+        return f"{prefix}/{tenant}/{ident}"
+
+    return key
+
+
 def handles(*event_types: type) -> Callable[[H], H]:
     """Marks a projector's method as the handler of events of ``event_types`` (the classes
     the areas declare in their ``events.py``); it is called ``(event, env, docs)``."""

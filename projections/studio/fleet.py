@@ -17,7 +17,7 @@ from typing import Any
 from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS, pixel_state, progress_bucket
 from domain.studio.session_state import SessionState, after_event
-from projections.engine.docs import Docs, Projector, handles
+from projections.engine.docs import Docs, Projector, handles, tenant_scoped
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import seconds_between, stamp
 from projections.studio.pixels import activity_after
@@ -26,8 +26,7 @@ BOARD_STATUSES = ("ready", "scheduled", "running", "blocked", "completed", "clea
 ENDED = ("completed", "cleaned_up")
 
 
-def fleet_doc_key(tenant: str, run_id: str) -> str:
-    return f"fleet/{tenant}/{run_id}"
+fleet_doc_key = tenant_scoped("fleet")
 
 
 def fleet_partition(tenant: str) -> str:

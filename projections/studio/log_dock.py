@@ -29,7 +29,7 @@ import structlog
 from domain.gate.events import EVENTS as GATE_EVENTS
 from domain.studio import events as ev
 from domain.studio.policies.walls import wall_for
-from projections.engine.docs import Docs, Projector, handles
+from projections.engine.docs import Docs, Projector, handles, tenant_scoped
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
 from projections.studio import gate_steps
@@ -42,16 +42,9 @@ CHUNK = 25
 SLOT_ACTIONS = frozenset({"acquire_execution_slot", "dispatch_slot_prompt"})
 
 
-def log_dock_doc_key(tenant: str, run_id: str) -> str:
-    return f"logdock/{tenant}/{run_id}"
-
-
-def live_partition(tenant: str, run_id: str) -> str:
-    return f"logdock-live/{tenant}/{run_id}"
-
-
-def logs_partition(tenant: str, run_id: str) -> str:
-    return f"logdock-logs/{tenant}/{run_id}"
+log_dock_doc_key = tenant_scoped("logdock")
+live_partition = tenant_scoped("logdock-live")
+logs_partition = tenant_scoped("logdock-logs")
 
 
 def sort_key(position: int) -> str:

@@ -32,7 +32,7 @@ from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS
 from domain.studio.session_state import SessionState, after_event, moves_status
 from domain.workspaces.events import UsageRecorded
-from projections.engine.docs import Docs, Projector, handles
+from projections.engine.docs import Docs, Projector, handles, tenant_scoped
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
 from projections.studio.pixel_derived import empty_wall, refresh, run_cost
@@ -63,8 +63,7 @@ def activity_after(current: str, event_name: str) -> str:
     return ACTIVITY.get(event_name, current)
 
 
-def pixels_doc_key(tenant: str, run_id: str) -> str:
-    return f"pixels/{tenant}/{run_id}"
+pixels_doc_key = tenant_scoped("pixels")
 
 
 def empty_progress() -> dict[str, int]:

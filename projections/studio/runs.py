@@ -18,7 +18,7 @@ from typing import Any
 
 from domain.studio import events as ev
 from domain.studio.session_state import BLOCKED, OPENED, SessionState, after_event, moves_status
-from projections.engine.docs import Docs, Projector, handles
+from projections.engine.docs import Docs, Projector, handles, tenant_scoped
 from projections.engine.envelope import Envelope
 
 ENDED = ("completed", "cleaned_up")
@@ -35,16 +35,9 @@ SESSION_FIELDS = (
 )
 
 
-def run_doc_key(tenant: str, run_id: str) -> str:
-    return f"run/{tenant}/{run_id}"
-
-
-def report_partition(tenant: str, run_id: str) -> str:
-    return f"reports/{tenant}/{run_id}"
-
-
-def handoff_partition(tenant: str, run_id: str) -> str:
-    return f"handoffs/{tenant}/{run_id}"
+run_doc_key = tenant_scoped("run")
+report_partition = tenant_scoped("reports")
+handoff_partition = tenant_scoped("handoffs")
 
 
 def derived_status(run: dict[str, Any]) -> str:

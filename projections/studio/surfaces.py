@@ -37,7 +37,7 @@ import structlog
 from domain.gate import events as gate
 from domain.studio import events as ev
 from domain.studio.session_state import live_status_after
-from projections.engine.docs import Docs, Projector, handles
+from projections.engine.docs import Docs, Projector, handles, tenant_scoped
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
 
@@ -50,8 +50,7 @@ ACCEPTANCES = frozenset({"success", "accepted", "approved"})
 ENDED = ("completed", "cleaned_up")
 
 
-def surfaces_doc_key(tenant: str, run_id: str) -> str:
-    return f"surfaces/{tenant}/{run_id}"
+surfaces_doc_key = tenant_scoped("surfaces")
 
 
 # -- empty-typed defaults ------------------------------------------------------------------------
