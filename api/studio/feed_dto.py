@@ -105,6 +105,10 @@ class LiveEvent(Strict):
     thread_id: str
     task_card_id: str
     created_at: str
+    # a tool call's result, its first bytes (only on a call that answered something)
+    result: str = ""
+    result_size: int = 0
+    result_truncated: bool = False
 
 
 class MirrorWorkspace(Strict):

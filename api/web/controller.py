@@ -28,7 +28,7 @@ from api.web.office_view import BLANK, rooms, script_config
 from api.web.pages import asset, page, render
 from api.web.portal_view import blocked_runs, pending_reviews, your_projects
 from api.web.projects import project_page, pull_page
-from api.web.transcript_view import reported, transcript
+from api.web.transcript_view import FOLD_CHARS, FOLD_LINES, KEPT_BYTES, reported, transcript
 from api.web.verbs import verb_config
 from domain.shared.access import ROLES
 from domain.shared.errors import DomainError, NotFound
@@ -95,7 +95,8 @@ def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, ca
 
 
 AgentId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="agent id")]
-BLANK_ENTRY = {"kind": "", "text": "", "tool_name": "", "input": "", "failed": False, "target_agent_id": "", "position": 0, "at": "", "folded": False, "first_line": ""}
+BLANK_ENTRY = {"kind": "", "text": "", "tool_name": "", "input": "", "failed": False, "target_agent_id": "", "position": 0, "at": "", "folded": False, "first_line": "",
+               "result": "", "result_folded": False, "result_label": ""}
 
 
 @get(
@@ -125,6 +126,7 @@ def transcript_page(
         project_slug=run["project_slug"],
         topic=live_channel_topic(caller.tenant, run_id),
         position=read["head"]["position"],
+        fold={"chars": FOLD_CHARS, "lines": FOLD_LINES, "kept_bytes": KEPT_BYTES},
     )
 
 

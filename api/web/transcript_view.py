@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from domain.studio.tool_results import KEPT_BYTES
 from projections.engine.store import DocStore
 from projections.studio.transcripts import transcript_head_key, transcript_partition
 
@@ -37,7 +38,14 @@ def transcript(store: DocStore, tenant: str, run_id: str, agent_id: str) -> dict
     for entry in entries:
         entry["folded"] = folded(entry["text"])
         entry["first_line"] = first_line(entry["text"])
+        entry["result_folded"] = folded(entry.get("result", ""))
+        entry["result_label"] = result_label(entry.get("result_size", 0), entry.get("result_truncated", False))
     return {"head": head, "entries": entries}
+
+
+def result_label(size: int, truncated: bool) -> str:
+    """``result · 1,234 bytes`` (``…, first 4,096 shown`` when the log kept only its first bytes)."""
+    return f"result · {size:,} bytes" + (f", first {KEPT_BYTES:,} shown" if truncated else "")
 
 
 def reported(head: dict[str, Any]) -> list[str]:

@@ -65,6 +65,7 @@ class CallTool(Step, tag="call_tool"):
     tool_name: str
     route: str = ""
     summary: str = ""
+    result: str = ""  # what the call answered, whole (the session keeps its first bytes)
 
 
 class FailToolCall(Step, tag="fail_tool_call"):
@@ -74,6 +75,7 @@ class FailToolCall(Step, tag="fail_tool_call"):
     reason: str
     route: str = ""
     summary: str = ""
+    result: str = ""
 
 
 class ReportModel(Step, tag="report_model"):

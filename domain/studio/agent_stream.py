@@ -64,7 +64,8 @@ class ToolResult(msgspec.Struct, frozen=True):
     call_id: str
     name: str
     is_error: bool
-    text: str = ""
+    text: str = ""  # an excerpt (a failure's reason)
+    output: str = ""  # what the call answered, whole as the CLI reported it
 
 
 class ModelSeen(msgspec.Struct, frozen=True):
@@ -103,12 +104,12 @@ def excerpt(text: str, limit: int = EXCERPT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _content_text(content: Any) -> str:
+def _content_text(content: Any, separator: str = " ") -> str:
     """A tool result's or message's text: a string, or the text of its blocks."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(
+        return separator.join(
             str(block.get("text", "")) for block in content if isinstance(block, dict) and block.get("type") == "text"
         )
     return ""
@@ -203,8 +204,8 @@ class StreamReader:
                 continue
             call_id = str(block.get("tool_use_id", ""))
             name = self.pending.pop(call_id, "")
-            text = _content_text(block.get("content"))
-            signals.append(ToolResult(call_id, name, bool(block.get("is_error")), excerpt(text)))
+            text = _content_text(block.get("content"), "\n")
+            signals.append(ToolResult(call_id, name, bool(block.get("is_error")), excerpt(text), text))
         return signals
 
     def _text(self, text: str) -> list[Signal]:
@@ -260,8 +261,8 @@ class StreamReader:
                 return [Notice("warn", excerpt(f"codex: {item.get('message', '')}"))]
             # An error item in a turn is a failed call of its own (it has no start): counted, never a tool.
             self.errors += 1
-            return [ToolResult(call_id or f"error-{self.errors}", ERROR_TOOL, True,
-                               excerpt(str(item.get("message", "")) or "error"))]
+            message = str(item.get("message", ""))
+            return [ToolResult(call_id or f"error-{self.errors}", ERROR_TOOL, True, excerpt(message) or "error", message)]
         name, arguments = self._codex_tool(item_type, item)
         if not name:
             return []  # reasoning, and item types added later
@@ -277,7 +278,7 @@ class StreamReader:
             output = self._codex_output(item)
             if failed and self._denied(item_type, status, output):
                 self.denials.append({"tool_name": name, "tool_use_id": call_id, "tool_input": arguments})
-            signals.append(ToolResult(call_id, name, failed, excerpt(output or (status if failed else ""))))
+            signals.append(ToolResult(call_id, name, failed, excerpt(output or (status if failed else "")), output))
         return signals
 
     @staticmethod
@@ -316,5 +317,5 @@ class StreamReader:
             return str(item["aggregated_output"])
         result = item.get("result")
         if isinstance(result, dict):
-            return _content_text(result.get("content"))
+            return _content_text(result.get("content"), "\n")
         return ""

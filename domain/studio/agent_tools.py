@@ -241,18 +241,18 @@ class StepTranslator:
             case stream.ToolUse(call_id=call_id, name=name, input=arguments):
                 self.calls[call_id] = (name, dict(arguments))
                 return []
-            case stream.ToolResult(call_id=call_id, name=reported, is_error=is_error, text=text):
+            case stream.ToolResult(call_id=call_id, name=reported, is_error=is_error, text=text, output=output):
                 name, arguments = self.calls.pop(call_id, (reported, {}))
                 if not name:
                     return []
                 if is_error:
                     self.failed_calls.add(call_id)
-                    return [self._failed(name, arguments, text or "the call failed")]
+                    return [self._failed(name, arguments, text or "the call failed", output)]
                 self.first_tool_seen = self.first_tool_seen or counts_as_first_tool(name)
                 steps: list[ports.Step] = [
                     ports.CallTool(
                         agent_id=agent, tool_name=name, route=route_of(arguments),
-                        summary=describe(name, arguments),
+                        summary=describe(name, arguments), result=output,
                     )
                 ]
                 tool = squad_tool(name)
@@ -275,10 +275,10 @@ class StepTranslator:
                 return [self.log("warn", f"malformed stream line ({reason}): {line}")]
         return []
 
-    def _failed(self, name: str, arguments: Mapping[str, Any], reason: str) -> ports.FailToolCall:
+    def _failed(self, name: str, arguments: Mapping[str, Any], reason: str, output: str = "") -> ports.FailToolCall:
         return ports.FailToolCall(
             agent_id=self.agent_id, tool_name=name, reason=stream.excerpt(reason, 300),
-            route=route_of(arguments), summary=describe(name, arguments),
+            route=route_of(arguments), summary=describe(name, arguments), result=output,
         )
 
     def _result(self, result: dict[str, Any]) -> list[ports.Step]:

@@ -188,6 +188,10 @@ class ToolCalled(Aggregate.Event):
     first: bool
     at: str
     tick: int = 0
+    # what the call answered, bounded (domain.studio.tool_results); empty in logs written before
+    result: str = ""
+    result_size: int = 0
+    result_truncated: bool = False
 
 
 class ToolCallFailed(Aggregate.Event):
@@ -198,6 +202,9 @@ class ToolCallFailed(Aggregate.Event):
     reason: str
     at: str
     tick: int = 0
+    result: str = ""
+    result_size: int = 0
+    result_truncated: bool = False
 
 
 class ModelReported(Aggregate.Event):

@@ -198,7 +198,8 @@ class AgentSession(SessionDecisions, Aggregate):
 
     @event(ToolCalled)
     def _tool_called(
-        self, tool_name: str, route: str, summary: str, first: bool, at: str, tick: int
+        self, tool_name: str, route: str, summary: str, first: bool, at: str, tick: int,
+        result: str = "", result_size: int = 0, result_truncated: bool = False,
     ) -> None:
         self.tool_call_count += 1
         self._move(ev.ToolCalled, tool_name=tool_name, first=first)
@@ -208,7 +209,10 @@ class AgentSession(SessionDecisions, Aggregate):
             self.policy_attempts.pop(FIRST_TOOL_REQUIRED, None)
 
     @event(ToolCallFailed)
-    def _tool_call_failed(self, tool_name: str, route: str, summary: str, reason: str, at: str, tick: int) -> None:
+    def _tool_call_failed(
+        self, tool_name: str, route: str, summary: str, reason: str, at: str, tick: int,
+        result: str = "", result_size: int = 0, result_truncated: bool = False,
+    ) -> None:
         self.failed_tool_call_count += 1
 
     @event(ModelReported)

@@ -19,6 +19,15 @@ from domain.studio.policies.first_tool import (
 )
 from domain.studio.policies.self_heal import cleared_identity, self_heal_status
 from domain.studio.session_state import BLOCKED, PAUSED, READY, WAITING_FIRST_TOOL, WORKING
+from domain.studio.tool_results import kept
+
+
+def _result(result: str) -> dict[str, Any]:
+    """A tool call's result as its event records it (nothing when it answered nothing)."""
+    if not result:
+        return {}
+    text, size, truncated = kept(result)
+    return {"result": text, "result_size": size, "result_truncated": truncated}
 
 
 class SessionDecisions:
@@ -69,8 +78,9 @@ class SessionDecisions:
         self._controller_action_observed(action=action, summary=summary, evidence_label=label, at=at)
 
     def call_tool(
-        self, *, tool_name: str, route: str, summary: str, at: str, tick: int = 0
+        self, *, tool_name: str, route: str, summary: str, at: str, tick: int = 0, result: str = ""
     ) -> None:
+        """A tool call and what it answered (its first bytes kept: ``tool_results.kept``)."""
         self._require_live()
         if is_controller_action(tool_name):
             self.observe_controller_action(tool_name, summary, at)
@@ -79,18 +89,21 @@ class SessionDecisions:
             raise Conflict(f"Session {self.session_id} is {self.live_status}; it cannot call tools.")
         first = self.live_status == WAITING_FIRST_TOOL and counts_as_first_tool(tool_name)
         self._tool_called(
-            tool_name=tool_name, route=route, summary=summary, first=first, at=at, tick=tick
+            tool_name=tool_name, route=route, summary=summary, first=first, at=at, tick=tick, **_result(result)
         )
 
     def fail_tool_call(
-        self, *, tool_name: str, reason: str, route: str = "", summary: str = "", at: str, tick: int = 0
+        self, *, tool_name: str, reason: str, route: str = "", summary: str = "", at: str, tick: int = 0,
+        result: str = "",
     ) -> None:
         """A denied or failed tool call: counted apart, it never moves the session's status
         (so it never satisfies the first-tool contract)."""
         self._require_live()
         if not tool_name:
             raise Invalid("A failed tool call names its tool.")
-        self._tool_call_failed(tool_name=tool_name, route=route, summary=summary, reason=reason, at=at, tick=tick)
+        self._tool_call_failed(
+            tool_name=tool_name, route=route, summary=summary, reason=reason, at=at, tick=tick, **_result(result)
+        )
 
     def report_model(self, model: str, at: str) -> None:
         """The agent CLI named the model that runs (recorded when it changes)."""

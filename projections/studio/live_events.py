@@ -81,6 +81,14 @@ class _Shown(NamedTuple):
     task_card_id: str = ""
     agent_id: str | None = None  # the agent it is of, when not the envelope's
     pixel: str | None = None  # the pixel state shown with it, when not its kind's
+    result: dict[str, Any] | None = None  # a tool call's result, when it answered something
+
+
+def _result(e: ev.ToolCalled | ev.ToolCallFailed) -> dict[str, Any] | None:
+    """A tool call's kept result (none on a call that answered nothing, as in logs written before)."""
+    if not e.result:
+        return None
+    return {"result": e.result, "result_size": e.result_size, "result_truncated": e.result_truncated}
 
 
 def _named(env: Envelope) -> str:
@@ -115,11 +123,11 @@ class _Shows(Handlers):
     @handles(ev.ToolCalled)
     def tool_called(self, e: ev.ToolCalled, env: Envelope) -> _Shown:
         summary = f"{e.tool_name}{' (first tool)' if e.first else ''}: {e.summary}".strip()
-        return _Shown(summary, route=e.route, tool_name=e.tool_name)
+        return _Shown(summary, route=e.route, tool_name=e.tool_name, result=_result(e))
 
     @handles(ev.ToolCallFailed)
     def tool_call_failed(self, e: ev.ToolCallFailed, env: Envelope) -> _Shown:
-        return _Shown(f"{e.tool_name} failed: {e.reason}", route=e.route, tool_name=e.tool_name)
+        return _Shown(f"{e.tool_name} failed: {e.reason}", route=e.route, tool_name=e.tool_name, result=_result(e))
 
     @handles(ev.ModelReported)
     def model_reported(self, e: ev.ModelReported, env: Envelope) -> _Shown:
@@ -219,4 +227,5 @@ def live_event(env: Envelope) -> dict[str, Any] | None:
         "thread_id": shown.thread_id,
         "task_card_id": shown.task_card_id,
         "created_at": env.at,
+        **(shown.result or {}),
     }

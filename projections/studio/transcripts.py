@@ -2,7 +2,7 @@
 
 One row per session event worth reading (partition ``transcript/<tenant>/<run_id>/<agent_id>``,
 sorted by log position): assistant messages, tool calls with what they were called with,
-failed calls with their reason, handoffs with their target, messages delivered to the
+failed calls with their reason, each call with its result as the event kept it, handoffs with their target, messages delivered to the
 agent (comments, replies), blockers, runner output, the process's start and end. The
 session's head row (``transcript/<tenant>/<run_id>/<agent_id>``) holds its metrics line:
 counts as the events record them, and the cost, duration and turns the CLI reported when
@@ -33,7 +33,15 @@ def entry_key(tenant: str, run_id: str, agent_id: str, position: int) -> str:
 
 
 def _entry(kind: str, text: str = "", **fields: Any) -> dict[str, Any]:
-    return {"kind": kind, "text": text, "tool_name": "", "input": "", "failed": False, "target_agent_id": "", **fields}
+    return {
+        "kind": kind, "text": text, "tool_name": "", "input": "", "failed": False, "target_agent_id": "",
+        "result": "", "result_size": 0, "result_truncated": False, **fields,
+    }
+
+
+def _result(e: ev.ToolCalled | ev.ToolCallFailed) -> dict[str, Any]:
+    """What the call answered, as its event kept it (its first bytes, whole size, whether cut)."""
+    return {"result": e.result, "result_size": e.result_size, "result_truncated": e.result_truncated}
 
 
 METRIC_FIELDS = ("total_cost_usd", "duration_ms", "num_turns")
@@ -92,12 +100,12 @@ class TranscriptsProjector(Projector):
     @handles(ev.ToolCalled)
     @_session_event
     def tool_called(head: dict[str, Any], e: ev.ToolCalled) -> dict[str, Any] | None:
-        return _entry("tool", e.summary, tool_name=e.tool_name, input=e.route)
+        return _entry("tool", e.summary, tool_name=e.tool_name, input=e.route, **_result(e))
 
     @handles(ev.ToolCallFailed)
     @_session_event
     def tool_call_failed(head: dict[str, Any], e: ev.ToolCallFailed) -> dict[str, Any] | None:
-        return _entry("tool", e.reason, tool_name=e.tool_name, input=e.summary, failed=True)
+        return _entry("tool", e.reason, tool_name=e.tool_name, input=e.summary, failed=True, **_result(e))
 
     @handles(ev.ControllerActionObserved)
     @_session_event

@@ -30,6 +30,18 @@ STRANGER = {"x-edge-claim-email": "stranger@example.com", "x-edge-claim-groups":
 SHOTS = Path(os.environ.get("SQUADOPS_SCREENSHOTS") or ROOT / "var" / "screenshots")
 
 
+# Tool entries the live channel brought (after the page's position): one folded result of a
+# read's 40 lines and one short result shown open.
+LIVE_RESULTS = """() => {
+  const start = JSON.parse(document.getElementById("page-config").textContent).position;
+  const results = [...document.querySelectorAll('#entries .entry[data-kind="tool"]')]
+    .filter((e) => Number(e.dataset.position) > start).map((e) => e.querySelector(".entry-result"))
+    .filter((r) => !r.hidden && r.querySelector("pre").textContent);
+  return results.some((r) => !r.open && r.querySelector("pre").textContent.endsWith("line 40"))
+    && results.some((r) => r.open && r.querySelector("pre").textContent.split("\\n").length < 8);
+}"""
+
+
 def git(cwd: Path, *args: str) -> str:
     done = subprocess.run(
         ["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com", *args], cwd=cwd, capture_output=True, text=True, check=True
@@ -127,6 +139,9 @@ def test_bring_a_repository_launch_review_comment_and_publish(served: str, origi
         assert f"{path} line {line}" in text and "Please round the discount to cents." in text
         page.locator('#transcript[data-live="open"]').wait_for()
         expect(page.locator('#entries .entry[data-kind="tool"]').first).to_be_visible()
+        # The lane keeps calling tools: each arrives live with its result under it, a long one
+        # (a read's 40 lines) folded, a short one open.
+        page.wait_for_function(LIVE_RESULTS, timeout=60_000)
         shot(page, "transcript")
 
     # A maintainer publishes: the gate runs, and the origin repository now has the branch.

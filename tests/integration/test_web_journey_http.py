@@ -59,6 +59,28 @@ def test_an_agents_transcript_is_its_sessions_stream(http: tuple[TestClient, str
     assert missing.status_code == 404 and "agent_not_found" in missing.text
 
 
+def test_each_tool_call_shows_its_result_under_it_and_a_long_one_folded(http: tuple[TestClient, str]) -> None:
+    """The simulator's tools answer (a read: 40 numbered lines; a shell: two), recorded with
+    the call and read back from the transcripts read model."""
+    client, run_id = http
+    state = client.get(f"/v1/admin/studio/runs/{run_id}/session-state").json()["sessions"]
+    results: list[tuple[str, str]] = []  # (the <details> tag, its text) of every call's result
+    for session in state:
+        page = client.get(f"/runs/{run_id}/agents/{session['agent_id']}").text
+        calls = [item for item in re.findall(r'<li class="entry" data-kind="tool".*?</li>', page, re.S)]
+        assert len(calls) == session["tool_call_count"] + session["failed_tool_call_count"]
+        for call in calls:
+            found = re.search(r'(<details class="entry-result"[^>]*>)<summary>(.*?)</summary><pre>(.*?)</pre>', call, re.S)
+            assert found, call  # every simulated call answered something
+            results.append((found[1] + found[2], found[3]))
+    long = [(tag, text) for tag, text in results if text.count("\n") == 39]
+    short = [(tag, text) for tag, text in results if text.count("\n") < 8]
+    assert long and short
+    for tag, text in long:  # folded: closed until asked, its size on the summary
+        assert " open" not in tag and f"result · {len(text.encode()):,} bytes" in tag and text.endswith("line 40")
+    assert all(" open" in tag for tag, _ in short)
+
+
 def test_the_launch_form_launches_like_the_endpoint_for_whom_the_graph_allows(http: tuple[TestClient, str]) -> None:
     client, _ = http
     board = client.get("/", headers=MAINTAINER)
@@ -159,7 +181,7 @@ def test_the_project_factory_page_and_the_portal_home(http: tuple[TestClient, st
 
 def test_a_transcript_folds_long_texts_marks_failed_calls_and_links_handoffs() -> None:
     from api.web.controller import BLANK_ENTRY
-    from api.web.transcript_view import FOLD_CHARS, first_line, folded
+    from api.web.transcript_view import FOLD_CHARS, first_line, folded, result_label
 
     def entry(kind: str, text: str, **fields: object) -> dict:
         found = {**BLANK_ENTRY, "kind": kind, "text": text, "position": 7, "at": "2026-11-26T13:00:00Z", **fields}
@@ -171,6 +193,8 @@ def test_a_transcript_folds_long_texts_marks_failed_calls_and_links_handoffs() -
         entry("tool", "exit 1: <b>denied</b>", tool_name="Write", failed=True),
         entry("handoff", "the API is ready", target_agent_id="frontend"),
         entry("message", "short"),
+        entry("tool", "read a page", tool_name="Read", result="<script>alert(1)</script>\n" * 20,
+              result_folded=True, result_label=result_label(20_000, True)),
     ]
     head = {"session_id": "ses-1", "messages": 1, "tool_calls": 2, "failed_calls": 1, "handoffs": 1, "model": "m", "result": {}}
     context = {"page": "transcript", "title": "t", "who": "", "script": False, "config": {}, "initial": ""}
@@ -182,4 +206,8 @@ def test_a_transcript_folds_long_texts_marks_failed_calls_and_links_handoffs() -
     assert "data-failed" in items[1] and "&lt;b&gt;denied&lt;/b&gt;" in items[1] and "data-failed" not in items[0]
     assert 'href="/runs/run-1/agents/frontend"' in items[2] and "→ frontend" in items[2]
     assert "<details" not in items[3] and "entry-tool" not in items[3]  # nothing it does not have
+    assert "entry-result" not in items[0]  # a call that answered nothing shows no result
+    cut = re.findall(r'<li class="entry".*?</li>', html, re.S)[4]
+    assert '<details class="entry-result"><summary>result · 20,000 bytes, first 4,096 shown</summary>' in cut
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in cut and "<script>alert" not in cut
     assert '<span data-metric="failed_calls">1</span>' in html and "· $0.10" in html

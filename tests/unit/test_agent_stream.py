@@ -78,10 +78,10 @@ def test_claude_stream_json_gives_session_tools_text_and_the_result_as_reported(
         s.Notice("warn", "MCP server squadops did not connect (failed)."),
         s.Text("Checking."),
         s.ToolUse("toolu_01", "Read", {"file_path": "README.md"}),
-        s.ToolResult("toolu_01", "Read", False, "# Readme"),
+        s.ToolResult("toolu_01", "Read", False, "# Readme", "# Readme"),
         s.ToolUse("toolu_02", "mcp__squadops__handoff_agent",
                   {"target_agent_id": "tester-admin", "message": "Prove it as admin"}),
-        s.ToolResult("toolu_02", "mcp__squadops__handoff_agent", False, '{"accepted": true}'),
+        s.ToolResult("toolu_02", "mcp__squadops__handoff_agent", False, '{"accepted": true}', '{"accepted": true}'),
         s.Result({"type": "result", "subtype": "success", "is_error": False, "total_cost_usd": 0.0347,
                   "duration_ms": 2166, "duration_api_ms": 2142, "num_turns": 3, "result": "Done.",
                   "session_id": "8d45afe0-771b-4803-8379-491dd9455365",
@@ -94,12 +94,12 @@ def test_codex_jsonl_gives_the_same_signals_and_reports_no_cost_duration_or_turn
     assert signals == [
         s.Started("0199a213-81c0-7800-8aa1-bbab2a035a53"),
         s.ToolUse("item_1", "shell", {"command": "bash -lc ls"}),
-        s.ToolResult("item_1", "shell", False, "README.md"),
+        s.ToolResult("item_1", "shell", False, "README.md", "README.md\n"),
         s.ToolUse("item_2", "apply_patch", {"changes": [{"path": "a.py", "kind": "add"}]}),
         s.ToolResult("item_2", "apply_patch", False, ""),
         s.ToolUse("item_3", "mcp__squadops__comment_agent", {"target_agent_id": "planner", "message": "done"}),
-        s.ToolResult("item_3", "mcp__squadops__comment_agent", True, "unknown_target_agent"),
-        s.ToolResult("item_4", s.ERROR_TOOL, True, "model rerouted"),
+        s.ToolResult("item_3", "mcp__squadops__comment_agent", True, "unknown_target_agent", "unknown_target_agent"),
+        s.ToolResult("item_4", s.ERROR_TOOL, True, "model rerouted", "model rerouted"),
         s.Text("All set."),
         s.Result({"type": "result", "subtype": "success", "is_error": False, "result": "All set.",
                   "session_id": "0199a213-81c0-7800-8aa1-bbab2a035a53",
@@ -118,7 +118,7 @@ def test_a_codex_error_item_before_the_turn_is_a_notice_and_within_it_a_failed_c
         s.Notice("warn", "codex: Model metadata for `alias` not found."),
     ]
     assert read_all(reader, [{"type": "turn.started"}, metadata]) == [
-        s.ToolResult("item_0", s.ERROR_TOOL, True, "Model metadata for `alias` not found."),
+        s.ToolResult("item_0", s.ERROR_TOOL, True, *["Model metadata for `alias` not found."] * 2),
     ]
 
 
@@ -296,3 +296,54 @@ def test_failed_calls_are_never_the_first_tool_and_are_counted_apart(calls: list
     assert sum(isinstance(st_, ports.FailToolCall) for st_ in steps) == sum(not ok for _, ok in calls)
     assert translator.first_tool_seen == any(ok and counts_as_first_tool(name) for name, ok in calls)
     assert not translator.in_flight
+
+
+def test_each_clis_tool_result_shape_is_read_whole_and_the_session_keeps_its_first_bytes() -> None:
+    from domain.studio.tool_results import KEPT_BYTES, kept
+
+    listing = "\n".join(f"file_{n}.py" for n in range(2000))  # ~22 KB, more than the log keeps
+    claude = [
+        {"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},
+            {"type": "tool_use", "id": "toolu_2", "name": "Read", "input": {"file_path": "a.py"}},
+            {"type": "tool_use", "id": "toolu_3", "name": "Write", "input": {"file_path": "/etc/x"}}]}},
+        {"type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": listing},
+            {"type": "tool_result", "tool_use_id": "toolu_2",
+             "content": [{"type": "text", "text": "1\tfirst"}, {"type": "image", "source": {}}, {"type": "text", "text": "2\tsecond"}]},
+            {"type": "tool_result", "tool_use_id": "toolu_3", "content": "EACCES: <denied>", "is_error": True}]}},
+    ]
+    codex = [
+        {"type": "turn.started"},
+        {"type": "item.completed", "item": {"id": "item_1", "type": "command_execution", "command": "ls",
+                                            "aggregated_output": listing, "exit_code": 0, "status": "completed"}},
+        {"type": "item.completed", "item": {"id": "item_2", "type": "mcp_tool_call", "server": "vcs", "tool": "read_file",
+                                            "arguments": {"path": "a.py"}, "status": "completed", "error": None,
+                                            "result": {"content": [{"type": "text", "text": "1\tfirst"},
+                                                                   {"type": "text", "text": "2\tsecond"}]}}},
+        {"type": "item.completed", "item": {"id": "item_3", "type": "command_execution", "command": "make",
+                                            "aggregated_output": "make: *** [test] Error 2\n", "exit_code": 2,
+                                            "status": "failed"}},
+    ]
+    for lines in (claude, codex):
+        results = [x for x in read_all(s.StreamReader(), lines) if isinstance(x, s.ToolResult)]
+        # the whole output (a command's as written, a text-block list's blocks one a line), and the excerpt apart
+        assert [r.output.rstrip("\n") for r in results][:2] == [listing, "1\tfirst\n2\tsecond"]
+        assert results[0].text.endswith("…") and len(results[0].text) == s.EXCERPT
+        assert results[2].is_error and results[2].output.strip() in ("EACCES: <denied>", "make: *** [test] Error 2")
+    # the steps carry the result to the session: a successful call's and a failed one's
+    run, session = run_and_session()
+    translator = StepTranslator("planner")
+    steps = [step for signal in read_all(s.StreamReader(), claude) for step in translator.steps(signal, run, session)]
+    called = [step for step in steps if isinstance(step, ports.CallTool)]
+    failed = [step for step in steps if isinstance(step, ports.FailToolCall)]
+    assert [c.result for c in called] == [listing, "1\tfirst\n2\tsecond"]
+    assert failed[0].result == "EACCES: <denied>" and failed[0].reason == "EACCES: <denied>"
+    # what the log keeps: the first KEPT_BYTES bytes, cut on a character boundary, the whole size, the cut
+    assert kept("short") == ("short", 5, False)
+    big = kept(listing)
+    assert big.truncated and big.size == len(listing.encode()) and big.text == listing[:KEPT_BYTES]
+    wide = kept("é" * KEPT_BYTES)  # two bytes a character: half of them fit, none split
+    assert wide == ("é" * (KEPT_BYTES // 2), 2 * KEPT_BYTES, True)
+    odd = kept("a" + "é" * KEPT_BYTES)
+    assert odd.text == "a" + "é" * (KEPT_BYTES // 2 - 1) and len(odd.text.encode()) == KEPT_BYTES - 1

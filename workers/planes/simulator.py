@@ -372,6 +372,7 @@ class SimulatorPlane:
             tool_name=tool,
             route=f"{phase}/{target}",
             summary=summary or f"{tool} during {phase}",
+            result=_tool_result(tool, phase, target),
         )
 
     def _message(self, s: Any, kind: str, rng: Draws) -> str:
@@ -461,3 +462,15 @@ class SimulatorPlane:
     def _llm_session_id(self, run: Any, s: Any) -> str:
         digest = hashlib.sha256(f"{run.seed}|{s.agent_id}|{s.process_attempt + 1}".encode()).hexdigest()
         return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+
+def _tool_result(tool: str, phase: str, target: str) -> str:
+    """What a simulated tool answers, from the call alone (no draw): a read returns a file
+    of numbered lines (long enough to fold on the transcript page), a shell its output."""
+    if tool in ("Read", "mcp__vcs__read_file"):
+        return "\n".join(f"{n:>4}\t{phase} notes for {target}, line {n}" for n in range(1, 41))
+    if tool == "Bash":
+        return f"$ make test\n12 passed in 0.4 s ({phase}/{target})"
+    if tool == "Grep":
+        return f"squad/{target}.md:3: {phase}"
+    return f"{tool}: ok ({phase}/{target})"

@@ -62,14 +62,15 @@ class StepEffects:
         match step:
             case ports.CallTool():
                 session.call_tool(
-                    tool_name=step.tool_name, route=step.route, summary=step.summary, at=at, tick=tick
+                    tool_name=step.tool_name, route=step.route, summary=step.summary, at=at, tick=tick,
+                    result=step.result,
                 )
             case ports.Say():
                 session.say(step.text, at)
             case ports.FailToolCall():
                 session.fail_tool_call(
                     tool_name=step.tool_name, reason=step.reason, route=step.route, summary=step.summary,
-                    at=at, tick=tick,
+                    at=at, tick=tick, result=step.result,
                 )
             case ports.ReportModel():
                 session.report_model(step.model, at)

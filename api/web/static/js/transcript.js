@@ -29,6 +29,17 @@ const root = document.getElementById("transcript");
 const liveState = document.getElementById("live-state");
 let last = Number(config.position) || 0;
 
+// The page's fold rule (api/web/transcript_view.py): a text longer than this folds.
+function folded(text) {
+  return text.length > config.fold.chars || text.split("\n").length > config.fold.lines;
+}
+
+function resultLabel(event) {
+  const size = Number(event.result_size) || 0;
+  const cut = event.result_truncated ? `, first ${config.fold.kept_bytes.toLocaleString("en-US")} shown` : "";
+  return `result · ${size.toLocaleString("en-US")} bytes${cut}`;
+}
+
 function count(metric) {
   const el = document.querySelector(`[data-metric="${metric}"]`);
   if (el) setText(el, Number(el.textContent) + 1);
@@ -53,6 +64,13 @@ function append(event) {
   if (event.target_agent_id) {
     target.href = `/runs/${encodeURIComponent(config.run_id)}/agents/${encodeURIComponent(event.target_agent_id)}`;
     setText(target, `→ ${event.target_agent_id}`);
+  }
+  const result = item.querySelector(".entry-result");
+  result.hidden = !event.result;
+  if (event.result) {
+    result.open = !folded(event.result);
+    setText(result.querySelector("summary"), resultLabel(event));
+    setText(result.querySelector("pre"), event.result);
   }
   setText(item.querySelector(".entry-text"), event.summary);
   setText(item.querySelector(".entry-at"), event.created_at);
