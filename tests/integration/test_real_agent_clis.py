@@ -94,6 +94,15 @@ def test_real_clis_deliver_committed_work(database_url: str) -> None:
         tools = [e["tool_name"] for e in reversed(feed["live_events"])
                  if e["agent_id"] == "planner" and e["event_name"] == "tool_called"]
         assert tools == ["Write", "Bash", "mcp__squadops__handoff_agent"]
+        # Each call's result as the CLI printed it (Claude Code's tool_result, Codex's command
+        # output), recorded with the call and shown under it on the agent's transcript page.
+        commits = {a: [e.get("result", "") for e in feed["live_events"] if e["agent_id"] == a and e["tool_name"] in ("Bash", "shell")]
+                   for a in ("planner", "backend")}
+        assert any("Plan the orders slice" in r for r in commits["planner"]), commits
+        assert any("Orders API" in r for r in commits["backend"]), commits
+        page = svc.http.get(f"/runs/{run_id}/agents/planner")
+        assert page.status_code == 200 and '<details class="entry-result" open>' in page.text
+        assert "Plan the orders slice" in page.text.split('class="entry-result"', 1)[1]
         handoffs = [(e["agent_id"], e["target_agent_id"]) for e in feed["live_events"] if e["event_name"] == "handed_off"]
         assert handoffs == [("planner", "backend")]
         assert feed["delivery"]["pr_url"]
