@@ -90,7 +90,7 @@ class RuntimeLog(Strict):
     event_id: str
 
 
-class LiveEvent(Strict):
+class LiveEvent(Strict, omit_defaults=True):
     event_id: str
     run_id: str
     agent_id: str
