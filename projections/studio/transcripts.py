@@ -2,7 +2,8 @@
 
 One row per session event worth reading (partition ``transcript/<tenant>/<run_id>/<agent_id>``,
 sorted by log position): assistant messages, tool calls with what they were called with,
-failed calls with their reason, each call with its result as the event kept it, handoffs with their target, messages delivered to the
+failed calls with their reason, each call with its result as the event kept it (its first
+bytes, whole size, whether cut), handoffs with their target, messages delivered to the
 agent (comments, replies), blockers, runner output, the process's start and end. The
 session's head row (``transcript/<tenant>/<run_id>/<agent_id>``) holds its metrics line:
 counts as the events record them, and the cost, duration and turns the CLI reported when
