@@ -67,6 +67,16 @@ def handles(*event_types: type) -> Callable[[H], H]:
     return mark
 
 
+def folds_with(*args: Any) -> Callable[..., None]:
+    """A handler that hands its event to the projector's own ``fold(e, env, docs, *args)``:
+    for read models whose events differ only in what they give their one fold."""
+
+    def handler(self: Any, e: Any, env: Envelope, docs: Docs) -> None:
+        self.fold(e, env, docs, *args)
+
+    return handler
+
+
 class Handlers:
     """Methods marked ``@handles(SomeEvent)`` (``handlers``: event class -> method), looked up
     by an event's class: the one way every fold and mapping of events dispatches."""

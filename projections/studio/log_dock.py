@@ -20,7 +20,6 @@ GateThread events naming it); levels ``info``, ``warn``, ``error``.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +28,7 @@ import structlog
 from domain.gate.events import EVENTS as GATE_EVENTS
 from domain.studio import events as ev
 from domain.studio.policies.walls import wall_for
-from projections.engine.docs import Docs, Projector, handles, tenant_scoped
+from projections.engine.docs import Docs, Projector, folds_with, handles, tenant_scoped
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
 from projections.studio import gate_steps
@@ -112,15 +111,9 @@ def push(docs: Docs, lane: dict[str, Any], partition: str, item: dict[str, Any])
             docs.delete(chunk_key(partition, lane["sealed"].pop(0)))
 
 
-def _line(line: Line) -> Callable[..., None]:
-    """The handler of an event: ``line(env, e, who)`` answers its runtime log excerpt (or
-    None: it leaves no log line); the run's log dock takes it and the event's live event."""
-
-    @functools.wraps(line)
-    def handler(self: LogDockProjector, e: Any, env: Envelope, docs: Docs) -> None:
-        self._fold(e, env, docs, line)
-
-    return handler
+# The handler of an event whose ``line(env, e, who)`` answers its runtime log excerpt (or
+# None: it leaves no log line); the run's log dock takes it and the event's live event.
+_line = folds_with
 
 
 class LogDockProjector(Projector):
@@ -128,7 +121,7 @@ class LogDockProjector(Projector):
 
     @handles(ev.RunLaunched)
     def run_launched(self, e: ev.RunLaunched, env: Envelope, docs: Docs) -> None:
-        self._fold(e, env, docs, _launched, {
+        self.fold(e, env, docs, _launched, {
             "run_id": env.run_id,
             "tenant_id": env.tenant,
             "broken": "",
@@ -370,7 +363,7 @@ class LogDockProjector(Projector):
     # gate steps of the run: lines and live events
     gate_step = handles(*GATE_EVENTS)(_line(_gate_step))
 
-    def _fold(self, e: Any, env: Envelope, docs: Docs, line: Line, launched: dict[str, Any] | None = None) -> None:
+    def fold(self, e: Any, env: Envelope, docs: Docs, line: Line, launched: dict[str, Any] | None = None) -> None:
         tenant, run_id = env.tenant, live_run_id(env)
         if not run_id:  # a gate step of no studio run
             return

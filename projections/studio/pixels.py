@@ -32,7 +32,7 @@ from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS
 from domain.studio.session_state import SessionState, after_event, moves_status
 from domain.workspaces.events import UsageRecorded
-from projections.engine.docs import Docs, Projector, handles, tenant_scoped
+from projections.engine.docs import Docs, Projector, folds_with, handles, tenant_scoped
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
 from projections.studio.pixel_derived import empty_wall, refresh, run_cost
@@ -378,15 +378,6 @@ def report_metrics(agent: dict[str, Any], private: dict[str, Any], result: dict[
                 metrics[field] = int(tokens)
 
 
-def _session_event(fold_doc: Callable[[dict[str, Any], Envelope, Change | None], None], change: Change | None = None) -> Callable[..., None]:
-    """The handler of a session event: ``fold_doc(doc, env, change)`` on its run's document."""
-
-    def handler(self: PixelsProjector, e: Any, env: Envelope, docs: Docs) -> None:
-        self._fold(env, docs, fold_doc, change)
-
-    return handler
-
-
 class PixelsProjector(Projector):
     name = "pixels"
 
@@ -394,45 +385,47 @@ class PixelsProjector(Projector):
     def run_launched(self, e: ev.RunLaunched, env: Envelope, docs: Docs) -> None:
         docs.put(pixels_doc_key(env.tenant, env.run_id), new_doc(env), partition=f"pixels/{env.tenant}")
 
-    session_opened = handles(ev.SessionOpened)(_session_event(fold_opened))
+    session_opened = handles(ev.SessionOpened)(folds_with(fold_opened))
 
     # Session events that change their agent's fields: its status (the session state
     # machine) and what the change named for the event does.
-    process_started = handles(ev.ProcessStarted)(_session_event(fold_agent, _started))
-    controller_action_observed = handles(ev.ControllerActionObserved)(_session_event(fold_agent, _controller))
-    tool_called = handles(ev.ToolCalled)(_session_event(fold_agent, _tool))
-    tool_call_failed = handles(ev.ToolCallFailed)(_session_event(fold_agent, _tool_failed))
-    model_reported = handles(ev.ModelReported)(_session_event(fold_agent, _model_reported))
-    assistant_message = handles(ev.AssistantMessage)(_session_event(fold_agent, _idle))
-    blocked = handles(ev.Blocked)(_session_event(fold_agent, _blocked))
-    unblocked = handles(ev.Unblocked)(_session_event(fold_agent, _unblocked))
-    handed_off = handles(ev.HandedOff)(_session_event(fold_agent, _handed_off))
-    pull_request_opened = handles(ev.PullRequestOpened)(_session_event(fold_agent, _pull_request))
-    session_completed = handles(ev.SessionCompleted)(_session_event(fold_agent, _completed))
-    stopped = handles(ev.Stopped)(_session_event(fold_agent, _stopped))
-    paused = handles(ev.Paused)(_session_event(fold_agent, _paused))
-    resumed = handles(ev.Resumed)(_session_event(fold_agent, _resumed))
-    message_delivered = handles(ev.MessageDelivered)(_session_event(fold_agent, _delivered))
-    process_restarted = handles(ev.ProcessRestarted)(_session_event(fold_agent, _process_restarted))
-    workspace_restarted = handles(ev.WorkspaceRestarted)(_session_event(fold_agent, _workspace_restarted))
-    process_switched = handles(ev.ProcessSwitched)(_session_event(fold_agent, _switched))
+    process_started = handles(ev.ProcessStarted)(folds_with(fold_agent, _started))
+    controller_action_observed = handles(ev.ControllerActionObserved)(folds_with(fold_agent, _controller))
+    tool_called = handles(ev.ToolCalled)(folds_with(fold_agent, _tool))
+    tool_call_failed = handles(ev.ToolCallFailed)(folds_with(fold_agent, _tool_failed))
+    model_reported = handles(ev.ModelReported)(folds_with(fold_agent, _model_reported))
+    assistant_message = handles(ev.AssistantMessage)(folds_with(fold_agent, _idle))
+    blocked = handles(ev.Blocked)(folds_with(fold_agent, _blocked))
+    unblocked = handles(ev.Unblocked)(folds_with(fold_agent, _unblocked))
+    handed_off = handles(ev.HandedOff)(folds_with(fold_agent, _handed_off))
+    pull_request_opened = handles(ev.PullRequestOpened)(folds_with(fold_agent, _pull_request))
+    session_completed = handles(ev.SessionCompleted)(folds_with(fold_agent, _completed))
+    stopped = handles(ev.Stopped)(folds_with(fold_agent, _stopped))
+    paused = handles(ev.Paused)(folds_with(fold_agent, _paused))
+    resumed = handles(ev.Resumed)(folds_with(fold_agent, _resumed))
+    message_delivered = handles(ev.MessageDelivered)(folds_with(fold_agent, _delivered))
+    process_restarted = handles(ev.ProcessRestarted)(folds_with(fold_agent, _process_restarted))
+    workspace_restarted = handles(ev.WorkspaceRestarted)(folds_with(fold_agent, _workspace_restarted))
+    process_switched = handles(ev.ProcessSwitched)(folds_with(fold_agent, _switched))
 
     # Session events that only move their agent's times.
-    runner_output = handles(ev.RunnerOutput)(_session_event(fold_agent))
-    control_applied = handles(ev.ControlApplied)(_session_event(fold_agent))
-    request_queued = handles(ev.RequestQueued)(_session_event(fold_agent))
-    start_failed = handles(ev.StartFailed)(_session_event(fold_agent))
-    self_healed = handles(ev.SelfHealed)(_session_event(fold_agent))
-    task_card_changed = handles(ev.TaskCardChanged)(_session_event(fold_agent))
+    runner_output = handles(ev.RunnerOutput)(folds_with(fold_agent))
+    control_applied = handles(ev.ControlApplied)(folds_with(fold_agent))
+    request_queued = handles(ev.RequestQueued)(folds_with(fold_agent))
+    start_failed = handles(ev.StartFailed)(folds_with(fold_agent))
+    self_healed = handles(ev.SelfHealed)(folds_with(fold_agent))
+    task_card_changed = handles(ev.TaskCardChanged)(folds_with(fold_agent))
 
     @handles(UsageRecorded)
     def usage_recorded(self, e: UsageRecorded, env: Envelope, docs: Docs) -> None:
         """A metered model request of an agent: its cost, unless its CLI reports its own."""
         self._metered(e, docs)
 
-    def _fold(
-        self, env: Envelope, docs: Docs, fold_doc: Callable[[dict[str, Any], Envelope, Change | None], None], change: Change | None
+    def fold(
+        self, e: Any, env: Envelope, docs: Docs, fold_doc: Callable[[dict[str, Any], Envelope, Change | None], None],
+        change: Change | None = None,
     ) -> None:
+        """``fold_doc(doc, env, change)`` on the event's run's document."""
         key = pixels_doc_key(env.tenant, env.run_id)
         doc = docs.get(key)
         if doc is None or doc["broken"]:

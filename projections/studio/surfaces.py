@@ -37,7 +37,7 @@ import structlog
 from domain.gate import events as gate
 from domain.studio import events as ev
 from domain.studio.session_state import live_status_after
-from projections.engine.docs import Docs, Projector, handles, tenant_scoped
+from projections.engine.docs import Docs, Projector, folds_with, handles, tenant_scoped
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
 
@@ -366,83 +366,75 @@ def new_doc(env: Envelope) -> dict[str, Any]:
     return doc
 
 
-def _surfaces(folds: dict[str, Fold]) -> Callable[..., None]:
-    """The handler of an event that moves ``folds`` (surface -> its fold) and the times."""
-
-    def handler(self: SurfacesProjector, e: Any, env: Envelope, docs: Docs) -> None:
-        self._fold(e, env, docs, folds)
-
-    return handler
-
-
 class SurfacesProjector(Projector):
     name = "surfaces"
 
     @handles(ev.RunLaunched)
     def run_launched(self, e: ev.RunLaunched, env: Envelope, docs: Docs) -> None:
-        self._fold(e, env, docs, LAUNCH_FOLDS, new_doc(env))
+        self.fold(e, env, docs, LAUNCH_FOLDS, new_doc(env))
 
     # -- run events -------------------------------------------------------------------------
-    execution_requested = handles(ev.ExecutionRequested)(_surfaces({"queue": _queue(_execution_requested)}))
-    execution_started = handles(ev.ExecutionStarted)(_surfaces({"queue": _queue(_run_status("running"))}))
-    tick_recorded = handles(ev.TickRecorded)(_surfaces({"queue": _queue(_tick)}))
-    preview_shared = handles(ev.PreviewShared)(_surfaces({"delivery": _delivery(_preview)}))
+    execution_requested = handles(ev.ExecutionRequested)(folds_with({"queue": _queue(_execution_requested)}))
+    execution_started = handles(ev.ExecutionStarted)(folds_with({"queue": _queue(_run_status("running"))}))
+    tick_recorded = handles(ev.TickRecorded)(folds_with({"queue": _queue(_tick)}))
+    preview_shared = handles(ev.PreviewShared)(folds_with({"delivery": _delivery(_preview)}))
     run_completed = handles(ev.RunCompleted)(
-        _surfaces({"delivery": _delivery(_closer("completed")), "queue": _queue(_run_status("completed"))})
+        folds_with({"delivery": _delivery(_closer("completed")), "queue": _queue(_run_status("completed"))})
     )
     run_cleaned_up = handles(ev.RunCleanedUp)(
-        _surfaces({"delivery": _delivery(_closer("cleaned_up")), "queue": _queue(_run_status("cleaned_up"))})
+        folds_with({"delivery": _delivery(_closer("cleaned_up")), "queue": _queue(_run_status("cleaned_up"))})
     )
-    run_session_opened = handles(ev.RunSessionOpened)(_surfaces(TIMES_ONLY))
-    handoff_recorded = handles(ev.HandoffRecorded)(_surfaces(TIMES_ONLY))
-    control_recorded = handles(ev.ControlRecorded)(_surfaces(TIMES_ONLY))
-    process_assigned = handles(ev.ProcessAssigned)(_surfaces(TIMES_ONLY))
+    run_session_opened = handles(ev.RunSessionOpened)(folds_with(TIMES_ONLY))
+    handoff_recorded = handles(ev.HandoffRecorded)(folds_with(TIMES_ONLY))
+    control_recorded = handles(ev.ControlRecorded)(folds_with(TIMES_ONLY))
+    process_assigned = handles(ev.ProcessAssigned)(folds_with(TIMES_ONLY))
 
     # -- session events ---------------------------------------------------------------------
     session_opened = handles(ev.SessionOpened)(
-        _surfaces({**STATUS_FOLDS, "delivery_feedback": _feedback(_role_noted), "evidence": evidence_agent})
+        folds_with({**STATUS_FOLDS, "delivery_feedback": _feedback(_role_noted), "evidence": evidence_agent})
     )
-    tool_called = handles(ev.ToolCalled)(_surfaces({**STATUS_FOLDS, "lineage": fold_lineage}))
+    tool_called = handles(ev.ToolCalled)(folds_with({**STATUS_FOLDS, "lineage": fold_lineage}))
     session_completed = handles(ev.SessionCompleted)(
-        _surfaces({**STATUS_FOLDS, "delivery_feedback": _feedback(_review), "evidence": _evidence(_session_proof)})
+        folds_with({**STATUS_FOLDS, "delivery_feedback": _feedback(_review), "evidence": _evidence(_session_proof)})
     )
     pull_request_opened = handles(ev.PullRequestOpened)(
-        _surfaces({"delivery": _delivery(_pull_request), "evidence": _evidence(_agent_pull_request)})
+        folds_with({"delivery": _delivery(_pull_request), "evidence": _evidence(_agent_pull_request)})
     )
-    task_card_changed = handles(ev.TaskCardChanged)(_surfaces({"delivery_feedback": _feedback(_followup)}))
-    message_delivered = handles(ev.MessageDelivered)(_surfaces({"delivery_feedback": _feedback(_note)}))
+    task_card_changed = handles(ev.TaskCardChanged)(folds_with({"delivery_feedback": _feedback(_followup)}))
+    message_delivered = handles(ev.MessageDelivered)(folds_with({"delivery_feedback": _feedback(_note)}))
     # Events that move only the sessions' statuses.
-    process_started = handles(ev.ProcessStarted)(_surfaces(STATUS_FOLDS))
-    blocked = handles(ev.Blocked)(_surfaces(STATUS_FOLDS))
-    unblocked = handles(ev.Unblocked)(_surfaces(STATUS_FOLDS))
-    stopped = handles(ev.Stopped)(_surfaces(STATUS_FOLDS))
-    paused = handles(ev.Paused)(_surfaces(STATUS_FOLDS))
-    resumed = handles(ev.Resumed)(_surfaces(STATUS_FOLDS))
-    process_restarted = handles(ev.ProcessRestarted)(_surfaces(STATUS_FOLDS))
-    workspace_restarted = handles(ev.WorkspaceRestarted)(_surfaces(STATUS_FOLDS))
+    process_started = handles(ev.ProcessStarted)(folds_with(STATUS_FOLDS))
+    blocked = handles(ev.Blocked)(folds_with(STATUS_FOLDS))
+    unblocked = handles(ev.Unblocked)(folds_with(STATUS_FOLDS))
+    stopped = handles(ev.Stopped)(folds_with(STATUS_FOLDS))
+    paused = handles(ev.Paused)(folds_with(STATUS_FOLDS))
+    resumed = handles(ev.Resumed)(folds_with(STATUS_FOLDS))
+    process_restarted = handles(ev.ProcessRestarted)(folds_with(STATUS_FOLDS))
+    workspace_restarted = handles(ev.WorkspaceRestarted)(folds_with(STATUS_FOLDS))
     # Events that move only the times.
-    controller_action_observed = handles(ev.ControllerActionObserved)(_surfaces(TIMES_ONLY))
-    tool_call_failed = handles(ev.ToolCallFailed)(_surfaces(TIMES_ONLY))
-    model_reported = handles(ev.ModelReported)(_surfaces(TIMES_ONLY))
-    assistant_message = handles(ev.AssistantMessage)(_surfaces(TIMES_ONLY))
-    runner_output = handles(ev.RunnerOutput)(_surfaces(TIMES_ONLY))
-    handed_off = handles(ev.HandedOff)(_surfaces(TIMES_ONLY))
-    control_applied = handles(ev.ControlApplied)(_surfaces(TIMES_ONLY))
-    request_queued = handles(ev.RequestQueued)(_surfaces(TIMES_ONLY))
-    start_failed = handles(ev.StartFailed)(_surfaces(TIMES_ONLY))
-    self_healed = handles(ev.SelfHealed)(_surfaces(TIMES_ONLY))
-    process_switched = handles(ev.ProcessSwitched)(_surfaces(TIMES_ONLY))
+    controller_action_observed = handles(ev.ControllerActionObserved)(folds_with(TIMES_ONLY))
+    tool_call_failed = handles(ev.ToolCallFailed)(folds_with(TIMES_ONLY))
+    model_reported = handles(ev.ModelReported)(folds_with(TIMES_ONLY))
+    assistant_message = handles(ev.AssistantMessage)(folds_with(TIMES_ONLY))
+    runner_output = handles(ev.RunnerOutput)(folds_with(TIMES_ONLY))
+    handed_off = handles(ev.HandedOff)(folds_with(TIMES_ONLY))
+    control_applied = handles(ev.ControlApplied)(folds_with(TIMES_ONLY))
+    request_queued = handles(ev.RequestQueued)(folds_with(TIMES_ONLY))
+    start_failed = handles(ev.StartFailed)(folds_with(TIMES_ONLY))
+    self_healed = handles(ev.SelfHealed)(folds_with(TIMES_ONLY))
+    process_switched = handles(ev.ProcessSwitched)(folds_with(TIMES_ONLY))
 
     # -- the gate's steps of the run (they name it in ``run_id``) ----------------------------
-    pull_request_published = handles(gate.PullRequestPublished)(_surfaces({"delivery": _delivery(_pull_request)}))
-    evidence_recorded = handles(gate.EvidenceRecorded)(_surfaces({"evidence": _evidence(_gate_evidence)}))
+    pull_request_published = handles(gate.PullRequestPublished)(folds_with({"delivery": _delivery(_pull_request)}))
+    evidence_recorded = handles(gate.EvidenceRecorded)(folds_with({"evidence": _evidence(_gate_evidence)}))
     gate_step = handles(*(c for c in gate.EVENTS if c not in (gate.PullRequestPublished, gate.EvidenceRecorded)))(
-        _surfaces(TIMES_ONLY)
+        folds_with(TIMES_ONLY)
     )
 
-    def _fold(
+    def fold(
         self, e: Any, env: Envelope, docs: Docs, folds: dict[str, Fold], launched: dict[str, Any] | None = None
     ) -> None:
+        """Each of ``folds`` (surface -> its fold) on the event's run's document."""
         key = surfaces_doc_key(env.tenant, env.run_id or gate.run_of(e))
         doc = launched
         if doc is None:
