@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from domain.gate import events as gate
 from domain.gate.thread import studio_run_of
+from projections.engine.docs import Handlers, handles
 from projections.engine.envelope import Envelope
 
 SOURCE = "gate"
@@ -45,34 +46,63 @@ def summary(event: object) -> str:
     return line(event).message if isinstance(event, gate.EVENTS) else ""
 
 
+class _Lines(Handlers):
+    """The log-dock line of each gate step, by the step's class."""
+
+    @handles(gate.RunStarted)
+    def run_started(self, e: gate.RunStarted) -> Line:
+        how = "dry run" if e.dry_run else ("pull request" if e.publish else "commit only")
+        return Line("info", f"Gate run {e.attempt} started by {e.actor} for {e.repo} ({how}).", "gate:started")
+
+    @handles(gate.PublicationPlanned)
+    def publication_planned(self, e: gate.PublicationPlanned) -> Line:
+        return Line("info", f"Gate run {e.attempt} plans {e.mode}: {len(e.committed_paths)} files on {e.branch_name} "
+                    f"from {e.base_branch}.", f"gate:planned:{e.mode}")
+
+    @handles(gate.BranchCommitted)
+    def branch_committed(self, e: gate.BranchCommitted) -> Line:
+        return Line("info", f"Gate run {e.attempt} committed {e.branch_name} at {e.head_sha[:12]}.", "gate:committed")
+
+    @handles(gate.PullRequestPublished)
+    def pull_request_published(self, e: gate.PullRequestPublished) -> Line:
+        return Line("info", f"Gate run {e.attempt} published pull request {e.pr_url} as {e.author}.", "gate:pull_request")
+
+    @handles(gate.CheckRunRecorded)
+    def check_run_recorded(self, e: gate.CheckRunRecorded) -> Line:
+        level = CHECK_LEVELS.get(e.conclusion, "warn")
+        return Line(level, f"Gate run {e.attempt} check {e.name}: {e.conclusion}. {e.summary}".strip()[:800],
+                    f"gate:check:{e.conclusion}", warning=e.summary if level != "info" else "")
+
+    @handles(gate.CommentPosted)
+    def comment_posted(self, e: gate.CommentPosted) -> Line:
+        return Line("info", f"Gate run {e.attempt} posted its summary comment {e.comment_url}.", "gate:comment")
+
+    @handles(gate.EvidenceRecorded)
+    def evidence_recorded(self, e: gate.EvidenceRecorded) -> Line:
+        warning = "" if e.scope == "implementation" else ORCHESTRATION
+        return Line("warn" if warning else "info", f"Gate run {e.attempt} recorded {e.scope} evidence {e.evidence_url}.",
+                    f"gate:evidence:{e.scope}", warning=warning)
+
+    @handles(gate.PromotionDecided)
+    def promotion_decided(self, e: gate.PromotionDecided) -> Line:
+        return Line(DECISION_LEVELS.get(e.decision, "warn"),
+                    f"Gate run {e.attempt} promotion {e.decision}: {'; '.join(e.reasons)}"[:800], f"gate:promotion:{e.decision}")
+
+    @handles(gate.RunCompleted)
+    def run_completed(self, e: gate.RunCompleted) -> Line:
+        return Line("info", f"Gate run {e.attempt} {e.status}.", f"gate:{e.status}")
+
+    @handles(gate.RunFailed)
+    def run_failed(self, e: gate.RunFailed) -> Line:
+        return Line("error", f"Gate run {e.attempt} failed at {e.step}: {e.error_message}"[:800], "gate:failed",
+                    warning="The gate stopped; a new run of the thread starts over.")
+
+
+LINES = _Lines()
+OTHER_STEP = Line("info", "Gate step.", "gate")
+
+
 def line(event: Any) -> Line:
     """The log-dock line of a gate step."""
-    match event:
-        case gate.RunStarted(attempt=n, repo=repo, actor=actor, dry_run=dry_run, publish=publish):
-            how = "dry run" if dry_run else ("pull request" if publish else "commit only")
-            return Line("info", f"Gate run {n} started by {actor} for {repo} ({how}).", "gate:started")
-        case gate.PublicationPlanned(attempt=n, mode=mode, branch_name=branch, base_branch=base, committed_paths=paths):
-            return Line("info", f"Gate run {n} plans {mode}: {len(paths)} files on {branch} from {base}.", f"gate:planned:{mode}")
-        case gate.BranchCommitted(attempt=n, branch_name=branch, head_sha=head):
-            return Line("info", f"Gate run {n} committed {branch} at {head[:12]}.", "gate:committed")
-        case gate.PullRequestPublished(attempt=n, pr_url=url, author=author):
-            return Line("info", f"Gate run {n} published pull request {url} as {author}.", "gate:pull_request")
-        case gate.CheckRunRecorded(attempt=n, name=name, conclusion=conclusion, summary=text):
-            level = CHECK_LEVELS.get(conclusion, "warn")
-            return Line(level, f"Gate run {n} check {name}: {conclusion}. {text}".strip()[:800], f"gate:check:{conclusion}",
-                        warning=text if level != "info" else "")
-        case gate.CommentPosted(attempt=n, comment_url=url):
-            return Line("info", f"Gate run {n} posted its summary comment {url}.", "gate:comment")
-        case gate.EvidenceRecorded(attempt=n, scope=scope, evidence_url=url):
-            warning = "" if scope == "implementation" else ORCHESTRATION
-            return Line("warn" if warning else "info", f"Gate run {n} recorded {scope} evidence {url}.",
-                        f"gate:evidence:{scope}", warning=warning)
-        case gate.PromotionDecided(attempt=n, decision=decision, reasons=reasons):
-            return Line(DECISION_LEVELS.get(decision, "warn"), f"Gate run {n} promotion {decision}: {'; '.join(reasons)}"[:800],
-                        f"gate:promotion:{decision}")
-        case gate.RunCompleted(attempt=n, status=status):
-            return Line("info", f"Gate run {n} {status}.", f"gate:{status}")
-        case gate.RunFailed(attempt=n, step=step, error_message=error):
-            return Line("error", f"Gate run {n} failed at {step}: {error}"[:800], "gate:failed",
-                        warning="The gate stopped; a new run of the thread starts over.")
-    return Line("info", "Gate step.", "gate")
+    make = LINES.handler(type(event))
+    return OTHER_STEP if make is None else make(LINES, event)
