@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from litestar.testing import TestClient
@@ -16,6 +17,7 @@ from api.web.pages import environment
 from tests.conftest import ADMIN, settings_for
 from tests.helpers import DEMO_LIKE, drive_runs
 from workers.bootstrap import build
+from workers.planes.simulator import SimulatorPlane
 
 STRANGER = {"x-edge-claim-email": "stranger@example.com", "x-edge-claim-groups": ""}
 MEMBERS = {
@@ -30,15 +32,20 @@ VIEWER = {"x-edge-claim-email": "look@example.com", "x-edge-claim-groups": ""}
 
 
 @pytest.fixture(scope="module")
-def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, str]]:
+def container(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     db = tmp_path_factory.mktemp("journey") / "squadops.db"
-    container = build(settings_for(f"sqlite:///{db}"))
+    built = build(settings_for(f"sqlite:///{db}"))
+    yield built
+    built.close()
+
+
+@pytest.fixture(scope="module")
+def http(container: Any) -> Iterator[tuple[TestClient, str]]:
     with TestClient(create_app(container, workers=("projector",))) as client:
         client.headers.update(ADMIN)
         (run_id,) = drive_runs(container, runs=1, ticks=15, project=MEMBERS)
         assert container.await_reads(container.event_store.max_position(), container.settings.min_position_wait_seconds)
         yield client, run_id
-    container.close()
 
 
 def test_an_agents_transcript_is_its_sessions_stream(http: tuple[TestClient, str]) -> None:
@@ -59,10 +66,24 @@ def test_an_agents_transcript_is_its_sessions_stream(http: tuple[TestClient, str
     assert missing.status_code == 404 and "agent_not_found" in missing.text
 
 
-def test_each_tool_call_shows_its_result_under_it_and_a_long_one_folded(http: tuple[TestClient, str]) -> None:
-    """The simulator's tools answer (a read: 40 numbered lines; a shell: two), recorded with
-    the call and read back from the transcripts read model."""
+READS = ("Read", "mcp__vcs__read_file")
+
+
+def test_each_tool_call_shows_its_result_under_it_and_a_long_one_folded(http: tuple[TestClient, str], container: Any) -> None:
+    """The simulator's tools answer (a read: 40 numbered lines; anything else: a line or two),
+    recorded with the call and read back from the transcripts read model."""
     client, run_id = http
+    plane = SimulatorPlane()
+
+    def pages() -> dict[str, str]:
+        state = client.get(f"/v1/admin/studio/runs/{run_id}/session-state").json()["sessions"]
+        return {s["agent_id"]: client.get(f"/runs/{run_id}/agents/{s['agent_id']}").text for s in state}
+
+    for _ in range(60):  # the run goes on until one of its agents has read a file (tools are drawn)
+        if any(f"<code>{tool}</code>" in page for page in pages().values() for tool in READS):
+            break
+        container.studio.ticks.tick_runs(plane, tick=[("default", run_id)])
+        assert container.await_reads(container.event_store.max_position(), container.settings.min_position_wait_seconds)
     state = client.get(f"/v1/admin/studio/runs/{run_id}/session-state").json()["sessions"]
     results: list[tuple[str, str]] = []  # (the <details> tag, its text) of every call's result
     for session in state:
