@@ -9,6 +9,7 @@ its return logged once it passes again. An exception of ``stops_on`` ends the th
 
 from __future__ import annotations
 
+import abc
 import threading
 import time
 from typing import Any
@@ -20,7 +21,7 @@ from domain.shared.retry import backoff
 log = structlog.get_logger("squadops.passes")
 
 
-class PassThread:
+class PassThread(abc.ABC):
     """Base of a worker that runs passes on its own thread (see the module's docstring)."""
 
     thread_name = "passes"
@@ -35,12 +36,13 @@ class PassThread:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @abc.abstractmethod
     def run_once(self) -> Any:
-        raise NotImplementedError
+        """One pass; what it answers is handed to ``pause``."""
 
+    @abc.abstractmethod
     def pause(self, result: Any, started: float) -> float:
         """Seconds to rest after a pass that answered ``result`` (started at ``started``)."""
-        raise NotImplementedError
 
     def retry_in(self, failures: int) -> float:
         return backoff(failures)

@@ -22,7 +22,6 @@ from urllib.parse import urlsplit, urlunsplit
 SCHEMES = ("https", "http", "git", "file")
 GIT_ALLOW_PROTOCOL = ":".join(SCHEMES)
 MAX_LENGTH = 2048
-_CONTROL = re.compile(r"[\x00-\x20\x7f]")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
@@ -44,7 +43,7 @@ def source_problem(url: str, forbidden_roots: Iterable[Path] = ()) -> str | None
     """Why ``url`` may not be a binding's source (one sentence), or None when git may read it."""
     if not url or len(url) > MAX_LENGTH:
         return f"source_repository_url must hold 1 to {MAX_LENGTH} characters"
-    if _CONTROL.search(url):
+    if " " in url or not url.isprintable():  # (C0 and C1 controls, separators, unassigned)
         return "source_repository_url must not hold whitespace or control characters"
     if url.startswith("-"):
         return "source_repository_url must not start with '-'"

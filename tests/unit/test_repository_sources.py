@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from domain.projects.sources import redact, source_problem
@@ -37,6 +37,8 @@ def test_everything_else_is_refused_with_its_reason(url: str, why: str) -> None:
 
 
 @given(st.text(max_size=60))
+@example("/\x80")  # a C1 control character (once found by this test)
+@example("/srv/a\u2028b")  # a line separator
 def test_a_refused_or_passing_source_never_starts_with_an_option(url: str) -> None:
     if source_problem(url, [ROOT]) is None:
         assert not url.startswith("-") and "::" not in url.split("/", 1)[0] and url.isprintable() and " " not in url
