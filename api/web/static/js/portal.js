@@ -117,6 +117,7 @@ function inbox(answer) {
           n.read || n.read_at || n.seen ? null : h("span", { class: "pill" }, "unread"),
           h("p", { class: "item-summary" }, n.body || n.message || n.content || ""),
           n.created_at ? h("time", { datetime: n.created_at }, new Date(n.created_at).toLocaleString()) : null,
+          n.created_at ? " · " : null,
           link(n.url || n.action_url, "Open"),
         ),
       ),
