@@ -221,15 +221,7 @@ def post_identity_link(
         )
     if data.linked and not data.provider_user_id:
         raise RequestInvalid(["body", "provider_user_id"], "A link needs the provider_user_id", "missing")
-    facts = LinkFacts(
-        subject_key=subject,
-        provider_user_id=data.provider_user_id,
-        user_id=data.user_id,
-        username=data.username,
-        email=(data.email or (subject if "@" in subject else "")).lower(),
-        provider_username=data.provider_username,
-        attributes=dict(data.attributes),
-    )
+    facts = LinkFacts.of(subject, data)
     if not caller.privileged and data.linked:
         job_reads(state).check_claims(caller.tenant, subject, facts)
     link = job_commands(state).link_identity(

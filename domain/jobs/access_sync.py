@@ -190,15 +190,7 @@ class Sync:
                 self.changed[link.id] = link
                 return "unlinked"
             return "unchanged"
-        facts = LinkFacts(
-            subject_key=subject,
-            provider_user_id=record.provider_user_id,
-            user_id=record.user_id,
-            username=record.username,
-            email=(record.email or (subject if "@" in subject else "")).lower(),
-            provider_username=record.provider_username,
-            attributes=dict(record.attributes),
-        )
+        facts = LinkFacts.of(subject, record)
         if link is None:
             link = IdentityLink.link_new(tenant=tenant, provider=provider, facts=facts, source=self.source, at=now)
             self.changed[link.id] = link

@@ -7,14 +7,14 @@ from typing import Any
 from eventsourcing.domain import event
 
 from domain.jobs.events import BindingApplied, BindingUpdated
-from domain.shared.base import Aggregate
+from domain.jobs.job_written import JobWritten
 
 
 def binding_key(tenant: str, proposal_id: str, provider: str) -> str:
     return f"pbd:{tenant}:{proposal_id}:{provider}"
 
 
-class ProviderBinding(Aggregate):
+class ProviderBinding(JobWritten):
     """A provider bound to a proposal, with its single-source-of-truth settings."""
 
     @staticmethod
@@ -36,19 +36,12 @@ class ProviderBinding(Aggregate):
         self.tenant = tenant
         self.proposal_id = proposal_id
         self.provider = provider
-        self.ssot = ssot
-        self.enabled = enabled
-        self.updated_at = at
+        self._take(at, ssot=ssot, enabled=enabled)
 
     def update(self, *, ssot: dict[str, Any], enabled: bool, job_id: str, at: str) -> bool:
         """Records the new settings; answers False (records nothing) when unchanged."""
-        if ssot == self.ssot and enabled == self.enabled:
-            return False
-        self._updated(ssot=ssot, enabled=enabled, job_id=job_id, at=at)
-        return True
+        return self._replace(self._updated, ssot=ssot, enabled=enabled, job_id=job_id, at=at)
 
     @event(BindingUpdated)
     def _updated(self, ssot: dict[str, Any], enabled: bool, job_id: str, at: str) -> None:
-        self.ssot = ssot
-        self.enabled = enabled
-        self.updated_at = at
+        self._take(at, ssot=ssot, enabled=enabled)

@@ -7,7 +7,7 @@ from typing import Any
 from eventsourcing.domain import event
 
 from domain.jobs.events import CheckpointAdvanced, CheckpointOpened
-from domain.shared.base import Aggregate
+from domain.jobs.job_written import JobWritten
 from domain.shared.ids import derived_id
 
 
@@ -20,7 +20,7 @@ def checkpoint_id(tenant: str, connector_id: str, scope: str) -> str:
     return derived_id("chk", tenant, connector_id, scope)
 
 
-class SyncCheckpoint(Aggregate):
+class SyncCheckpoint(JobWritten):
     """The cursor of one (connector, scope) of a tenant, and what the last sync said of it."""
 
     @staticmethod
@@ -44,19 +44,12 @@ class SyncCheckpoint(Aggregate):
         self.checkpoint_id = checkpoint_id
         self.connector_id = connector_id
         self.scope = scope
-        self.cursor_value = cursor_value
-        self.meta = meta
-        self.updated_at = at
+        self._take(at, cursor_value=cursor_value, meta=meta)
 
     def advance(self, *, cursor_value: str, meta: dict[str, Any], job_id: str, at: str) -> bool:
         """Records the new cursor and meta; answers False (records nothing) when unchanged."""
-        if cursor_value == self.cursor_value and meta == self.meta:
-            return False
-        self._advanced(cursor_value=cursor_value, meta=meta, job_id=job_id, at=at)
-        return True
+        return self._replace(self._advanced, cursor_value=cursor_value, meta=meta, job_id=job_id, at=at)
 
     @event(CheckpointAdvanced)
     def _advanced(self, cursor_value: str, meta: dict[str, Any], job_id: str, at: str) -> None:
-        self.cursor_value = cursor_value
-        self.meta = meta
-        self.updated_at = at
+        self._take(at, cursor_value=cursor_value, meta=meta)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from eventsourcing.domain import event
 
@@ -20,6 +21,17 @@ def identity_key(tenant: str, provider: str, subject_key: str) -> str:
     return f"idl:{tenant}:{provider}:{subject_id(tenant, subject_key)}"
 
 
+ACCOUNT_FIELDS = ("user_id", "username", "email", "provider_user_id", "provider_username")
+
+
+def account_fields(account: Any) -> dict[str, object]:
+    """What a link records of the provider account: the facts of a ``LinkFacts`` or the
+    current state of an ``IdentityLink`` (the same names in both)."""
+    fields: dict[str, object] = {name: getattr(account, name) for name in ACCOUNT_FIELDS}
+    fields["attributes"] = dict(account.attributes)
+    return fields
+
+
 @dataclass(frozen=True)
 class LinkFacts:
     """What a link says: who the subject is here, and who it is at the provider."""
@@ -32,15 +44,22 @@ class LinkFacts:
     provider_username: str = ""
     attributes: dict[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, subject_key: str, account: Any) -> LinkFacts:
+        """The facts an account record (access sync's, or the link endpoint's body) gives for
+        ``subject_key``; a subject key that is an address stands in for a missing email."""
+        return cls(
+            subject_key=subject_key,
+            provider_user_id=account.provider_user_id,
+            user_id=account.user_id,
+            username=account.username,
+            email=(account.email or (subject_key if "@" in subject_key else "")).lower(),
+            provider_username=account.provider_username,
+            attributes=dict(account.attributes),
+        )
+
     def fields(self) -> dict[str, object]:
-        return {
-            "user_id": self.user_id,
-            "username": self.username,
-            "email": self.email,
-            "provider_user_id": self.provider_user_id,
-            "provider_username": self.provider_username,
-            "attributes": dict(self.attributes),
-        }
+        return account_fields(self)
 
 
 class IdentityLink(Aggregate):
@@ -106,14 +125,7 @@ class IdentityLink(Aggregate):
         self.updated_at = at
 
     def current(self) -> dict[str, object]:
-        return {
-            "user_id": self.user_id,
-            "username": self.username,
-            "email": self.email,
-            "provider_user_id": self.provider_user_id,
-            "provider_username": self.provider_username,
-            "attributes": dict(self.attributes),
-        }
+        return account_fields(self)
 
     def relink(self, facts: LinkFacts, *, source: str, at: str) -> bool:
         """Links again (or with new facts); answers False (records nothing) when unchanged."""

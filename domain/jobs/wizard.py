@@ -38,7 +38,7 @@ def run_wizard_try(job: Any, ctx: JobContext) -> Done:
     enabled = bool(requested_enabled) if requested_enabled is not None else (existing.enabled if existing else True)
     action = binding_action(
         exists=existing is not None,
-        differs=existing is not None and (existing.ssot != ssot or existing.enabled != enabled),
+        differs=existing is not None and existing.differs(ssot=ssot, enabled=enabled),
         apply_binding=bool(request.get("apply_binding")),
         update_mode=str(request.get("update_mode") or "ask"),
         confirm_update=bool(request.get("confirm_update")),
