@@ -46,18 +46,11 @@ def run_thread(
     tenant = data.tenant_id or caller.tenant
     if data.tenant_id is not None and caller.tenant not in (data.tenant_id, "default"):
         raise RequestInvalid(["body", "tenant_id"], "tenant_id differs from the request's tenant", "value_error", data.tenant_id)
+    # The body's other fields are the request's choices, by the same names.
+    choices = msgspec.structs.asdict(data)
+    del choices["tenant_id"]
     record = gate_commands(state).run_thread(
-        GateRequest(
-            tenant=tenant,
-            thread_key=thread_key,
-            actor=caller.subject_key,
-            agent_key=data.agent_key,
-            provider_key=data.provider_key,
-            scenario_key=data.scenario_key,
-            notes=data.notes,
-            publish=data.publish,
-            dry_run=data.dry_run,
-        )
+        GateRequest(tenant=tenant, thread_key=thread_key, actor=caller.subject_key, **choices)
     )
     return msgspec.convert(record, GateRunOut)
 
