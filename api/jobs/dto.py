@@ -154,8 +154,6 @@ def job_out(job: Any) -> JobOut:
 
 
 def node_power_out(job: Any) -> NodePowerJobOut:
-    full = job_out(job)
-    return NodePowerJobOut(
-        tenant_id=full.tenant_id, id=full.id, job_type=full.job_type, provider_kind=full.provider_kind,
-        status=full.status, payload=full.payload, created_at=full.created_at, updated_at=full.updated_at,
-    )
+    """``JobOut`` without the fields a node power answer leaves out."""
+    fields = msgspec.structs.asdict(job_out(job))
+    return NodePowerJobOut(**{name: fields[name] for name in NodePowerJobOut.__struct_fields__})
