@@ -20,7 +20,7 @@ from litestar.response import Response
 
 from api.access import READ, Access, access_hook, guarded, project_in
 from api.auth import EdgeJwt
-from api.context import CallerDep, caller_dependency, part
+from api.context import Caller, CallerDep, caller_dependency, part
 from api.errors import RequestInvalid
 from api.openapi import answers
 from api.studio.feed_dto import FleetBoard, ObservabilityFeed
@@ -65,15 +65,6 @@ async def observability_feed(
         ),
     ] = None,
 ) -> Response[ObservabilityFeed]:
-    feeds: FeedReads = part(state, "feed_reads")
-    tenant = caller.tenant  # who may read the project: the access guard decided
-    if as_of_event is None and as_of is None:
-        # A copy in memory that is known current answers at once; else the store, which is
-        # blocking I/O: a worker thread reads it.
-        body = feeds.feed_copy(tenant, project_slug, run_id, limit, caller.min_position)
-        if body is None:
-            body = await anyio.to_thread.run_sync(feeds.feed, tenant, project_slug, run_id, limit)
-        return Response(body, media_type=JSON)
     if as_of_event is not None and as_of is not None:
         raise RequestInvalid(["query", "as_of"], "give as_of_event or as_of, not both", "value_error", as_of)
     moment = ""
@@ -82,10 +73,27 @@ async def observability_feed(
             moment = parse_moment(as_of)
         except ValueError as exc:
             raise RequestInvalid(["query", "as_of"], f"as_of is not an ISO 8601 timestamp: {exc}", "datetime_parsing", as_of) from None
+    body, headers = await read_feed(state, caller, project_slug, run_id, limit, as_of_event, moment)
+    return Response(body, media_type=JSON, headers=headers)
+
+
+async def read_feed(
+    state: State, caller: Caller, project_slug: str, run_id: str, limit: int, as_of_event: int | None = None, moment: str = ""
+) -> tuple[bytes, dict[str, str]]:
+    """The feed's body and headers, live or as of a past position (also the office page's)."""
+    feeds: FeedReads = part(state, "feed_reads")
+    tenant = caller.tenant  # who may read the project: the access guard decided
+    if as_of_event is None and not moment:
+        # A copy in memory that is known current answers at once; else the store, which is
+        # blocking I/O: a worker thread reads it.
+        body = feeds.feed_copy(tenant, project_slug, run_id, limit, caller.min_position)
+        if body is None:
+            body = await anyio.to_thread.run_sync(feeds.feed, tenant, project_slug, run_id, limit)
+        return body, {}
     body, position = await anyio.to_thread.run_sync(
         lambda: feeds.feed_at(tenant, project_slug, run_id, limit, position=as_of_event, moment=moment)
     )
-    return Response(body, media_type=JSON, headers={AS_OF_HEADER: str(position)})
+    return body, {AS_OF_HEADER: str(position)}
 
 
 @get(
