@@ -11,20 +11,31 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import msgspec
 from litestar import Request, Response, Router, get
 from litestar.datastructures import State
 from litestar.exceptions import NotFoundException, ValidationException
-from litestar.params import PathParameter
+from litestar.params import PathParameter, QueryParameter
 from litestar.response import Template
 
-from api.access import READ, Access, access_guard, guarded, located_run, may_steer, run_doc_in_path
+from api.access import (
+    READ,
+    Access,
+    access_guard,
+    access_hook,
+    guarded,
+    located_run,
+    may_steer,
+    project_in,
+    run_doc_in_path,
+)
 from api.auth import EMAIL_HEADER, GROUPS_HEADER, EdgeJwt
 from api.context import CallerDep, caller_dependency, part
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
+from api.studio.feed import JSON, Limit, Slug, read_feed
+from api.studio.feed import RunId as RunQuery
 from api.studio.feed_reads import FeedReads
 from api.web.launch import launch_form, launchable, templates
-from api.web.office_view import BLANK, rooms, script_config
+from api.web.office_view import BLANK, rooms, with_views
 from api.web.pages import asset, page, render
 from api.web.portal_view import blocked_runs, pending_reviews, your_projects
 from api.web.projects import project_page, pull_page
@@ -34,11 +45,6 @@ from domain.shared.access import ROLES
 from domain.shared.errors import DomainError, NotFound
 from domain.shared.ids import ID_PATTERN
 from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, live_channel_topic
-
-
-class _Agents(msgspec.Struct):
-    pixel_agents: list[dict[str, Any]] = []
-
 
 RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
 
@@ -75,16 +81,14 @@ def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, ca
     # The feed the office starts from rides in the page: the first agents paint without
     # a second round trip (the same read, and the same rule, as the feed endpoint).
     feeds: FeedReads = part(state, "feed_reads")
-    initial = feeds.feed(caller.tenant, slug, run_id, DEFAULT_LIMIT)  # the rest comes after
-    agents = msgspec.json.decode(initial, type=_Agents).pixel_agents
+    initial, views = with_views(feeds.feed(caller.tenant, slug, run_id, DEFAULT_LIMIT))  # the rest comes after
     return page(
         "office",
         f"Office of {run_id}",
         caller,
         request,
         initial,
-        {"zones": rooms(agents), "blank": BLANK},
-        office=script_config(),
+        {"zones": rooms(views), "blank": BLANK},
         run_id=run_id,
         project_slug=slug,
         topic=live_channel_topic(caller.tenant, run_id),
@@ -92,6 +96,26 @@ def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, ca
         feed_limit=MAX_LIMIT,
         verbs=verb_config(),
     )
+
+
+@get(
+    "/office-feed",
+    name="web_office_feed",
+    include_in_schema=False,
+    opt=guarded(Access(READ, project_in("query", "project_slug"))),  # the same read right as the feed
+)
+async def office_feed(
+    state: State,
+    caller: CallerDep,
+    project_slug: Slug,
+    run_id: RunQuery,
+    limit: Limit = DEFAULT_LIMIT,
+    as_of_event: Annotated[int | None, QueryParameter(ge=1, required=False)] = None,
+) -> Response[bytes]:
+    """What the office reads after its first paint: the run's feed (live, or as of a past
+    position), with what its agents show (``agent_views``) computed as for the first paint."""
+    body, headers = await read_feed(state, caller, project_slug, run_id, limit, as_of_event)
+    return Response(with_views(body)[0], media_type=JSON, headers=headers)
 
 
 AgentId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="agent id")]
@@ -202,5 +226,13 @@ def web_router(edge: EdgeJwt) -> list[Router]:
         dependencies=caller_dependency(edge, admin=False),
         include_in_schema=False,
     )
+    # The office's reads after its first paint (JSON: their errors are the API's C3 bodies).
+    reads = Router(
+        path="/",
+        route_handlers=[office_feed],
+        dependencies=caller_dependency(edge, admin=False),
+        before_request=access_hook,  # the access guard, as on the feed it reads
+        include_in_schema=False,
+    )
     static = Router(path="/static", route_handlers=[static_file], include_in_schema=False)
-    return [pages, actions, static]
+    return [pages, actions, reads, static]

@@ -1,18 +1,20 @@
-"""The office's agents as the template draws them, so the first agents paint with the page.
+"""The office's agents as the page shows them: what each agent's character says, computed here only.
 
 ``templates/office/agent.html`` is the one drawing of an agent: the page is rendered with
 the run's agents in it, and with a blank one in a ``<template>`` that the page's script
 clones for agents that join later; the script adopts them all by ``data-agent-id`` and
 changes their values in place (``static/js/office/floor.js``). The values an agent shows
-(zone, colours, texts) are computed here for the first paint and by the script after it;
-the pixel figure, its palette and the state texts live here only, and reach the script
-through the page.
+(room, colours, bubble, tool line, wall, label, title) are computed here only, by ``view``:
+for the first paint, and for every feed the page reads after it (``GET /office-feed``, the
+run's feed with ``agent_views`` added), which the script places as they come.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+import msgspec
 
 STATE_TEXT = {
     "idle": "idle",
@@ -67,7 +69,7 @@ PALETTE = {
 
 
 def fnv1a(text: str) -> int:
-    """32-bit FNV-1a over UTF-16 code units (what the page's script computes)."""
+    """32-bit FNV-1a over UTF-16 code units: an agent's stable hair and skin."""
     raw = text.encode("utf-16-le")
     value = 2166136261
     for i in range(0, len(raw), 2):
@@ -107,7 +109,7 @@ def sprite_parts() -> list[tuple[str, list[tuple[str, int, int, int, int]]]]:
 
 
 def texts(agent: Mapping[str, Any], nicknames: Mapping[str, str]) -> dict[str, str]:
-    """Bubble, tool line, wall text, label and title of an agent (as floor.js computes them)."""
+    """Bubble, tool line, wall text, label and title of an agent (and its state's words)."""
     state = agent["pixel_state"]
     said = STATE_TEXT.get(state, state)
     target_id = agent.get("dialogue_target_agent_id", "")
@@ -132,16 +134,17 @@ def texts(agent: Mapping[str, Any], nicknames: Mapping[str, str]) -> dict[str, s
         "wall": (wall.get("message") or wall.get("code", "")) if blocked else "",
         "label": label,
         "title": f"{name}: {said}{talk}",
+        "said": said,
+        "name": name,
     }
 
 
-def view(agent: Mapping[str, Any], nicknames: Mapping[str, str], first: bool = False) -> dict[str, Any]:
-    """What ``templates/office/agent.html`` prints for one agent."""
+def view(agent: Mapping[str, Any], nicknames: Mapping[str, str]) -> dict[str, Any]:
+    """What ``templates/office/agent.html`` prints for one agent, and ``floor.js`` places."""
     return {
         "agent_id": agent["agent_id"],
         "zone": zone_of(agent),
         "role": role_word(agent.get("role_key", "")),
-        "first": first,
         "pixel_state": agent["pixel_state"],
         "live_status": agent.get("live_status", ""),
         "style": ";".join(f"{k}:{v}" for k, v in colors(agent).items()),
@@ -157,21 +160,31 @@ BLANK = {
 }
 
 
-def rooms(agents: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The office's rooms in reading order, each with the views of its agents."""
-    agents = list(agents)
+class _Agents(msgspec.Struct):
+    pixel_agents: list[dict[str, Any]] = []
+
+
+_agents = msgspec.json.Decoder(_Agents)
+_encode = msgspec.json.Encoder().encode
+
+
+def with_views(feed: bytes) -> tuple[bytes, list[dict[str, Any]]]:
+    """The run's feed with ``agent_views`` added (``view`` of each of its ``pixel_agents``,
+    in their order), and those views: what the office shows, first paint or later."""
+    agents = _agents.decode(feed).pixel_agents
     nicknames = {a["agent_id"]: a.get("agent_nickname", "") for a in agents}
+    views = [view(agent, nicknames) for agent in agents]
+    return feed.rstrip()[:-1] + b',"agent_views":' + _encode(views) + b"}", views  # a feed is a JSON object
+
+
+def rooms(views: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The office's rooms in reading order, each with the views of its agents."""
     found: dict[str, list[Mapping[str, Any]]] = {zone: [] for zone in ZONES}
-    for agent in agents:
-        found[zone_of(agent)].append(agent)
+    for shown in views:
+        found[shown["zone"]].append(shown)
     # The office's one tab stop: its first agent in reading order.
-    first = next((zone_agents[0] for zone_agents in found.values() if zone_agents), None)
+    first = next((zone_views[0] for zone_views in found.values() if zone_views), None)
     return [
-        {"key": zone, "title": zone.title(), "agents": [view(a, nicknames, first=a is first) for a in zone_agents]}
-        for zone, zone_agents in found.items()
+        {"key": zone, "title": zone.title(), "agents": [{**v, "first": v is first} for v in zone_views]}
+        for zone, zone_views in found.items()
     ]
-
-
-def script_config() -> dict[str, Any]:
-    """What floor.js needs to give agents that join later their values."""
-    return {"state_text": STATE_TEXT, "palette": PALETTE}

@@ -71,6 +71,28 @@ def dock_event_ids(page: Page) -> list[int]:
 
 
 
+def drawn(page: Page, agent_id: str) -> dict[str, Any]:
+    """What an agent's character says and wears: its label, title, bubble, tool, wall, colours."""
+    button = page.locator(f'[data-agent-id="{agent_id}"]')
+    part = {name: button.locator(f".{name}") for name in ("bubble", "tool", "wall", "wall-text", "sprite")}
+    return {
+        "state": button.get_attribute("data-pixel-state"),
+        "label": button.get_attribute("aria-label"),
+        "title": button.get_attribute("title"),
+        "bubble": (part["bubble"].text_content(), part["bubble"].get_attribute("hidden") is None),
+        "tool": (part["tool"].text_content(), part["tool"].get_attribute("data-tool")),
+        "wall": (part["wall-text"].text_content(), part["wall"].get_attribute("hidden") is None),
+        "colours": part["sprite"].get_attribute("style"),
+    }
+
+
+def first_paint(browser: Browser, address: str, agent_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The agents as the service paints them with the page, before any script runs."""
+    with opened(browser, java_script_enabled=False) as page:
+        page.goto(address)
+        return {agent_id: drawn(page, agent_id) for agent_id in agent_ids}
+
+
 def pr_page(pr_url: str) -> str:
     """The office links a pull request to its page on this service, not to the VCS host."""
     return f"/projects/acme/pulls/{pr_url.rstrip('/').rsplit('/', 1)[1]}"
@@ -128,6 +150,15 @@ def test_an_operator_watches_steers_and_scrubs_a_run_in_the_browser(service: Liv
             page.wait_for_function(
                 "() => document.querySelector('[data-agent-id=\"curator\"]').dataset.pixelState === 'waiting'"
             )
+            # The paused curator says the same after this live update as on a page's first paint
+            # (its bubble "…", its label and title), and an agent that joined live wears the
+            # colours the first paint gives it: one rule draws both (api/web/office_view.py).
+            live = {"curator": drawn(page, "curator"), "backend": drawn(page, "backend")}
+            assert live["curator"]["state"] == "waiting" and live["curator"]["bubble"] == ("…", True)
+            assert ": waiting" in live["curator"]["label"] and live["curator"]["title"].endswith(": waiting")
+            painted = first_paint(browser, f"{proxy.url}/runs/{run_id}", ["curator", "backend"])
+            assert painted["curator"] == live["curator"]
+            assert painted["backend"]["colours"] == live["backend"]["colours"]
             # Paused again: the page shows the service's error body, not a success.
             panel.locator('[data-verb="pause_session"]').click()
             result.locator("xpath=self::*[@data-status='409']").wait_for()

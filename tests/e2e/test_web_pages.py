@@ -14,6 +14,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from api.web.office_view import STATE_TEXT
 from domain.studio.commands.runs import run_seed
 from tests.conftest import ADMIN, settings_for
 from tests.e2e.browser import CONTRAST_JS, opened
@@ -26,16 +27,6 @@ from workers.settings import Settings
 pytestmark = pytest.mark.timeout(120)
 
 AGENTS = 50
-STATE_TEXT = {
-    "idle": "idle",
-    "active": "working",
-    "in_conversation": "in conversation",
-    "waiting": "waiting",
-    "awaiting_reply": "awaiting a reply",
-    "moving": "moving (using a tool)",
-    "blocked": "blocked by a wall",
-    "resolved": "resolved (session ended)",
-}
 
 
 def crowded_run(db: Path) -> tuple[Settings, str]:

@@ -244,6 +244,8 @@ MATRIX: dict[tuple[str, str], tuple[Make, str]] = {
     ("GET", "/portal"): (fixed("/portal"), "200 200 200 200 200 200 200"),
     ("GET", "/runs/{run_id:str}"): (fixed("/runs/{run}"), "200 200 200 200 200 403 404"),
     ("GET", "/runs/{run_id:str}/agents/{agent_id:str}"): (fixed("/runs/{run}/agents/planner"), "200 200 200 200 200 403 404"),
+    # the office's feed after its first paint: the same readers as the feed
+    ("GET", "/office-feed"): (fixed("/office-feed?project_slug=acme&run_id={run}"), "200 200 200 200 200 403 404"),
     ("GET", "/portal/projects/new"): (fixed("/portal/projects/new"), "200 200 200 200 200 200 200"),
     ("GET", "/projects/{project_slug:str}"): (fixed("/projects/acme"), "200 200 200 200 200 403 404"),
     ("GET", "/projects/{project_slug:str}/pulls/{number:int}"): (fixed("/projects/acme/pulls/1"), "404 404 404 404 404 403 404"),

@@ -87,6 +87,38 @@ def test_the_office_is_read_like_the_feed(http: TestClient) -> None:
     assert "<script>x</script>" not in evil.text and "&lt;script&gt;" in evil.text
 
 
+def test_the_office_feed_is_the_feed_with_what_its_agents_show(http: TestClient) -> None:
+    run_id = launched(http)
+    query = {"project_slug": "acme", "run_id": run_id}
+    feed = http.get("/control-plane/studio/observability-feed", params=query).json()
+    answer = http.get("/office-feed", params=query)
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/json")
+    office = answer.json()
+    views = office.pop("agent_views")
+    assert office == feed  # the feed, as the API answers it
+    assert [v["agent_id"] for v in views] == [a["agent_id"] for a in feed["pixel_agents"]]
+    # What the page's first paint printed is what the script is handed after it.
+    page = http.get(f"/runs/{run_id}").text
+    for view in views:
+        assert f'data-agent-id="{view["agent_id"]}"' in page and f'aria-label="{view["label"]}"' in page
+    # As of a past position, and refused, as the feed is: the API's C3 bodies (never a page).
+    for params, headers, status in (
+        ({**query, "as_of_event": min(int(e["event_id"]) for e in feed["live_events"])}, {}, 200),
+        ({**query, "run_id": "run-nope"}, {}, 404),
+        ({**query, "run_id": "bad id"}, {}, 422),
+        ({**query, "as_of_event": 10**9}, {}, 409),
+        (query, STRANGER, 403),
+    ):
+        api = http.get("/control-plane/studio/observability-feed", params=params, headers=headers)
+        answer = http.get("/office-feed", params=params, headers=headers)
+        assert api.status_code == answer.status_code == status, answer.text
+        assert answer.headers.get("x-squadops-as-of-event") == api.headers.get("x-squadops-as-of-event")
+        body = answer.json()
+        if status == 200:
+            assert [v["agent_id"] for v in body.pop("agent_views")] == [a["agent_id"] for a in body["pixel_agents"]]
+        assert body == api.json()
+
+
 def test_static_modules_are_served_with_types_and_validators(http: TestClient) -> None:
     module = http.get("/static/js/office.js")
     assert module.status_code == 200 and module.headers["content-type"].startswith("text/javascript")

@@ -10,7 +10,8 @@ import { Panel, showAnswer, verbButton } from "./office/panel.js";
 import { Surfaces } from "./office/surfaces.js";
 import { Timeline } from "./office/timeline.js";
 
-const FEED = "/control-plane/studio/observability-feed";
+// The run's feed with what its agents show (agent_views), as the page was first painted.
+const FEED = "/office-feed";
 const MIN_POSITION = "X-Squadops-Min-Position";
 
 const office = document.getElementById("office");
@@ -48,7 +49,7 @@ function setStatus(text, kind = "ok") {
 }
 
 function show(feed) {
-  floor.apply(feed.pixel_agents);
+  floor.apply(feed.pixel_agents, feed.agent_views);
   surfaces.apply(feed);
   panel.refresh();
   setStatus(`${feed.pixel_agent_count} agents · ${feed.event_count} events · latest activity ${feed.latest_activity_at || "—"}`);

@@ -1,30 +1,19 @@
 // The office floor: one character per agent, in the room of its role, keyed by agent id.
 // The page arrives with its agents drawn (api/web/templates/office/agent.html); they are
 // adopted as they are, and agents that join later are clones of the same template's blank
-// agent (<template id="agent-template">), given their values here. An update changes
-// only the attributes and texts that differ; agents absent from a snapshot (time travel)
-// are hidden, never removed, so nothing is re-rendered.
+// agent (<template id="agent-template">). What an agent shows (room, colours, texts) comes
+// ready-made with each feed (agent_views, computed by api/web/office_view.py as for the
+// first paint) and is only placed here. An update changes only the attributes and texts
+// that differ; agents absent from a snapshot (time travel) are hidden, never removed, so
+// nothing is re-rendered.
 
-import { config } from "../lib/api.js";
 import { setAttr, setHidden, setText } from "../lib/dom.js";
-import { colour, roleWord } from "./sprite.js";
-
-export const STATE_TEXT = config.office.state_text;
-
-/** intake, lanes, testers or compactor: where a role sits. */
-export function zoneOf(agent) {
-  const role = roleWord(agent.role_key);
-  if (role === "planner" || role === "curator") return "intake";
-  if (role.startsWith("tester") || agent.agent_id.startsWith("tester-")) return "testers";
-  if (role === "compactor") return "compactor";
-  return "lanes";
-}
 
 export class Floor {
   constructor(root, { onOpen }) {
     this.root = root;
     this.onOpen = onOpen;
-    this.agents = new Map(); // agent_id -> {button, parts, data}
+    this.agents = new Map(); // agent_id -> {button, parts, data, view}
     this.rooms = new Map();
     for (const room of root.querySelectorAll(".room")) this.rooms.set(room.dataset.zone, room.querySelector(".agents"));
     for (const button of root.querySelectorAll(".slot > [data-agent-id]")) this.#adopt(button);
@@ -40,25 +29,31 @@ export class Floor {
     return this.agents.get(agentId)?.data;
   }
 
+  /** What the agent shows (its entry of the feed's agent_views). */
+  view(agentId) {
+    return this.agents.get(agentId)?.view;
+  }
+
   nickname(agentId) {
     return this.get(agentId)?.agent_nickname || agentId;
   }
 
-  /** Shows ``pixelAgents`` as they are: updates known ones, adds new ones, hides the rest. */
-  apply(pixelAgents) {
+  /** Shows ``pixelAgents`` as ``views`` say: updates known ones, adds new ones, hides the rest. */
+  apply(pixelAgents, views) {
     const seen = new Set();
     const added = new Map(); // zone -> fragment
-    for (const agent of pixelAgents) {
+    pixelAgents.forEach((agent, index) => {
+      const view = views[index];
       seen.add(agent.agent_id);
       let record = this.agents.get(agent.agent_id);
       if (!record) {
-        record = this.#create(agent);
-        const zone = zoneOf(agent);
-        if (!added.has(zone)) added.set(zone, document.createDocumentFragment());
-        added.get(zone).append(record.slot);
+        record = this.#create(view);
+        if (!added.has(view.zone)) added.set(view.zone, document.createDocumentFragment());
+        added.get(view.zone).append(record.slot);
       }
       record.data = agent;
-    }
+      record.view = view;
+    });
     for (const [zone, fragment] of added) this.rooms.get(zone).append(fragment);
     for (const [agentId, record] of this.agents) {
       setHidden(record.slot, !seen.has(agentId));
@@ -77,48 +72,35 @@ export class Floor {
   #adopt(button) {
     const q = (selector) => button.querySelector(selector);
     const parts = { bubble: q(".bubble"), wall: q(".wall"), wallText: q(".wall-text"), nick: q(".nick"), tool: q(".tool") };
-    const record = { slot: button.parentElement, button, parts, data: null };
+    const record = { slot: button.parentElement, button, parts, data: null, view: null };
     this.agents.set(button.dataset.agentId, record);
     return record;
   }
 
-  #create(agent) {
+  #create(view) {
     const slot = document.getElementById("agent-template").content.firstElementChild.cloneNode(true);
     const button = slot.querySelector(".agent");
-    button.dataset.agentId = agent.agent_id;
-    button.dataset.zone = zoneOf(agent);
-    button.dataset.role = roleWord(agent.role_key);
+    button.dataset.agentId = view.agent_id;
+    button.dataset.zone = view.zone;
+    button.dataset.role = view.role;
     button.querySelector(".nick").removeAttribute("elementtiming"); // the page's own paint only
-    colour(button.querySelector(".sprite"), agent);
-    const record = this.#adopt(button);
-    record.data = agent;
-    return record;
+    button.querySelector(".sprite").setAttribute("style", view.style);
+    return this.#adopt(button);
   }
 
   #update(record) {
-    const { button, parts, data: a } = record;
-    const state = a.pixel_state;
-    setAttr(button, "data-pixel-state", state);
-    setAttr(button, "data-live-status", a.live_status);
-    setText(parts.nick, a.agent_nickname || a.agent_id);
-    setText(parts.tool, a.current_tool_name || STATE_TEXT[state] || state);
-    setAttr(parts.tool, "data-tool", a.current_tool_name ? "yes" : "no");
-    const target = a.dialogue_target_agent_id ? this.nickname(a.dialogue_target_agent_id) : "";
-    let bubble = "";
-    if (state === "in_conversation") bubble = target ? `→ ${target}` : "…";
-    else if (state === "awaiting_reply") bubble = target ? `? ${target}` : "?";
-    else if (state === "waiting") bubble = "…";
-    setText(parts.bubble, bubble);
-    setHidden(parts.bubble, !bubble);
-    const blocked = state === "blocked";
-    setHidden(parts.wall, !blocked);
-    setText(parts.wallText, blocked ? a.wall.message || a.wall.code : "");
-    const tool = a.current_tool_name ? `, tool ${a.current_tool_name}` : "";
-    const talk = target && (state === "in_conversation" || state === "awaiting_reply") ? `, with ${target}` : "";
-    const wall = blocked ? `, wall ${a.wall.code}: ${a.wall.message}` : "";
-    const label = `${a.alias || a.agent_id} ${a.agent_nickname}: ${STATE_TEXT[state] || state}${tool}${talk}${wall}`;
-    setAttr(button, "aria-label", label);
-    setAttr(button, "title", `${a.alias || a.agent_id}: ${STATE_TEXT[state] || state}${talk}`);
+    const { button, parts, view: v } = record;
+    setAttr(button, "data-pixel-state", v.pixel_state);
+    setAttr(button, "data-live-status", v.live_status);
+    setText(parts.nick, v.nick);
+    setText(parts.tool, v.tool);
+    setAttr(parts.tool, "data-tool", v.tool_used ? "yes" : "no");
+    setText(parts.bubble, v.bubble);
+    setHidden(parts.bubble, !v.bubble);
+    setHidden(parts.wall, !v.wall);
+    setText(parts.wallText, v.wall);
+    setAttr(button, "aria-label", v.label);
+    setAttr(button, "title", v.title);
   }
 
   // -- keyboard: one tab stop in the office, arrow keys between agents -------------------------

@@ -5,7 +5,6 @@
 
 import { config, describe, postJSON } from "../lib/api.js";
 import { h, money, setAttr, setHidden, setText } from "../lib/dom.js";
-import { STATE_TEXT } from "./floor.js";
 
 const FIELDS = [
   // [name, label, kind]
@@ -192,10 +191,11 @@ export class Panel {
   refresh() {
     if (!this.agentId) return;
     const a = this.floor.get(this.agentId);
+    const v = this.floor.view(this.agentId);
     const t = this.t;
     if (!a) return;
-    setText(t.title, `${a.alias || a.agent_id} · ${a.agent_nickname}`);
-    setText(t.state, STATE_TEXT[a.pixel_state] || a.pixel_state);
+    setText(t.title, `${v.name} · ${a.agent_nickname}`);
+    setText(t.state, v.said);
     setAttr(t.state, "data-pixel-state", a.pixel_state);
     const f = t.factValues;
     setText(f.agent, `${a.agent_id} (${a.role_key}) · session ${a.session_id}`);
