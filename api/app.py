@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from litestar import Litestar
@@ -44,6 +45,7 @@ from domain.projects.sources import SourceCheck, SourceError
 from projections.engine.copies import ReadCopies
 from projections.portal.relations import memory_graph, store_graph
 from projections.studio.time_travel import EventSelector, TimeTravel
+from projections.workspaces.usage import record_ids as usage_record_ids
 
 
 def _no_probe(url: str, default_branch: str) -> None:
@@ -73,7 +75,7 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
     memory = (lambda at_least: memory_graph(copies, at_least)) if copies is not None and own_graph is None else None
     feeds = FeedReads(
         container.store,
-        TimeTravel(EventSelector(container.event_store)),
+        TimeTravel(EventSelector(container.event_store), functools.partial(usage_record_ids, container.store)),
         container.event_store.max_position,
         graph=graph,
         copies=copies,

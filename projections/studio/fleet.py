@@ -3,23 +3,24 @@
 ``fleet/<tenant>/<run_id>`` rows live in partition ``fleet/<tenant>`` (group = project
 slug, sort = ``created_at|run_id``, status = the board status), so the board pages with a
 key range and filters by project and status in the index. Each row: status, progress
-(the feed's six buckets, by the same pixel rules), blockers, cost (sum of positive
-per-agent costs), time to the first pull request (-1 before one) and latest activity.
+(the feed's six buckets, by the same pixel rules), blockers, cost (the feed's ``run_cost``
+total: each agent's CLI report, else what the model proxy metered), time to the first pull request (-1 before one) and latest activity.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from typing import Any
 
 from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS, pixel_state, progress_bucket
 from domain.studio.session_state import SessionState, after_event
+from domain.workspaces.events import UsageRecorded
 from projections.engine.docs import Docs, Projector, handles, tenant_scoped
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import seconds_between, stamp
+from projections.studio import agent_cost
 from projections.studio.pixels import activity_after
 
 BOARD_STATUSES = ("ready", "scheduled", "running", "blocked", "completed", "cleaned_up")
@@ -186,12 +187,20 @@ class FleetProjector(Projector):
     @handles(ev.SessionCompleted)
     @_session_event
     def session_completed(row: dict[str, Any], agent: dict[str, Any], e: ev.SessionCompleted, env: Envelope) -> None:
-        cost = (e.result or {}).get("total_cost_usd")
-        positive = isinstance(cost, (int, float)) and not isinstance(cost, bool) and 0 < cost < float("inf")
-        agent["cost"] = float(cost) if positive else 0.0
-        costs = [s["cost"] for _, s in sorted(row["agents"].items()) if s["cost"] > 0]
-        row["total_cost_usd"] = round(math.fsum(costs), 6)
-        row["agent_count_with_cost"] = len(costs)
+        cost = agent_cost.cost_in(e.result)
+        if cost is not None:
+            agent_cost.reported(agent, cost)
+            _total(row)
+
+    @handles(UsageRecorded)
+    def usage_recorded(self, e: UsageRecorded, env: Envelope, docs: Docs) -> None:
+        """A metered model request of an agent: its cost, unless its CLI reports its own."""
+        row = docs.get(fleet_doc_key(e.tenant, e.run_id)) if e.run_id else None
+        if row is None or e.agent_id not in row["agents"]:
+            return
+        agent_cost.metered(row["agents"][e.agent_id], e.cost_usd)
+        _total(row)
+        self._save(docs, row)
 
     # Session events that move only their agent (status, activity, bucket, blocker) and the times.
     process_started = handles(ev.ProcessStarted)(_session_event(_nothing_else))
@@ -234,6 +243,11 @@ class FleetProjector(Projector):
         tenant = row["tenant_id"]
         docs.put(fleet_doc_key(tenant, row["run_id"]), row, partition=fleet_partition(tenant), group=row["project_slug"],
                  sort_key=sort_key(row), status=row["status"])
+
+
+def _total(row: dict[str, Any]) -> None:
+    """The run's cost as its feed's ``run_cost`` sums it (each agent's CLI report, else the meter's)."""
+    row["total_cost_usd"], row["agent_count_with_cost"] = agent_cost.shown(row["agents"].values())
 
 
 def board_status(row: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from domain.studio.policies.pixel import pixel_state, progress_bucket, tempo_pha
 from domain.studio.policies.walls import wall_for
 from domain.studio.session_state import TERMINAL
 from projections.engine.envelope import Envelope
+from projections.studio import agent_cost
 
 FIRST_TOOL_BLOCKER = "agent_first_tool_required"
 
@@ -94,9 +95,8 @@ def run_cost(doc: dict[str, Any]) -> dict[str, Any]:
     """The run's cost: each agent's as shown (its CLI's own report, else the meter's); once
     the model proxy metered any of its agents, also the meter's whole sum and where each
     agent's cost came from (a run of agents never metered keeps the shape it always had)."""
-    # Every agent of the run has its private fold; ``fsum`` is exact, so the order is not.
-    positive = [c for private in doc["fold"].values() if (c := private["cost"]) > 0]
-    cost = {"total_cost_usd": round(math.fsum(positive), 6), "agent_count_with_cost": len(positive)}
+    total, count = agent_cost.shown(doc["fold"].values())  # every agent of the run has its private fold
+    cost = {"total_cost_usd": total, "agent_count_with_cost": count}
     if not any("metered" in private for private in doc["fold"].values()):
         return cost
     sources = [

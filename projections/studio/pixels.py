@@ -35,6 +35,7 @@ from domain.workspaces.events import UsageRecorded
 from projections.engine.docs import Docs, Projector, folds_with, handles, tenant_scoped
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp
+from projections.studio import agent_cost
 from projections.studio.pixel_derived import empty_wall, refresh, run_cost
 
 log = structlog.get_logger("squadops.projections.pixels")
@@ -361,9 +362,7 @@ def report_metrics(agent: dict[str, Any], private: dict[str, Any], result: dict[
     cost = _number(result.get("total_cost_usd"))
     if cost is not None:
         metrics["total_cost_usd"] = float(cost)
-        private["cost"] = float(cost) if cost > 0 else 0.0
-        if "metered" in private:  # the CLI's own total wins over the meter's
-            private["reported"] = True
+        agent_cost.reported(private, cost)
     duration = _number(result.get("duration_ms"))
     if duration is not None and duration >= 0:
         metrics["duration_ms"] = int(duration)
@@ -445,12 +444,8 @@ class PixelsProjector(Projector):
         if doc is None or doc["broken"] or e.agent_id not in doc["fold"]:
             return
         private = doc["fold"][e.agent_id]
-        if "metered" not in private:  # (absent until the agent's first metered request)
-            # Before any metered request, only the CLI's own report sets a cost.
-            private["metered"], private["reported"] = 0.0, private["cost"] > 0
-        private["metered"] = round(private["metered"] + e.cost_usd, 9)
+        agent_cost.metered(private, e.cost_usd)
         if not private["reported"]:
-            private["cost"] = private["metered"]
             agent = doc["pixel_agents"][private["index"]]
             agent["process_metrics"]["total_cost_usd"] = round(private["metered"], 6)
         doc["run_cost"] = run_cost(doc)

@@ -2,8 +2,8 @@
 
 Only the events that can change the run's feed are read: the run's own events, those of
 its sessions (named by the run's ``SessionOpened`` events), those of its project's
-workspace leases (the mirror is per project) and the gate's events for the run (from the
-threads named by the run's id or its proposal's), selected by aggregate id with the log
+workspace leases (the mirror is per project), the gate's events for the run (from the
+threads named by the run's id or its proposal's) and its metered model requests, selected by aggregate id with the log
 position bound in SQL. They are folded in memory by the same projectors that keep the
 live read models, and the feed is produced from them as the stored one is
 (``feed_sources.run_feed``): nothing is stored, nothing re-fires. Every per-run document
@@ -17,7 +17,7 @@ at or before it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -114,11 +114,18 @@ def recorder_dialect(recorder: Any) -> str:
     return "other"
 
 
-class TimeTravel:
-    """Answers a run's feed at a past position (or time) from the event log alone."""
+UsageIds = Callable[[str, str, int], Sequence[str]]
 
-    def __init__(self, selector: EventSelector) -> None:
+
+class TimeTravel:
+    """Answers a run's feed at a past position (or time) from the event log alone.
+
+    ``usage_ids(tenant, run_id, upto)`` names the run's metered model requests (each its own
+    aggregate: ``projections.workspaces.usage.record_ids``), so its cost is as it was too."""
+
+    def __init__(self, selector: EventSelector, usage_ids: UsageIds | None = None) -> None:
         self.selector = selector
+        self.usage_ids = usage_ids
 
     def run_events(
         self, tenant: str, run_id: str, project_slug: str, upto: int, workspaces: Sequence[str] = ()
@@ -145,7 +152,8 @@ class TimeTravel:
         proposal = str(((launched.proposal or {}).get("proposal_id") or "") if launched else "")
         threads = [thread_key_id(tenant, key) for key in (run_id, proposal) if key]
         gate_events = [e for e in self.selector.select(threads, upto) if gate.run_of(e.event) == run_id]
-        return sorted(run_events + session_events + lease_events + gate_events, key=lambda e: e.position)
+        usage_events = self.selector.select(self.usage_ids(tenant, run_id, upto), upto) if self.usage_ids else []
+        return sorted(run_events + session_events + lease_events + gate_events + usage_events, key=lambda e: e.position)
 
     def position_at(self, events: Sequence[Envelope], moment: str) -> int:
         """The position of the last event stamped at or before ``moment`` (0: none)."""

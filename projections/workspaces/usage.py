@@ -7,6 +7,10 @@ records as they were priced and re-sends nothing. Documents (``usage/<level>/<te
 - ``usage/project/<tenant>/<project_slug>`` and ``usage/employee/<tenant>/<employee>``:
   totals, with ``by_model`` per upstream model.
 
+- ``usage/record/<tenant>/<run_id>/<request id>``: one row per request of a run, in partition
+  ``usage-records/<tenant>/<run_id>`` sorted by log position: which records time travel
+  reads from the event log to show a run's cost as it was (``record_ids``).
+
 Totals: ``requests``, ``tokens_in`` (cached included), ``cached_tokens``, ``tokens_out``,
 ``cost_usd``, ``partial_requests`` (streams cut or abandoned: their delivered part) and
 ``unpriced_requests`` (an upstream model with no price: cost 0).
@@ -16,7 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from domain.workspaces import events as ev
+from domain.workspaces.usage import ModelUsage
 from projections.engine.docs import Docs, Projector
 from projections.engine.envelope import Envelope
 
@@ -34,6 +41,28 @@ def project_key(tenant: str, project_slug: str) -> str:
 
 def employee_key(tenant: str, employee: str) -> str:
     return f"usage/employee/{tenant}/{employee.lower()}"
+
+
+def records_partition(tenant: str, run_id: str) -> str:
+    return f"usage-records/{tenant}/{run_id}"
+
+
+def position_key(position: int) -> str:
+    return f"{position:015d}"
+
+
+def record_ids(store: Any, tenant: str, run_id: str, upto: int, page: int = 1000) -> list[str]:
+    """The ids of the usage records of a run at log positions up to ``upto`` (as far as this
+    read model has read the log)."""
+    ids: list[str] = []
+    after = ""
+    while True:
+        rows = store.scan(TABLE, partition=records_partition(tenant, run_id), after=after,
+                          before=position_key(upto + 1), limit=page)
+        ids.extend(msgspec.json.decode(row.body)["id"] for row in rows)
+        if len(rows) < page:
+            return ids
+        after = rows[-1].sort_key
 
 
 def empty_totals() -> dict[str, Any]:
@@ -70,6 +99,9 @@ class UsageProjector(Projector):
                 agent["sessions"].append(e.session_id)
             doc["updated_at"] = e.at
             docs.put(key, doc, partition=f"usage-runs/{e.tenant}")
+            docs.put(f"usage/record/{e.tenant}/{e.run_id}/{e.request_id}",
+                     {"id": ModelUsage.create_id(e.tenant, e.request_id)},
+                     partition=records_partition(e.tenant, e.run_id), sort_key=position_key(env.position))
         for key, fields in (
             (project_key(e.tenant, e.project_slug), {"project_slug": e.project_slug}) if e.project_slug else (None, {}),
             (employee_key(e.tenant, e.employee), {"employee": e.employee}) if e.employee else (None, {}),
