@@ -5,7 +5,10 @@ process (``bench.model_upstream``): the same request straight to the upstream, a
 ``squadops serve`` (its own process, PostgreSQL, its projector another process) at ``/v1/model-proxy/v1/messages`` under
 an agent's proxy token, alternating. First byte: the time until the first body bytes of a
 short streamed answer arrive. Throughput: a long streamed answer (``LONG_DELTAS`` deltas of
-1 KiB) read whole, in MiB/s.
+1 KiB) read whole, in MiB/s; alternating with those two, the same answer through a relay
+with no framework (``bench.bare_relay``), the ceiling of a Python relay on this machine.
+Beside each rate, the CPU time each process spent per MiB (the client, the upstream, the
+relay): on 2 cores, three busy processes share what two had straight to the upstream.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -37,9 +41,10 @@ THROUGHPUT_ROUNDS = 5
 
 
 @contextlib.contextmanager
-def upstream() -> Iterator[str]:
+def serving(module: str, *args: str) -> Iterator[tuple[str, int]]:
+    """``python -m module <port> *args`` until it answers a model request: (its URL, its pid)."""
     port = infra.free_port()
-    process = subprocess.Popen([sys.executable, "-m", "bench.model_upstream", str(port)])
+    process = subprocess.Popen([sys.executable, "-m", module, str(port), *args])
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 15
@@ -50,8 +55,8 @@ def upstream() -> Iterator[str]:
             except httpx.HTTPError:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(0.05)  # polling the upstream's port until it listens
-        yield url
+                time.sleep(0.05)  # polling the port until it listens
+        yield url, process.pid
     finally:
         process.terminate()
         process.wait(10)
@@ -66,16 +71,47 @@ def first_byte(http: httpx.Client, url: str, headers: dict[str, str], body: dict
 
 
 def streamed(http: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]) -> float:
+    return streamed_size(http, url, headers, body)[0]
+
+
+def streamed_size(http: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[float, float]:
+    """(MiB/s, MiB) of one long answer read whole."""
     started, size = time.perf_counter(), 0
     with http.stream("POST", url, json=body, headers=headers) as answer:
         assert answer.status_code == 200, answer.read()
         for chunk in answer.iter_raw():
             size += len(chunk)
-    return size / (1 << 20) / (time.perf_counter() - started)
+    return size / (1 << 20) / (time.perf_counter() - started), size / (1 << 20)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Costs:
+    """CPU milliseconds per MiB streamed, per process, for one way of reaching the upstream."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids, self.spent, self.mib = pids, dict.fromkeys(["client", *pids], 0.0), 0.0
+
+    def measure(self, stream: Any) -> float:
+        before = {"client": time.process_time(), **{n: cpu_seconds(p) for n, p in self.pids.items()}}
+        rate, mib = stream()
+        after = {"client": time.process_time(), **{n: cpu_seconds(p) for n, p in self.pids.items()}}
+        for name in self.spent:
+            self.spent[name] += after[name] - before[name]
+        self.mib += mib
+        return float(rate)
+
+    def line(self) -> str:
+        return ", ".join(f"{name} {seconds * 1000 / self.mib:.2f}" for name, seconds in self.spent.items())
 
 
 def run(ctx: BenchContext) -> list[str]:
-    with upstream() as models, ctx.postgres() as database:
+    with serving("bench.model_upstream") as (models, upstream_pid), ctx.postgres() as database, \
+            serving("bench.bare_relay", models.rsplit(":", 1)[1]) as (bare_url, bare_pid):
         settings = settings_for(database)
         env = {"SQUADOPS_UPSTREAM_ANTHROPIC_URL": models, "SQUADOPS_UPSTREAM_ANTHROPIC_KEY": "bench-upstream-key",
                "SQUADOPS_MCP_TOKEN_KEY": KEY, "SQUADOPS_RATE_LIMIT_PER_MINUTE": "0"}
@@ -102,10 +138,18 @@ def run(ctx: BenchContext) -> list[str]:
                 straight.append(first_byte(http, direct, {}, short))
                 through.append(first_byte(http, proxied, auth, short))
             long = {**short, "max_tokens": LONG_DELTAS}
-            rates_direct, rates_proxy = [], []
+            bare = f"{bare_url}/v1/messages"
+            assert service.process is not None
+            costs = {"direct": Costs({"upstream": upstream_pid}),
+                     "proxy": Costs({"upstream": upstream_pid, "relay": service.process.pid}),
+                     "bare": Costs({"upstream": upstream_pid, "relay": bare_pid})}
+            for url, headers in ((direct, {}), (proxied, auth), (bare, {})):
+                streamed(http, url, headers, long)  # warm each way
+            rates_direct, rates_proxy, rates_bare = [], [], []
             for _ in range(THROUGHPUT_ROUNDS):
-                rates_direct.append(streamed(http, direct, {}, long))
-                rates_proxy.append(streamed(http, proxied, auth, long))
+                rates_direct.append(costs["direct"].measure(lambda: streamed_size(http, direct, {}, long)))
+                rates_proxy.append(costs["proxy"].measure(lambda: streamed_size(http, proxied, auth, long)))
+                rates_bare.append(costs["bare"].measure(lambda: streamed_size(http, bare, {}, long)))
     added = [p - d for p, d in zip(through, straight, strict=True)]
     ratio = statistics.median(rates_proxy) / statistics.median(rates_direct)
     return [
@@ -117,4 +161,8 @@ def run(ctx: BenchContext) -> list[str]:
         f"streamed throughput: direct {statistics.median(rates_direct):.0f} MiB/s, through the proxy "
         f"{statistics.median(rates_proxy):.0f} MiB/s: {ratio:.2f} of direct (target >= 0.9; "
         f"{THROUGHPUT_ROUNDS} answers of {LONG_DELTAS} KiB each)",
+        f"a relay with no framework (bench.bare_relay), same run: {statistics.median(rates_bare):.0f} MiB/s: "
+        f"{statistics.median(rates_bare) / statistics.median(rates_direct):.2f} of direct",
+        f"CPU ms per MiB: direct ({costs['direct'].line()}); through the proxy ({costs['proxy'].line()}); "
+        f"no framework ({costs['bare'].line()}); load average {os.getloadavg()[0]:.1f}",
     ]
