@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import msgspec
 import structlog
+
+from workers.json_http import JsonHandler
 
 log = structlog.get_logger("squadops.workspace_controller")
 _encode = msgspec.json.Encoder().encode
@@ -25,7 +27,7 @@ class HealthServer:
     def start(self) -> None:
         health = self.health
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
                 if self.path.split("?", 1)[0] == "/healthz":
                     try:
@@ -34,15 +36,7 @@ class HealthServer:
                         status, body = 503, {"detail": f"controller health unavailable: {exc!r}", "code": "unavailable"}
                 else:
                     status, body = 404, {"detail": "No such path.", "code": "not_found"}
-                payload = _encode(body)
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                return
+                self.send_json(status, _encode(body))
 
         self._server = ThreadingHTTPServer((self.host, self.port), Handler)
         self.port = self._server.server_address[1]

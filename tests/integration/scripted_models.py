@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from workers.json_http import JsonHandler
+
 Action = tuple[Any, ...]
 AGENT = re.compile(r"\(agent `([A-Za-z0-9_-]+)`")
 RUN = re.compile(r"of squad run ([A-Za-z0-9_-]+) for project")
@@ -224,11 +226,8 @@ class ScriptedModels:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         models = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
 
             def do_HEAD(self) -> None:
                 self.send_response(200)
@@ -236,25 +235,25 @@ class ScriptedModels:
                 self.end_headers()
 
             def do_GET(self) -> None:
-                self._json(404, {"error": {"type": "not_found", "message": self.path}})
+                self.send_json(404, {"error": {"type": "not_found", "message": self.path}})
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length") or 0))
                 try:
                     body = json.loads(raw or b"{}")
                 except ValueError:
-                    self._json(400, {"error": {"type": "invalid_request_error", "message": "not JSON"}})
+                    self.send_json(400, {"error": {"type": "invalid_request_error", "message": "not JSON"}})
                     return
                 path = self.path.split("?", 1)[0]
                 if path.endswith("/messages/count_tokens"):
-                    self._json(200, {"input_tokens": len(json.dumps(body)) // 4})
+                    self.send_json(200, {"input_tokens": len(json.dumps(body)) // 4})
                     return
                 if path.endswith("/messages"):
                     events, seen = models.anthropic(body)
                 elif path.endswith("/responses"):
                     events, seen = models.responses(body)
                 else:
-                    self._json(404, {"error": {"type": "not_found", "message": path}})
+                    self.send_json(404, {"error": {"type": "not_found", "message": path}})
                     return
                 seen.path = path
                 seen.authorization = self.headers.get("authorization") or self.headers.get("x-api-key") or ""
@@ -270,13 +269,5 @@ class ScriptedModels:
                 if seen.narration:
                     with models._lock:
                         models.sent[seen.narration] = time.perf_counter()
-
-            def _json(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
 
         return Handler

@@ -13,10 +13,8 @@ import hmac
 import json
 import os
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +29,9 @@ from api.auth import EdgeJwt, sign_assertion, verify_assertion
 from api.errors import ApiError
 from api.jwks import EdgeKeys
 from tests.conftest import ADMIN, settings_for
+from tests.stub_http import StubServer
 from workers.bootstrap import build
+from workers.json_http import JsonHandler
 from workers.settings import SettingsError, load_settings
 
 SECRET = "edge-test-key-0123456789abcdef-0123456789"
@@ -81,40 +81,30 @@ def jwks_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class _Server:
-    """A JWKS endpoint on a local port, counting how often it is asked."""
+    """A JWKS endpoint on a local port (its URL once served), counting how often it is asked."""
 
     def __init__(self, body: str) -> None:
         self.body = body
         self.hits = 0
+        self.url = ""
+
+    def handler(self) -> type[JsonHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 server.hits += 1
-                raw = server.body.encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+                self.send_json(200, server.body.encode())
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/.well-known/jwks.json"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        return Handler
 
 
 @pytest.fixture(scope="module")
 def jwks_server() -> Iterator[_Server]:
     server = _Server(KEYS)
-    yield server
-    server.close()
+    with StubServer(server.handler()) as stub:
+        server.url = f"{stub.url}/.well-known/jwks.json"
+        yield server
 
 
 def closed_port_url() -> str:

@@ -4,10 +4,7 @@ verb the operator can confirm, and the model proxy is used when configured."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -18,7 +15,9 @@ from domain.portal.copilot import thread_key
 from tests.conftest import ADMIN, settings_for
 from tests.feed_scenarios import Scenario, apply_all
 from tests.integration.test_control_plane_http import PROJECT, STEPS
+from tests.stub_http import StubServer
 from workers.bootstrap import Container, build
+from workers.json_http import JsonHandler
 
 ACT = "/v1/portal/copilot/actions"
 DEV = {"x-edge-claim-email": "dev@example.com"}
@@ -100,27 +99,15 @@ def test_propose_ui_actions_from_the_manifest(parts) -> None:
     ]
 
 
-class _Proxy(BaseHTTPRequestHandler):
+class _Proxy(JsonHandler):
     def do_POST(self) -> None:  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        facts = body["messages"][0]["content"]
-        reply = json.dumps({"choices": [{"message": {"role": "assistant",
-                                                     "content": f"proxy saw {facts.count(chr(10) + '- ')} facts"}}]})
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(reply.encode())
-
-    def log_message(self, *args: object) -> None:
-        pass
+        facts = self.read_json()["messages"][0]["content"]
+        reply = {"role": "assistant", "content": f"proxy saw {facts.count(chr(10) + '- ')} facts"}
+        self.send_json(200, {"choices": [{"message": reply}]})
 
 
 def test_model_proxy_answers_when_configured(tmp_path: Path) -> None:
-    server = HTTPServer(("127.0.0.1", 0), _Proxy)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        for http, _, run_id in world(tmp_path, model_proxy_url=f"http://127.0.0.1:{server.server_address[1]}/v1"):
+    with StubServer(_Proxy) as proxy:
+        for http, _, run_id in world(tmp_path, model_proxy_url=f"{proxy.url}/v1"):
             out = act(http, DEV, action_id="summarize_run", entity_ref=f"run:{run_id}")
             assert out["message"] == "proxy saw 5 facts"
-    finally:
-        server.shutdown()

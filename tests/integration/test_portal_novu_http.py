@@ -7,10 +7,7 @@ in the inbox (``via: novu``), and a Novu that fails records nothing (502, C3 bod
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -18,38 +15,29 @@ from litestar.testing import TestClient
 
 from api.app import create_app
 from tests.conftest import settings_for
+from tests.stub_http import StubServer
 from workers.bootstrap import build
+from workers.json_http import JsonHandler
 
 DEV = {"x-edge-claim-email": "Dev@Example.com"}
 
 
-class _Novu(BaseHTTPRequestHandler):
+class _Novu(JsonHandler):
     seen: list[tuple[str, dict[str, str], dict]] = []
     status = 201
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        body = self.read_json()
         type(self).seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-        answer = json.dumps({"data": {"acknowledged": True, "status": "processed"}}).encode()
-        self.send_response(type(self).status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.send_json(type(self).status, {"data": {"acknowledged": True, "status": "processed"}})
 
 
 @pytest.fixture
 def novu() -> Iterator[type[_Novu]]:
     handler = type("Novu", (_Novu,), {"seen": [], "status": 201})
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    handler.url = f"http://127.0.0.1:{server.server_address[1]}"  # type: ignore[attr-defined]
-    yield handler
-    server.shutdown()
-    server.server_close()
+    with StubServer(handler) as stub:
+        handler.url = stub.url  # type: ignore[attr-defined]
+        yield handler
 
 
 def test_novu_receives_the_trigger_and_the_inbox_records_it(tmp_path: Path, novu: type[_Novu]) -> None:

@@ -4,12 +4,9 @@ open, outcomes recorded as events and served from the read model; camelCase = sn
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -18,7 +15,9 @@ from litestar.testing import TestClient
 
 from api.app import create_app
 from tests.conftest import ADMIN, settings_for
+from tests.stub_http import StubServer
 from workers.bootstrap import build
+from workers.json_http import JsonHandler
 
 PROJECTS = "/v1/project-factory/projects"
 BINDINGS = [
@@ -53,29 +52,19 @@ def git_show(data_dir: Path, url: str, ref: str, tenant: str = "default") -> str
     return subprocess.run(["git", "--git-dir", str(path), "show", ref], capture_output=True, text=True, check=True).stdout
 
 
-class _Sentry(BaseHTTPRequestHandler):
+class _Sentry(JsonHandler):
     seen: list[str] = []
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         self.seen.append(self.path)
         slug = self.path.split("/")[-3]
-        body = json.dumps({"dsn": {"public": f"https://k3y@errors.example/{slug}"}}).encode()
-        self.send_response(201)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.send_json(201, {"dsn": {"public": f"https://k3y@errors.example/{slug}"}})
 
 
 @pytest.fixture
 def sentry() -> Iterator[str]:
-    server = HTTPServer(("127.0.0.1", 0), _Sentry)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with StubServer(_Sentry) as stub:
+        yield stub.url
 
 
 def test_repositories_and_dsn_are_provisioned_and_recorded(tmp_path: Path, sentry: str) -> None:

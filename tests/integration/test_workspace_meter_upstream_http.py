@@ -6,44 +6,35 @@ counts nothing."""
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 from litestar.testing import TestClient
 
 from api.app import create_app
 from tests.conftest import ADMIN, settings_for
+from tests.stub_http import StubServer
 from workers.bootstrap import build
+from workers.json_http import JsonHandler
 
 OWNER = {"x-edge-claim-email": "owner@x.io"}
 
 
-class _Proxy(BaseHTTPRequestHandler):
+class _Proxy(JsonHandler):
     seen: list[tuple[str, str, dict]] = []
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        body = self.read_json()
         _Proxy.seen.append((self.path, self.headers.get("authorization", ""), body))
-        reply = {"id": "cmpl-1", "object": "chat.completion", "model": body["model"],
-                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
-                 "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42}}
-        payload = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.send_json(200, {
+            "id": "cmpl-1", "object": "chat.completion", "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42},
+        })
 
 
 def test_meter_forwards_to_the_model_proxy_and_counts_its_usage(tmp_path: Path) -> None:
-    server = HTTPServer(("127.0.0.1", 0), _Proxy)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    upstream = StubServer(_Proxy)
+    url = upstream.url
     container = build(settings_for(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(tmp_path),
                                    upstream_openai_url=url, upstream_openai_key="upstream-key-openai",
                                    model_proxy_client_key="proxy-key-0123456789abcdef-0123456789"))
@@ -73,8 +64,7 @@ def test_meter_forwards_to_the_model_proxy_and_counts_its_usage(tmp_path: Path) 
             assert f"{obs['metric_names']['tokens']}{label} 42.0" in metrics
             assert f"{obs['metric_names']['requests']}{label} 1.0" in metrics
 
-            server.shutdown()
-            server.server_close()
+            upstream.close()
             down = http.post(meter, json=call, headers={"authorization": f"Bearer {token}"})
             assert down.status_code == 503 and down.json()["code"] == "model_proxy_unavailable"
             assert set(down.json()) == {"detail", "code"}
@@ -83,3 +73,4 @@ def test_meter_forwards_to_the_model_proxy_and_counts_its_usage(tmp_path: Path) 
             assert f"{obs['metric_names']['requests']}{label} 1.0" in metrics  # nothing counted for it
     finally:
         container.close()
+        upstream.close()
