@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from litestar.testing import TestClient
 
+from api.app import create_app
 from tests import infra
 from workers.bootstrap import Container, build
 from workers.settings import Settings
@@ -113,6 +116,22 @@ def settings_for(database_url: str, **changes: object) -> Settings:
         controller_port=0,
     )
     return base.replace(**changes) if changes else base
+
+
+@contextmanager
+def admin_api(
+    database_url: str, workers: tuple[str, ...] | None = ("projector",), **changes: object
+) -> Iterator[tuple[TestClient, Container]]:
+    """The API over a service built on ``settings_for(database_url, **changes)``, with the
+    named workers running (default: the projector alone, so runs move only as a test drives
+    them), its client asking as ADMIN; the service is closed behind it."""
+    built = build(settings_for(database_url, **changes))
+    try:
+        with TestClient(create_app(built, workers=workers)) as client:
+            client.headers.update(ADMIN)
+            yield client, built
+    finally:
+        built.close()
 
 
 @pytest.fixture

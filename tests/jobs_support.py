@@ -17,6 +17,12 @@ from api.app import create_app
 from tests.conftest import settings_for
 from workers.bootstrap import Container, build
 
+# An identity provider's connector (its facts), two staff records in it, and a machine's MAC.
+IDP = {"provider": "vcs", "provider_kind": "idp", "schema": "2"}
+ANN = {"subject_key": "Ann@Example.com", "provider_user_id": "101", "provider_username": "ann-gh", "username": "ann"}
+BOB = {"email": "bob@example.com", "provider_user_id": "102"}
+MAC = "52:54:00:12:34:56"
+
 
 class LoopbackPowerDevice:
     """A power device listening on 127.0.0.1: keeps every datagram it receives, and answers

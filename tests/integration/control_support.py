@@ -22,10 +22,15 @@ def create_project(http: TestClient, body: dict | None = None) -> dict:
     return answer.json()
 
 
-def launch(http: TestClient, slug: str = "acme") -> str:
+def launched(http: TestClient, slug: str = "acme") -> dict:
+    """Launches a delivery-core run of the project; answers the launch's body."""
     answer = http.post(f"{STUDIO}/runs", json={"template_id": "delivery-core", "project_slug": slug})
     assert answer.status_code == 201, answer.text
-    return answer.json()["run_id"]
+    return answer.json()
+
+
+def launch(http: TestClient, slug: str = "acme") -> str:
+    return launched(http, slug)["run_id"]
 
 
 def sessions(http: TestClient, run_id: str) -> dict[str, dict[str, Any]]:

@@ -13,10 +13,8 @@ from pathlib import Path
 import pytest
 from litestar.testing import TestClient
 
-from api.app import create_app
-from tests.conftest import ADMIN, settings_for
+from tests.conftest import ADMIN, admin_api
 from tests.helpers import eventually
-from workers.bootstrap import build
 
 PROJECTS = "/v1/project-factory/projects"
 OTHER_TENANT = {**ADMIN, "X-Squadops-Tenant-Id": "other"}
@@ -45,11 +43,8 @@ def make_origin(root: Path, files: dict[str, str], branch: str = "main") -> Path
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[TestClient, Path]]:
     data = tmp_path / "data"
-    container = build(settings_for(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(data)))
-    with TestClient(create_app(container, workers=("projector",))) as http:
-        http.headers.update(ADMIN)
+    with admin_api(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(data)) as (http, _):
         yield http, data
-    container.close()
 
 
 def project(slug: str, source: str, **binding: object) -> dict:
@@ -190,14 +185,12 @@ PARTICIPANTS = [
 def squad(tmp_path: Path) -> Iterator[tuple[TestClient, Path, object]]:
     """The service with its projector and ticker on the simulator plane; lanes wait for review."""
     data = tmp_path / "data"
-    container = build(settings_for(
-        f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(data), simulator_review_calls=100_000,
+    with admin_api(
+        f"sqlite:///{tmp_path / 'db.sqlite'}", workers=("projector", "ticker"), data_dir=str(data),
+        simulator_review_calls=100_000,
         simulator_faults=False,  # a seeded fault (a lane skipping its pull request) is not this test's
-    ))
-    with TestClient(create_app(container, workers=("projector", "ticker"))) as http:
-        http.headers.update(ADMIN)
+    ) as (http, container):
         yield http, data, container
-    container.close()
 
 
 def start_run(http: TestClient, slug: str, source: str) -> tuple[str, dict]:

@@ -7,9 +7,8 @@ from collections.abc import Iterator
 import pytest
 from litestar.testing import TestClient
 
-from api.app import create_app
 from domain.studio.control import RUN_VERBS, SESSION_VERBS
-from tests.conftest import ADMIN, settings_for
+from tests.conftest import admin_api
 from tests.events import named
 from tests.integration.control_support import (
     OPERATOR,
@@ -26,26 +25,20 @@ from tests.integration.control_support import (
     session_verb,
     sessions,
 )
-from workers.bootstrap import Container, build
+from workers.bootstrap import Container
 
 
 @pytest.fixture
 def served(database_url: str) -> Iterator[tuple[TestClient, Container]]:
     """The API with its read models kept current; no ticker, so runs move only by verbs."""
-    container = build(settings_for(database_url))
-    with TestClient(create_app(container, workers=("projector",))) as client:
-        client.headers.update(ADMIN)
-        yield client, container
-    container.close()
+    with admin_api(database_url) as served:
+        yield served
 
 
 @pytest.fixture
 def sqlite_served(sqlite_url: str) -> Iterator[tuple[TestClient, Container]]:
-    container = build(settings_for(sqlite_url))
-    with TestClient(create_app(container, workers=("projector",))) as client:
-        client.headers.update(ADMIN)
-        yield client, container
-    container.close()
+    with admin_api(sqlite_url) as served:
+        yield served
 
 
 def log_position(http: TestClient) -> int:

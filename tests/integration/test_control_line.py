@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from api.app import create_app
 from domain.shared.ports import ProjectAssetsError
 from domain.studio.commands.runs import run_seed
 from domain.studio.policies.walls import RECOMMENDED
-from tests.conftest import ADMIN, settings_for
+from tests.conftest import admin_api
 from tests.events import named
 from tests.helpers import eventually
 from tests.integration.control_support import (
@@ -33,7 +32,7 @@ from tests.integration.control_support import (
     session_verb,
     sessions,
 )
-from workers.bootstrap import Container, build
+from workers.bootstrap import Container
 from workers.planes.simulator import FaultRates, Faults, SimulatorPlane
 from workers.watcher import Watcher
 
@@ -64,13 +63,10 @@ WATCHER_WALLS = {"project_assets_lookup_failed"}
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, Container]]:
     url = f"sqlite:///{tmp_path_factory.mktemp('control-line') / 'squadops.db'}"
-    container = build(settings_for(url, auto_recovery=False))
-    with TestClient(create_app(container, workers=("projector", "ticker"))) as client:
-        client.headers.update(ADMIN)
+    with admin_api(url, workers=("projector", "ticker"), auto_recovery=False) as (client, container):
         create_project(client)
         create_project(client, {"project_key": "bare"})  # no assets recorded: the watcher must look them up
         yield client, container
-    container.close()
 
 
 def start(http: TestClient, container: Container, faults: FaultRates, wanted: Callable[[Faults, int], bool], slug: str = "acme") -> str:

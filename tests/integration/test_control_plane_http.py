@@ -15,7 +15,7 @@ from litestar.testing import TestClient
 
 from api.app import create_app
 from api.studio.feed_dto import FleetBoard, ObservabilityFeed
-from tests.conftest import ADMIN, settings_for
+from tests.conftest import ADMIN, admin_api, settings_for
 from tests.feed_scenarios import Scenario, apply_all
 from workers.bootstrap import Container, build
 
@@ -59,11 +59,8 @@ def wait(container: Container) -> None:
 
 @pytest.fixture
 def world(database_url: str) -> Iterator[tuple[TestClient, Container]]:
-    container = build(settings_for(database_url))
-    with TestClient(create_app(container, workers=("projector",))) as client:
-        client.headers.update(ADMIN)
-        yield client, container
-    container.close()
+    with admin_api(database_url) as served:
+        yield served
 
 
 def launch(http: TestClient, slug: str = "acme", headers: dict[str, str] | None = None) -> str:

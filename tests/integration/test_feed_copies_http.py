@@ -11,28 +11,24 @@ import pytest
 from litestar.testing import TestClient
 
 from api import access
-from api.app import create_app
 from api.studio.feed_reads import FeedReads
 from projections.engine.copies import APPLICATION, ReadCopies
 from projections.portal.relations import NAME as RELATIONS
 from projections.studio.feed_doc import FEED, answer, feed_doc_key, feed_max_key
-from tests.conftest import ADMIN, settings_for
+from tests.conftest import admin_api
 from tests.integration.test_control_plane_http import FEED as FEED_PATH
 from tests.integration.test_control_plane_http import MEMBER, PROJECT, STRANGER, launch
-from workers.bootstrap import Container, build
+from workers.bootstrap import Container
 
 WAIT = 20.0
 
 
 @pytest.fixture
 def world(pg_url: str) -> Iterator[tuple[TestClient, Container, FeedReads]]:
-    container = build(settings_for(pg_url))
-    with TestClient(create_app(container, workers=("projector",))) as client:
-        client.headers.update(ADMIN)
+    with admin_api(pg_url) as (client, container):
         reads: FeedReads = client.app.state["feed_reads"]
         assert reads.copies is not None and reads.copies.wait(lambda c: c.listening, WAIT)
         yield client, container, reads
-    container.close()
 
 
 def copies_of(reads: FeedReads) -> ReadCopies:

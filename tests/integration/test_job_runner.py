@@ -14,20 +14,8 @@ import pytest
 from domain.jobs.job import job_key
 from domain.shared.clock import shift, utc_now_iso
 from tests.helpers import eventually
-from tests.jobs_support import LoopbackPowerDevice, service, write_connector
+from tests.jobs_support import ANN, BOB, IDP, MAC, LoopbackPowerDevice, service, write_connector
 from workers.bootstrap import Container
-
-IDP = {"provider": "vcs", "provider_kind": "idp", "schema": "2"}
-ANN = {"subject_key": "Ann@Example.com", "provider_user_id": "101", "provider_username": "ann-gh", "username": "ann"}
-BOB = {"email": "bob@example.com", "provider_user_id": "102"}
-MAC = "52:54:00:12:34:56"
-
-
-@pytest.fixture
-def device() -> Iterator[LoopbackPowerDevice]:
-    found = LoopbackPowerDevice()
-    yield found
-    found.close()
 
 
 @pytest.fixture

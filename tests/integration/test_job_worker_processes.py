@@ -3,7 +3,6 @@ production topology): every job runs, and no step (no UDP datagram) happens twic
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,13 +14,6 @@ from tests.processes import ServiceProcess, service_env
 from workers.bootstrap import build
 
 pytestmark = [pytest.mark.pg, pytest.mark.timeout(120)]
-
-
-@pytest.fixture
-def device() -> Iterator[LoopbackPowerDevice]:
-    found = LoopbackPowerDevice()
-    yield found
-    found.close()
 
 
 def test_two_job_worker_processes_share_the_queue_and_run_each_step_once(

@@ -10,33 +10,24 @@ tenant header names.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from litestar.testing import TestClient
 
-from tests.jobs_support import LoopbackPowerDevice, http, service, write_connector
+from tests.jobs_support import (
+    ANN,
+    BOB,
+    IDP,
+    MAC,
+    LoopbackPowerDevice,
+    http,
+    service,
+    write_connector,
+)
 
 KEY = "automation-key-follow"
 ACME = {"x-api-key": KEY, "X-Squadops-Tenant-Id": "acme"}
-IDP = {"provider": "vcs", "provider_kind": "idp", "schema": "2"}
-ANN = {
-    "subject_key": "Ann@Example.com",
-    "provider_user_id": "101",
-    "provider_username": "ann-gh",
-    "username": "ann",
-}
-BOB = {"email": "bob@example.com", "provider_user_id": "102"}
-MAC = "52:54:00:12:34:56"
-
-
-@pytest.fixture
-def device() -> Iterator[LoopbackPowerDevice]:
-    found = LoopbackPowerDevice()
-    yield found
-    found.close()
 
 
 def follow(

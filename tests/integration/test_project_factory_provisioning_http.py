@@ -13,10 +13,8 @@ from urllib.parse import urlparse
 import pytest
 from litestar.testing import TestClient
 
-from api.app import create_app
-from tests.conftest import ADMIN, settings_for
+from tests.conftest import admin_api
 from tests.stub_http import StubServer
-from workers.bootstrap import build
 from workers.json_http import JsonHandler
 
 PROJECTS = "/v1/project-factory/projects"
@@ -29,11 +27,8 @@ BINDINGS = [
 
 
 def client(tmp_path: Path, **changes: object) -> Iterator[TestClient]:
-    container = build(settings_for(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(tmp_path), **changes))
-    with TestClient(create_app(container, workers=("projector",))) as http:
-        http.headers.update(ADMIN)
+    with admin_api(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(tmp_path), **changes) as (http, _):
         yield http
-    container.close()
 
 
 def create(http: TestClient, body: dict) -> dict:

@@ -7,38 +7,22 @@ from collections.abc import Iterator
 import pytest
 from litestar.testing import TestClient
 
-from api.app import create_app
-from tests.conftest import ADMIN, settings_for
-from tests.helpers import DEMO_LIKE, eventually
-from workers.bootstrap import build
+from tests.conftest import ADMIN, admin_api
+from tests.helpers import eventually
+from tests.integration.control_support import create_project, launched
 
 BASE = "/v1/admin/studio"
 
 
 @pytest.fixture
 def http(database_url: str) -> Iterator[TestClient]:
-    container = build(settings_for(database_url))
-    with TestClient(create_app(container)) as client:
-        client.headers.update(ADMIN)
+    with admin_api(database_url, workers=None) as (client, _):
         yield client
-    container.close()
-
-
-def create_project(http: TestClient, body: dict | None = None) -> dict:
-    answer = http.post("/v1/project-factory/projects", json=body or DEMO_LIKE)
-    assert answer.status_code == 201, answer.text
-    return answer.json()
-
-
-def launch(http: TestClient, slug: str = "acme") -> dict:
-    answer = http.post(f"{BASE}/runs", json={"template_id": "delivery-core", "project_slug": slug})
-    assert answer.status_code == 201, answer.text
-    return answer.json()
 
 
 def test_launch_answers_the_intake_pair_with_named_identities(http: TestClient) -> None:
     create_project(http)
-    run = launch(http)
+    run = launched(http)
     assert run["status"] == "ready"
     roster = {a["agent_id"]: a for a in run["agent_roster"]}
     assert set(roster) == {"planner", "curator"}
@@ -58,7 +42,7 @@ def test_launch_answers_the_intake_pair_with_named_identities(http: TestClient) 
 
 def test_execute_runs_ticks_until_agents_join_by_handoff_and_sessions_complete(http: TestClient) -> None:
     create_project(http)
-    run_id = launch(http)["run_id"]
+    run_id = launched(http)["run_id"]
     answer = http.post(f"{BASE}/runs/{run_id}/execute")
     assert answer.status_code == 202
     assert answer.json()["status"] == "scheduled" and answer.json()["requested_at"]
@@ -136,7 +120,7 @@ def test_auth_rules(http: TestClient) -> None:
 
 def test_tenants_are_isolated(http: TestClient) -> None:
     create_project(http)
-    run_id = launch(http)["run_id"]
+    run_id = launched(http)["run_id"]
     other = {"X-Squadops-Tenant-Id": "other"}
     assert http.get(f"{BASE}/runs/{run_id}", headers=other).status_code == 404
     answer = http.post(f"{BASE}/runs", json={"template_id": "delivery-core", "project_slug": "acme"}, headers=other)
@@ -154,7 +138,7 @@ def test_templates_list_delivery_core_with_lanes_tester_and_compactor(http: Test
 
 def test_preview_is_one_shared_upserted_record(http: TestClient) -> None:
     create_project(http)
-    run_id = launch(http)["run_id"]
+    run_id = launched(http)["run_id"]
     first = http.post(f"{BASE}/runs/{run_id}/preview", json={"url": "https://p.example/1", "port": 3000, "status": "live"})
     assert first.status_code == 200
     assert first.json()["url"] == "https://p.example/1" and first.json()["run_id"] == run_id
@@ -167,7 +151,7 @@ def test_preview_is_one_shared_upserted_record(http: TestClient) -> None:
 
 def test_cleanup_ends_the_run_and_execute_then_conflicts(http: TestClient) -> None:
     create_project(http)
-    run_id = launch(http)["run_id"]
+    run_id = launched(http)["run_id"]
     answer = http.post(f"{BASE}/runs/{run_id}/cleanup", json={"reason": "done"})
     assert answer.status_code == 200 and answer.json() == {"run_id": run_id, "status": "cleaned_up", "stopped_sessions": 2}
     state = http.get(f"{BASE}/runs/{run_id}/session-state").json()
@@ -179,7 +163,7 @@ def test_cleanup_ends_the_run_and_execute_then_conflicts(http: TestClient) -> No
 
 def test_replay_launches_a_new_run_naming_its_source(http: TestClient) -> None:
     create_project(http)
-    source = launch(http)["run_id"]
+    source = launched(http)["run_id"]
     answer = http.post(f"{BASE}/runs/{source}/replay")
     assert answer.status_code == 201
     replay = answer.json()

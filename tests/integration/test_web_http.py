@@ -13,14 +13,12 @@ import httpx
 import pytest
 from litestar.testing import TestClient
 
-from api.app import create_app
 from api.web.office_view import fnv1a
 from api.web.verbs import RUN_ORDER, SESSION_ORDER, USES
 from domain.studio.control import RUN_VERBS, SESSION_VERBS
-from tests.conftest import ADMIN, settings_for
+from tests.conftest import ADMIN, admin_api, settings_for
 from tests.helpers import DEMO_LIKE, eventually
 from tests.live_helpers import served
-from workers.bootstrap import build
 from workers.open_proxy import EdgeProxy, dev_claims
 
 STUDIO = "/v1/admin/studio"
@@ -29,11 +27,8 @@ STRANGER = {"x-edge-claim-email": "stranger@example.com", "x-edge-claim-groups":
 
 @pytest.fixture
 def http(sqlite_url: str) -> Iterator[TestClient]:
-    container = build(settings_for(sqlite_url))
-    with TestClient(create_app(container, workers=("projector",))) as client:
-        client.headers.update(ADMIN)
+    with admin_api(sqlite_url) as (client, _):
         yield client
-    container.close()
 
 
 def launched(http: TestClient) -> str:
