@@ -184,14 +184,20 @@ class WorkspaceController:
         ws = self.commands.store.get_or_none(aggregate_id)
         if ws is None or ws.status != "releasing":
             return
-        try:
-            self._tool(self.provider.stop, ws.namespace, ws.workspace_scope)
-        except Exception as exc:
-            log.warning("workspace_stop_failed", scope=ws.workspace_scope, error=repr(exc))
-            report.workspace_cleanup_errors += 1
+        if not self._stop_resources(ws, report, "workspace_stop_failed"):
             return
         if self.commands.claim(aggregate_id, lambda w: w.stopped(now)) is not None:
             report.processed, report.stopped = report.processed + 1, report.stopped + 1
+
+    def _stop_resources(self, ws: DevWorkspace, report: PassReport, failed: str) -> bool:
+        """Stops the workspace's pod; a failure is logged as ``failed`` and counted."""
+        try:
+            self._tool(self.provider.stop, ws.namespace, ws.workspace_scope)
+        except Exception as exc:
+            log.warning(failed, scope=ws.workspace_scope, error=repr(exc))
+            report.workspace_cleanup_errors += 1
+            return False
+        return True
 
     def _keep_ready(self, aggregate_id: str, now: str, report: PassReport) -> None:
         ws = self.commands.store.get_or_none(aggregate_id)
@@ -200,11 +206,7 @@ class WorkspaceController:
         if policies.is_idle(ws.last_active_at, now, self.config.idle_seconds):
             if self.commands.claim(aggregate_id, lambda w: w.auto_stop(now)) is not None:
                 report.processed, report.stopped = report.processed + 1, report.stopped + 1
-                try:
-                    self._tool(self.provider.stop, ws.namespace, ws.workspace_scope)
-                except Exception as exc:
-                    log.warning("workspace_auto_stop_failed", scope=ws.workspace_scope, error=repr(exc))
-                    report.workspace_cleanup_errors += 1
+                self._stop_resources(ws, report, "workspace_auto_stop_failed")
             return
         try:
             pods = self._tool(self.provider.pods, ws.namespace, ws.workspace_scope)

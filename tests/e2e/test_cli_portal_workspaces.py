@@ -12,61 +12,30 @@ on its own port among them), then the CLI.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.e2e.cli_support import SQUADOPS, cli_env, serving_demo, squadops
 from tests.helpers import eventually
 from tests.infra import free_port
 
-SQUADOPS = str(Path(sys.executable).with_name("squadops"))
 OWNER = ("--as", "operator@squadops.local", "--groups", "")  # the demo's owner, as a plain user
 STRANGER = ("--as", "stranger@example.com", "--groups", "/org/sales")
 
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[dict[str, str]]:
-    port, controller_port = free_port(), free_port()
-    env = {
-        **os.environ,
-        "SQUADOPS_DATABASE_URL": f"sqlite:///{tmp_path / 'squadops.db'}",
-        "SQUADOPS_DATA_DIR": str(tmp_path / "data"),
-        "SQUADOPS_TICK_SECONDS": "0.05",
-        "SQUADOPS_LOG_LEVEL": "warning",
-        "SQUADOPS_BASE_URL": f"http://127.0.0.1:{port}",
-        "SQUADOPS_CONTROLLER_PORT": str(controller_port),
-        "SQUADOPS_CONTROLLER_INTERVAL_SECONDS": "0.2",
-        "SQUADOPS_MODEL_PROXY_CLIENT_KEY": "proxy-client-key-0123456789abcdef-0123",
-    }
-    for name in ("SQUADOPS_NATS_URL", "SQUADOPS_EDGE_JWT_KEY", "SQUADOPS_NOVU_API_URL"):
-        env.pop(name, None)
-    process = subprocess.Popen(
-        [SQUADOPS, "serve", "--demo", "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    try:
-        eventually(lambda: _healthy(env["SQUADOPS_BASE_URL"]), timeout=30, interval=0.1)
+    with serving_demo(
+        tmp_path,
+        SQUADOPS_CONTROLLER_PORT=str(free_port()),
+        SQUADOPS_CONTROLLER_INTERVAL_SECONDS="0.2",
+        SQUADOPS_MODEL_PROXY_CLIENT_KEY="proxy-client-key-0123456789abcdef-0123",
+    ) as env:
         yield env
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
-
-
-def _healthy(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/healthz", timeout=1).json()["status"] == "ok"
-    except httpx.HTTPError:
-        return False
-
-
-def squadops(env: dict[str, str], *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([SQUADOPS, *args], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
-    return done
 
 
 def out(env: dict[str, str], *args: str) -> dict:
@@ -129,16 +98,12 @@ def test_graph_workspace_controller_and_notifications_from_a_terminal(served: di
 
 def test_the_controller_runs_as_its_own_worker_with_its_own_healthz(tmp_path: Path) -> None:
     port = free_port()
-    env = {
-        **os.environ,
-        "SQUADOPS_DATABASE_URL": f"sqlite:///{tmp_path / 'squadops.db'}",
-        "SQUADOPS_DATA_DIR": str(tmp_path / "data"),
-        "SQUADOPS_LOG_LEVEL": "warning",
-        "SQUADOPS_CONTROLLER_PORT": str(port),
-        "SQUADOPS_CONTROLLER_INTERVAL_SECONDS": "0.2",
-        "SQUADOPS_MODEL_PROXY_CLIENT_KEY": "proxy-client-key-0123456789abcdef-0123",
-    }
-    env.pop("SQUADOPS_NATS_URL", None)
+    env = cli_env(
+        tmp_path,
+        SQUADOPS_CONTROLLER_PORT=str(port),
+        SQUADOPS_CONTROLLER_INTERVAL_SECONDS="0.2",
+        SQUADOPS_MODEL_PROXY_CLIENT_KEY="proxy-client-key-0123456789abcdef-0123",
+    )
     worker = subprocess.Popen([SQUADOPS, "worker", "workspace-controller"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

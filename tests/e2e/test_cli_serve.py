@@ -3,59 +3,23 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests.e2e.cli_support import serving_demo, squadops
 from tests.helpers import eventually
-from tests.infra import free_port
-
-SQUADOPS = str(Path(sys.executable).with_name("squadops"))
 
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[dict[str, str]]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "SQUADOPS_DATABASE_URL": f"sqlite:///{tmp_path / 'squadops.db'}",
-        "SQUADOPS_DATA_DIR": str(tmp_path / "data"),
-        "SQUADOPS_TICK_SECONDS": "0.05",
-        "SQUADOPS_LOG_LEVEL": "warning",
-        "SQUADOPS_BASE_URL": f"http://127.0.0.1:{port}",
-        "SQUADOPS_CONTROLLER_PORT": "0",  # any free port: 8001 may be taken by `make run`
-    }
-    env.pop("SQUADOPS_NATS_URL", None)
-    process = subprocess.Popen(
-        [SQUADOPS, "serve", "--demo", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        eventually(lambda: _healthy(env["SQUADOPS_BASE_URL"]), timeout=30, interval=0.1)
+    with serving_demo(tmp_path) as env:
         yield env
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
-
-
-def _healthy(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/healthz", timeout=1).json()["status"] == "ok"
-    except httpx.HTTPError:
-        return False
 
 
 def cli(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run([SQUADOPS, *args], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return squadops(env, *args).stdout
 
 
 def test_serve_with_demo_then_launch_execute_and_show_by_cli(served: dict[str, str]) -> None:

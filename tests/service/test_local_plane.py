@@ -46,6 +46,16 @@ def standin_config(config: LocalConfig, plan: Path) -> LocalConfig:
         config.sandbox, read_only=(STANDIN.parent, plan)))
 
 
+def standin(local: Container, tmp_path: Path, plan: dict[str, Any], **config: Any) -> LocalPlane:
+    """The plane running the stand-in CLI with ``plan`` (as a command override)."""
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    plane = local.plane
+    assert isinstance(plane, LocalPlane)
+    plane.config = dataclasses.replace(standin_config(plane.config, plan_file), **config)
+    return plane
+
+
 def start_run(container: Container) -> str:
     app = container
     run, _ = app.studio.runs.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="acme", launched_by="op")
@@ -113,13 +123,9 @@ def test_a_worktree_that_cannot_be_made_goes_to_the_fresh_workspace_policy(local
 
 @pytest.mark.parametrize("local", [{"local_agent_command": ""}], indirect=True)
 def test_a_sandbox_that_cannot_start_is_the_sessions_wall_never_a_bare_run(local: Container, tmp_path: Path) -> None:
-    plan = tmp_path / "plan.json"
-    plan.write_text('{"planner": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}]}')
-    plane = local.plane
-    assert isinstance(plane, LocalPlane)
-    config = standin_config(plane.config, plan)
-    plane.config = dataclasses.replace(config, sandbox=dataclasses.replace(
-        config.sandbox, bwrap=str(tmp_path / "no-bwrap")))
+    plane = standin(local, tmp_path, {"planner": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}]})
+    config = plane.config
+    plane.config = dataclasses.replace(config, sandbox=dataclasses.replace(config.sandbox, bwrap=str(tmp_path / "no-bwrap")))
     run_id = start_run(local)
     planner = until(local, run_id, lambda: (s := session(local, run_id, "planner")).live_status == "blocked" and s)
     assert planner.blocker_code == "agent_sandbox_unavailable"
@@ -140,12 +146,10 @@ def test_a_sandbox_that_cannot_start_is_the_sessions_wall_never_a_bare_run(local
 
 @pytest.mark.parametrize("local", [{"local_max_processes": 1, "local_agent_command": ""}], indirect=True)
 def test_at_most_the_bound_runs_and_the_rest_wait_in_order(local: Container, tmp_path: Path) -> None:
-    plan = tmp_path / "plan.json"
-    plan.write_text('{"curator": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}],'
-                    ' "planner": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}]}')
-    plane = local.plane
-    assert isinstance(plane, LocalPlane)
-    plane.config = standin_config(plane.config, plan)
+    plane = standin(local, tmp_path, {
+        "curator": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}],
+        "planner": [{"format": "claude", "steps": [["tool", "Read", {}], ["hang", 120]]}],
+    })
     run_id = start_run(local)
     # The curator asked first (agents are visited in order): it runs, the planner waits.
     until(local, run_id, lambda: session(local, run_id, "curator").live_status == "working")
@@ -165,12 +169,8 @@ def test_at_most_the_bound_runs_and_the_rest_wait_in_order(local: Container, tmp
 
 @pytest.mark.parametrize("local", [{"local_agent_command": ""}], indirect=True)
 def test_a_tick_whose_save_failed_is_planned_again_with_what_the_process_wrote(local: Container, tmp_path: Path) -> None:
-    plan = tmp_path / "plan.json"
-    plan.write_text('{"curator": [{"format": "claude", "session": "cur-1", "steps": '
-                    '[["tool", "Grep", {"pattern": "TODO"}], ["text", "found two"], ["hang", 120]]}]}')
-    plane = local.plane
-    assert isinstance(plane, LocalPlane)
-    plane.config = standin_config(plane.config, plan)
+    plane = standin(local, tmp_path, {"curator": [{"format": "claude", "session": "cur-1", "steps": [
+        ["tool", "Grep", {"pattern": "TODO"}], ["text", "found two"], ["hang", 120]]}]})
     run_id = start_run(local)
     app = local
     until(local, run_id, lambda: plane.process_of(session(local, run_id, "curator").id) is not None)
@@ -197,11 +197,7 @@ def test_a_tick_whose_save_failed_is_planned_again_with_what_the_process_wrote(l
 
 @pytest.mark.parametrize("local", [{"local_agent_command": ""}], indirect=True)
 def test_after_a_restart_the_plane_owns_up_to_lost_processes_and_sweeps_old_worktrees(local: Container, tmp_path: Path) -> None:
-    plan = tmp_path / "plan.json"
-    plan.write_text('{"curator": [{"format": "claude", "steps": [["tool", "Grep", {}], ["hang", 120]]}]}')
-    plane = local.plane
-    assert isinstance(plane, LocalPlane)
-    plane.config = standin_config(plane.config, plan)
+    plane = standin(local, tmp_path, {"curator": [{"format": "claude", "steps": [["tool", "Grep", {}], ["hang", 120]]}]})
     run_id = start_run(local)
     until(local, run_id, lambda: session(local, run_id, "curator").live_status == "working")
     tree = plane.worktrees.path_for(TENANT, run_id, "curator")
@@ -222,16 +218,6 @@ def test_after_a_restart_the_plane_owns_up_to_lost_processes_and_sweeps_old_work
     after = LocalPlane(plane.config, load_run=plane.load_run, sweep_seconds=0)  # it never ticked this run
     after.after_pass()
     assert not tree.exists() and not plane.worktrees.run_dir(TENANT, run_id).exists()
-
-
-def standin(local: Container, tmp_path: Path, plan: dict[str, Any], **config: Any) -> LocalPlane:
-    """The plane running the stand-in CLI with ``plan`` (as a command override)."""
-    plan_file = tmp_path / "plan.json"
-    plan_file.write_text(json.dumps(plan))
-    plane = local.plane
-    assert isinstance(plane, LocalPlane)
-    plane.config = dataclasses.replace(standin_config(plane.config, plan_file), **config)
-    return plane
 
 
 @pytest.mark.parametrize("local", [{"local_agent_command": ""}], indirect=True)
