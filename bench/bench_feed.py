@@ -31,7 +31,7 @@ from eventsourcing.persistence import StoredEvent
 from api.studio.feed_reads import FeedReads
 from bench.before_after_inputs import lag_samples
 from bench.context import BenchContext, percentile
-from bench.scale_support import project
+from bench.scale_support import project, simulate
 from domain.shared.ids import session_key
 from domain.studio.control import ControlIntent
 from projections.engine.runner import NotificationSource
@@ -55,29 +55,6 @@ APPEND_RATE = 2000
 GENERATION_BUDGET_SECONDS = 240
 
 
-def simulate(app: Any, run_ids: list[str], *, until_done: bool, ticks: int) -> None:
-    """Ticks runs through the simulator; the operator replays blockers now and then."""
-    plane = SimulatorPlane()
-    for run_id in run_ids:
-        app.studio.runs.request_execution(tenant=TENANT, run_id=run_id, requested_by=ACTOR)
-    app.studio.ticks.tick_runs(plane, start=[(TENANT, r) for r in run_ids])
-    live = list(run_ids)
-    for i in range(ticks):
-        if i % 10 == 0:
-            live = [r for r in run_ids if app.studio.runs.get_run(TENANT, r).status == "running"]
-            if not live:
-                return
-        app.studio.ticks.tick_runs(plane, tick=[(TENANT, r) for r in live])
-        if i % 15 == 14:
-            for run_id in live:
-                try:
-                    app.studio.control.control_run(tenant=TENANT, run_id=run_id, intent=ControlIntent(verb="replay_blockers"), actor=ACTOR)
-                except Exception:  # an ended run takes no verb; the next pass forgets it
-                    continue
-    if until_done:
-        assert all(app.studio.runs.get_run(TENANT, r).status != "running" for r in run_ids), "templates did not finish"
-
-
 def generate(container: Container) -> tuple[str, int, float, int]:
     """Fills the store; answers (the 50-agent run's id, events, seconds, runs)."""
     app, started = container, time.perf_counter()
@@ -87,7 +64,8 @@ def generate(container: Container) -> tuple[str, int, float, int]:
         tenant=TENANT, template_id="delivery-core", project_slug=slug, launched_by=ACTOR
     )[0].run_id
     templates = [launch("fleet") for _ in range(TEMPLATES)]
-    simulate(app, templates, until_done=True, ticks=800)
+    simulate(app, templates, ticks=800)
+    assert all(app.studio.runs.get_run(TENANT, r).status != "running" for r in templates), "templates did not finish"
     envs = NotificationSource(app.event_store).read(1, 10**7)
     by_run: dict[str, list[Any]] = {r: [] for r in templates}
     for env in envs:

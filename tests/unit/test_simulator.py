@@ -14,20 +14,11 @@ MEMORY = {
     "SQLITE_DBNAME": ":memory:",
     "ORIGINATOR_ID_TYPE": "text",
 }
-PROJECT = {
-    "project_key": "acme",
-    "repository_bindings": [
-        {"repository_key": "assembly", "repository_type": "assembly", "vcs_repo_slug": "acme/asm"},
-        {"repository_key": "backend", "vcs_repo_slug": "acme/api"},
-        {"repository_key": "frontend", "vcs_repo_slug": "acme/web"},
-    ],
-    "project_assembly": {"agentSquadSuitTesterRoles": ["admin", "guest"]},
-}
 
 
 def simulate(ticks: int, runs: int = 1) -> tuple[Services, list[str]]:
     app = wire_services(EventStore(MEMORY))
-    return app, drive_runs(app, runs=runs, ticks=ticks, project=PROJECT)
+    return app, drive_runs(app, runs=runs, ticks=ticks)  # the DEMO_LIKE project
 
 
 def session_steps(app: Services, run_id: str) -> list[tuple[str, str]]:
