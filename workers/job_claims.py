@@ -11,13 +11,13 @@ spreads the work: the job's own optimistic concurrency decides who records its s
 from __future__ import annotations
 
 import sqlite3
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
+
+from projections.engine.sqlite_connections import ThreadConnections
 
 TABLE = "job_claims"
 
@@ -96,9 +96,8 @@ class SqliteJobClaims(JobClaims):
     def __init__(self, path: str | Path, *, autocheckpoint: bool = True) -> None:
         self.path = str(path)
         self.autocheckpoint = autocheckpoint  # False: a WalCheckpointer checkpoints the file
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
+        pragmas = ("busy_timeout=30000",) + (() if autocheckpoint else ("wal_autocheckpoint=0",))
+        self._connections = ThreadConnections(self.path, pragmas)
         with self._writing() as conn:
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {TABLE} (job_key TEXT PRIMARY KEY, due TEXT NOT NULL, "
@@ -106,16 +105,7 @@ class SqliteJobClaims(JobClaims):
             )
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA busy_timeout=30000")
-            if not self.autocheckpoint:
-                conn.execute("PRAGMA wal_autocheckpoint=0")
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
+        return self._connections.get()
 
     class _Writing:
         def __init__(self, conn: sqlite3.Connection) -> None:
@@ -168,9 +158,4 @@ class SqliteJobClaims(JobClaims):
             conn.execute(f"DELETE FROM {TABLE} WHERE job_key = ? AND claimed_by = ?", (key, runner_id))
 
     def close(self) -> None:
-        with self._lock:
-            for conn in self._all:
-                with suppress(sqlite3.Error):
-                    conn.close()
-            self._all.clear()
-        self._local = threading.local()
+        self._connections.close()

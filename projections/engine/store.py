@@ -18,9 +18,11 @@ import sqlite3
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
+
+from projections.engine.sqlite_connections import ThreadConnections
 
 T = TypeVar("T")
 TRACKING = "rm_tracking"
@@ -290,27 +292,16 @@ class SqliteDocStore(DocStore):
         the same file must (workers/eventstore/sqlite.py)."""
         self.path = str(path)
         self.autocheckpoint = autocheckpoint
-        self._local = threading.local()
         self._write_lock = threading.RLock()
-        self._all: list[sqlite3.Connection] = []
-        self._all_lock = threading.Lock()
+        pragmas = ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=30000")
+        if not autocheckpoint:  # and a reset WAL's size
+            pragmas += ("wal_autocheckpoint=0", f"journal_size_limit={16 * 1024 * 1024}")
+        self._connections = ThreadConnections(self.path, pragmas)
         with self._writing() as conn:
             self._create_tracking(conn)
 
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=30000")
-            if not self.autocheckpoint:
-                conn.execute("PRAGMA wal_autocheckpoint=0")
-                conn.execute(f"PRAGMA journal_size_limit={16 * 1024 * 1024}")  # a reset WAL's size
-            self._local.conn = conn
-            with self._all_lock:
-                self._all.append(conn)
-        return conn
+        return self._connections.get()
 
     def _fetch(self, sql: str, params: Sequence[Any] = (), *, prepare: bool = False) -> list[Any]:
         return self._conn().execute(sql, params).fetchall()
@@ -370,12 +361,7 @@ class SqliteDocStore(DocStore):
         return shadow
 
     def close(self) -> None:
-        with self._all_lock:
-            for conn in self._all:
-                with suppress(sqlite3.Error):
-                    conn.close()
-            self._all.clear()
-        self._local = threading.local()
+        self._connections.close()
 
 
 class SqliteShadow(Shadow):
