@@ -276,51 +276,50 @@ class Load:
             with self.recorder.lock:
                 self.recorder.transport_errors[f"client crashed: {exc!r:.200}"] += 1
 
-    def _reader(self, n: int) -> None:
-        rng = random.Random(self.seed * 100 + n)
+    def _clients_loop(self, seed: int, pause: float, step: Callable[[random.Random, list[httpx.Client]], None]) -> None:
+        """Calls ``step`` every ``pause`` seconds until the load stops, with a client of each API."""
+        rng = random.Random(seed)
         clients = [self.client(i) for i in range(len(self.api_urls))]
         try:
             for _ in range(1_000_000):
-                if self.stop.wait(0.1) or time.monotonic() > self.deadline:
+                if self.stop.wait(pause) or time.monotonic() > self.deadline:
                     return
-                run_id = self.runs.pick(rng, active=False)
-                if run_id is None:
-                    continue
-                http = rng.choice(clients)
-                what = rng.randrange(4)
-                if what == 0:
-                    params = {"project_slug": self.slug, "run_id": run_id, "limit": 50}
-                    self.recorder.call(http, "GET", f"{PLANE}/observability-feed", "GET feed", known=True, params=params)
-                elif what == 1:
-                    answer = self.recorder.call(
-                        http, "GET", f"{STUDIO}/runs/{run_id}/session-state", "GET session-state", known=True
-                    )
-                    if answer is not None and answer.status_code == 200:
-                        self.runs.seen(run_id, answer.json().get("status", ""))
-                elif what == 2:
-                    params = {"project_slug": self.slug, "limit": 50}
-                    self.recorder.call(http, "GET", f"{PLANE}/runs", "GET fleet", params=params)
-                else:
-                    answer = self.recorder.call(http, "GET", f"{STUDIO}/runs/{run_id}", "GET run", known=True)
-                    if answer is not None and answer.status_code == 200:
-                        self.runs.seen(run_id, answer.json().get("status", ""))
+                step(rng, clients)
         finally:
             for http in clients:
                 http.close()
 
+    def _reader(self, n: int) -> None:
+        self._clients_loop(self.seed * 100 + n, 0.1, self._one_read)
+
+    def _one_read(self, rng: random.Random, clients: list[httpx.Client]) -> None:
+        run_id = self.runs.pick(rng, active=False)
+        if run_id is None:
+            return
+        http = rng.choice(clients)
+        what = rng.randrange(4)
+        if what == 0:
+            params = {"project_slug": self.slug, "run_id": run_id, "limit": 50}
+            self.recorder.call(http, "GET", f"{PLANE}/observability-feed", "GET feed", known=True, params=params)
+        elif what == 1:
+            answer = self.recorder.call(http, "GET", f"{STUDIO}/runs/{run_id}/session-state", "GET session-state", known=True)
+            if answer is not None and answer.status_code == 200:
+                self.runs.seen(run_id, answer.json().get("status", ""))
+        elif what == 2:
+            params = {"project_slug": self.slug, "limit": 50}
+            self.recorder.call(http, "GET", f"{PLANE}/runs", "GET fleet", params=params)
+        else:
+            answer = self.recorder.call(http, "GET", f"{STUDIO}/runs/{run_id}", "GET run", known=True)
+            if answer is not None and answer.status_code == 200:
+                self.runs.seen(run_id, answer.json().get("status", ""))
+
     def _verbs(self, n: int) -> None:
-        rng = random.Random(self.seed * 1000 + n)
-        clients = [self.client(i) for i in range(len(self.api_urls))]
-        try:
-            for _ in range(1_000_000):
-                if self.stop.wait(0.2) or time.monotonic() > self.deadline:
-                    return
-                run_id = self.runs.pick(rng)
-                if run_id is not None:
-                    self._one_verb(rng, rng.choice(clients), run_id)
-        finally:
-            for http in clients:
-                http.close()
+        def step(rng: random.Random, clients: list[httpx.Client]) -> None:
+            run_id = self.runs.pick(rng)
+            if run_id is not None:
+                self._one_verb(rng, rng.choice(clients), run_id)
+
+        self._clients_loop(self.seed * 1000 + n, 0.2, step)
 
     def _one_verb(self, rng: random.Random, http: httpx.Client, run_id: str) -> None:
         what = rng.random()
