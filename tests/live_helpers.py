@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import msgspec
 import nats
 import uvicorn
 from nats.js import api as js_api
@@ -28,6 +27,7 @@ from tests.conftest import ADMIN, settings_for
 from tests.helpers import DEMO_LIKE, drive_runs, eventually
 from tests.processes import ServiceProcess, service_env
 from workers.bootstrap import WORKERS, Container, build
+from workers.live_watch import SseEvent, SseParser
 from workers.settings import Settings
 
 STUDIO = "/v1/admin/studio"
@@ -190,40 +190,21 @@ async def until_marker(marker: str, *collected: list[Any], timeout: float = 30.0
 # -- Server-Sent Events ----------------------------------------------------------------------
 
 
-class SseEvent(msgspec.Struct):
-    id: str = ""
-    event: str = ""
-    data: str = ""
-
-    def json(self) -> dict[str, Any]:
-        return msgspec.json.decode(self.data)
-
-
 class SseReader:
-    """Parses an SSE byte stream into events; comments (``: ...``) are counted by text."""
+    """Parses an SSE byte stream into events (``workers.live_watch``'s parser, as ``squadops
+    runs watch`` reads it); comments (``: ...``) are kept apart, by text."""
 
     def __init__(self) -> None:
         self.comments: list[str] = []
-        self._current = SseEvent()
-        self._buffer = b""
+        self._parser = SseParser()
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        self._buffer += chunk
         events = []
-        while b"\n" in self._buffer:
-            line, self._buffer = self._buffer.split(b"\n", 1)
-            text = line.decode().rstrip("\r")
-            if not text:
-                if self._current.data or self._current.id:
-                    events.append(self._current)
-                self._current = SseEvent()
-            elif text.startswith(":"):
-                self.comments.append(text[1:].strip())
+        for item in self._parser.feed(chunk):
+            if isinstance(item, str):
+                self.comments.append(item)
             else:
-                field, _, value = text.partition(":")
-                value = value[1:] if value.startswith(" ") else value
-                if field in ("id", "event", "data"):
-                    setattr(self._current, field, value)
+                events.append(item)
         return events
 
 

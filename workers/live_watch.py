@@ -27,6 +27,9 @@ class SseEvent(msgspec.Struct):
     event: str = ""
     data: str = ""
 
+    def json(self) -> Any:
+        return msgspec.json.decode(self.data)
+
 
 class SseParser:
     """Server-Sent Events from byte chunks; comment lines (``: text``) come back as str."""
