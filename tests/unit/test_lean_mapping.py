@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.shared.event_store import EventStore
-from tests.unit.test_simulator import PROJECT
+from tests.helpers import DEMO_LIKE
 from tests.unit.test_transcoder import json_values
 from workers.bootstrap import Services, wire_services
 from workers.eventstore.mapping import LeanEventStore, LeanMapper
@@ -45,7 +45,7 @@ NOW = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
 def simulated_log() -> tuple[Services, list[Notification]]:
     app = wire_services(EventStore(LEAN))
-    app.projects.create_project(tenant="default", request=PROJECT, created_by="op@example.com")
+    app.projects.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
     refs = []
     for _ in range(3):
         run, _ = app.studio.runs.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")

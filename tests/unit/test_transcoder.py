@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from domain.shared.event_store import EventStore
 from projections.engine.envelope import envelope
-from tests.unit.test_simulator import PROJECT
+from tests.helpers import DEMO_LIKE
 from workers.bootstrap import Services, wire_services
 from workers.eventstore.transcoder import EventPayloadError, MsgspecTranscoder
 from workers.planes.simulator import SimulatorPlane
@@ -37,7 +37,7 @@ def memory_app(transcoder: str) -> Services:
 
 def test_every_event_of_a_simulated_run_round_trips() -> None:
     app = memory_app("workers.eventstore.transcoder:MsgspecTranscoder")
-    app.projects.create_project(tenant="default", request=PROJECT, created_by="op@example.com")
+    app.projects.create_project(tenant="default", request=DEMO_LIKE, created_by="op@example.com")
     run, _ = app.studio.runs.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
     app.studio.runs.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
     plane = SimulatorPlane()
