@@ -159,7 +159,7 @@ def _measure(scripts: dict[str, list[tuple[Any, ...]]], database_url: str, runs:
 
 def launch_existing(svc: Any, run_id: str) -> None:
     """Points the run's planner at Claude Code (the curator stays on Codex), then executes it."""
-    from domain.studio.policies.assignment import parse_assignment
+    from domain.studio.squad import parse_assignment
 
     svc.container.studio.assignments.assign_processes(
         tenant="default", run_id=run_id, actor="bench@squadops.local", reason="bench",

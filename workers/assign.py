@@ -9,7 +9,7 @@ import msgspec
 
 from domain.shared.errors import DomainError
 from domain.studio.policies import watch
-from domain.studio.policies.assignment import AssignmentError, parse_assignment
+from domain.studio.squad import AssignmentError, parse_assignment
 from workers.settings import Settings
 from workers.watcher import load_project_assets
 

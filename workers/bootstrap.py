@@ -25,8 +25,7 @@ from domain.shared.event_store import EventStore
 from domain.studio.commands import StudioCommands
 from domain.studio.commands.recovery import recovery_policies
 from domain.studio.commands.tool_calls import AgentToolCalls
-from domain.studio.process import ModelProxyAliases
-from domain.studio.templates import TemplateCatalog, shipped_templates
+from domain.studio.squad import ModelProxyAliases, TemplateCatalog, shipped_templates
 from domain.workspaces.commands import WorkspaceCommands
 from domain.workspaces.material import MaterialConfig
 from domain.workspaces.metering import MeterTokens

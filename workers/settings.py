@@ -15,7 +15,7 @@ import msgspec
 from api.auth import check_algorithms
 from api.browser import origin_of
 from domain.shared.ids import is_valid_id, is_valid_repo_slug
-from domain.studio.process import CLAUDE_CODE_CLI, CODEX
+from domain.studio.squad import CLAUDE_CODE_CLI, CODEX
 from domain.workspaces.model_routes import parse_prices, parse_upstream_models
 
 DEFAULT_SQLITE_PATH = Path("var") / "squadops.db"

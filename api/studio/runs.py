@@ -29,7 +29,7 @@ from api.studio.runs_dto import (
     TickReport,
 )
 from domain.shared.ids import ID_PATTERN
-from domain.studio.templates import Template
+from domain.studio.squad import Template
 
 log = structlog.get_logger("squadops.api.studio")
 

@@ -40,7 +40,7 @@ from domain.shared.errors import Unavailable
 from domain.shared.event_store import EventStore
 from domain.shared.ids import run_key, session_key
 from domain.shared.ports import BranchChanges, WorkBranches
-from domain.studio.templates import TemplateCatalog
+from domain.studio.squad import TemplateCatalog
 
 
 @dataclass(frozen=True)

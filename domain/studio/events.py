@@ -1,10 +1,8 @@
-"""The studio area's event contracts: what Run, AgentSession and WorkspaceLease store.
+"""The studio area's events: what Run, AgentSession and WorkspaceLease store.
 
-One Struct per stored kind, tagged by that kind, with exactly the fields its aggregate's
-``@event`` method records (``tests/unit/test_studio_event_contracts.py`` holds the two
-together). The projection engine decodes a stored event once into its Struct; read
-models dispatch on the type. Stored events live forever: a field is only ever added with
-a default, and that default is the one the aggregate's method declares (what a replay of
+Each event is declared once, here: its aggregate applies it by class (``@event(RunLaunched)``)
+and the read models read the same class back. ``TOPIC`` is the name the log stores it under;
+stored events live forever, so a field is only ever added with a default (what a replay of
 an older event sees).
 """
 
@@ -120,12 +118,19 @@ class RunCleanedUp(Aggregate.Event):
     control_id: str = ""
 
 
-RUN_EVENTS: tuple[type[Aggregate.Event], ...] = (
-    RunLaunched, RunSessionOpened, ExecutionRequested, ExecutionStarted, TickRecorded, HandoffRecorded,
-    PreviewShared, ControlRecorded, RunCompleted, RunCleanedUp, ProcessAssigned,
-)
 
 # -- AgentSession (``ses:<tenant>:<run_id>:<session_id>:<agent_id>``) ---------------------------
+
+# A session's statuses (``live_status``; its state machine: ``domain.studio.session``).
+READY = "ready"
+WAITING_FIRST_TOOL = "waiting_first_tool"
+WORKING = "working"
+BLOCKED = "blocked"
+PAUSED = "paused"
+COMPLETED = "session_completed"
+STOPPED = "stopped"
+TERMINAL = frozenset({COMPLETED, STOPPED})
+LIVE_STATUSES = (READY, WAITING_FIRST_TOOL, WORKING, BLOCKED, PAUSED, COMPLETED, STOPPED)
 
 
 class SessionOpened(Aggregate.Created):
@@ -284,7 +289,7 @@ class Paused(Aggregate.Event):
     control_id: str
     previous_status: str
     at: str
-    live_status: str = "paused"
+    live_status: str = PAUSED
     current_step: str = "paused"
 
 
@@ -328,7 +333,7 @@ class ProcessRestarted(Aggregate.Event):
     cleared_blocker: str
     at: str
     tick: int
-    live_status: str = "ready"
+    live_status: str = READY
     current_step: str = "process_restarting"
     llm_session_id: str = ""
 
@@ -401,12 +406,6 @@ class Stopped(Aggregate.Event):
     at: str
 
 
-SESSION_EVENTS: tuple[type[Aggregate.Event], ...] = (
-    SessionOpened, ProcessStarted, ControllerActionObserved, ToolCalled, AssistantMessage, RunnerOutput,
-    Blocked, Unblocked, HandedOff, PullRequestOpened, ControlApplied, Paused, RequestQueued, Resumed,
-    MessageDelivered, ProcessRestarted, StartFailed, SelfHealed, WorkspaceRestarted, ProcessSwitched,
-    TaskCardChanged, SessionCompleted, Stopped, ToolCallFailed, ModelReported,
-)
 
 # -- WorkspaceLease (``lease:<tenant>:<project_slug>:<workspace_name>``) ------------------------
 
@@ -468,11 +467,12 @@ class LeaseVerified(Aggregate.Event):
     at: str
 
 
-LEASE_EVENTS: tuple[type[Aggregate.Event], ...] = (
-    LeaseProvisioned, SlotAcquired, SlotReleased, LeaseStatusChanged, LeaseRecreated, LeaseVerified,
-)
 
-EVENTS: tuple[type[Aggregate.Event], ...] = RUN_EVENTS + SESSION_EVENTS + LEASE_EVENTS
+# Every event this module declares.
+EVENTS: tuple[type[Aggregate.Event], ...] = tuple(
+    e for e in list(globals().values())
+    if isinstance(e, type) and issubclass(e, Aggregate.Event) and e.__module__ == __name__
+)
 
 
 def kind_of(event_type: type[Aggregate.Event]) -> str:

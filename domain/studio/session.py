@@ -1,9 +1,19 @@
-"""The AgentSession aggregate: one agent's session in a run (one aggregate per agent)."""
+"""The AgentSession aggregate: one agent's session in a run (one aggregate per agent), and
+the session state machine.
+
+``after(state, event_type, event)`` is pure: the aggregate applies it in its ``@event``
+methods, and every read model that shows a session's status folds its stored events through
+it, so they agree with the aggregate by construction
+(``tests/unit/test_session_state_property.py`` checks it over generated histories). The
+verbs that decide the events are ``domain.studio.session_decisions``.
+"""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 from eventsourcing.domain import event
 
@@ -11,36 +21,7 @@ from domain.shared.base import Aggregate, stored_topic
 from domain.shared.errors import Conflict
 from domain.shared.ids import session_key
 from domain.studio import events as ev
-from domain.studio.events import (
-    AssistantMessage,
-    Blocked,
-    ControlApplied,
-    ControllerActionObserved,
-    HandedOff,
-    MessageDelivered,
-    ModelReported,
-    Paused,
-    ProcessRestarted,
-    ProcessStarted,
-    ProcessSwitched,
-    PullRequestOpened,
-    RequestQueued,
-    Resumed,
-    RunnerOutput,
-    SelfHealed,
-    SessionCompleted,
-    SessionOpened,
-    StartFailed,
-    Stopped,
-    TaskCardChanged,
-    ToolCalled,
-    ToolCallFailed,
-    Unblocked,
-    WorkspaceRestarted,
-)
-from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED
-from domain.studio.session_decisions import SessionDecisions
-from domain.studio.session_state import (  # noqa: F401  (the statuses are read from here too)
+from domain.studio.events import (  # noqa: F401  (the statuses are read from here too)
     BLOCKED,
     COMPLETED,
     LIVE_STATUSES,
@@ -50,9 +31,70 @@ from domain.studio.session_state import (  # noqa: F401  (the statuses are read 
     TERMINAL,
     WAITING_FIRST_TOOL,
     WORKING,
-    SessionState,
-    after,
 )
+from domain.studio.policies.first_tool import FIRST_TOOL_REQUIRED
+from domain.studio.session_decisions import SessionDecisions
+
+# -- the session state machine, written once: a session's status after one of its events ----
+
+
+class SessionState(NamedTuple):
+    """What every reader of a session's status shows."""
+
+    live_status: str = READY
+    current_step: str = "session_warming"
+    blocker_code: str = ""
+
+
+OPENED = SessionState()
+
+# One step per event class that moves a session (an event of any other class leaves it as it
+# is); a step reads the event's fields as attributes.
+_STEPS: dict[type, Callable[[SessionState, Any], SessionState]] = {
+    ev.SessionOpened: lambda state, e: OPENED,
+    ev.ProcessStarted: lambda state, e: SessionState(WAITING_FIRST_TOOL, "waiting_first_tool", state[2]),
+    ev.ToolCalled: lambda state, e: SessionState(
+        WORKING if e.first else state[0], f"tool:{e.tool_name}", state[2]
+    ),
+    ev.Blocked: lambda state, e: SessionState(BLOCKED, f"blocked:{e.code}", e.code),
+    ev.Unblocked: lambda state, e: SessionState(e.resume_status, e.resume_status, ""),
+    ev.HandedOff: lambda state, e: SessionState(state[0], f"handoff:{e.target_agent_id}", state[2]),
+    ev.PullRequestOpened: lambda state, e: SessionState(state[0], "pull_request_opened", state[2]),
+    ev.Paused: lambda state, e: SessionState(PAUSED, "paused", state[2]),
+    ev.Resumed: lambda state, e: SessionState(e.live_status, e.current_step, state[2]),
+    ev.ProcessRestarted: lambda state, e: SessionState(READY, e.current_step, ""),
+    ev.WorkspaceRestarted: lambda state, e: SessionState(READY, "workspace_restarting", ""),
+    ev.SessionCompleted: lambda state, e: SessionState(COMPLETED, "session_completed", state[2]),
+    ev.Stopped: lambda state, e: SessionState(STOPPED, "stopped", ""),
+}
+
+
+@functools.cache
+def _step(event_type: type) -> Callable[[SessionState, Any], SessionState] | None:
+    """The step of ``event_type`` or of the event class it subclasses (the library reads a
+    stored event back as its aggregate's subclass of the declared class)."""
+    return next((_STEPS[base] for base in event_type.__mro__ if base in _STEPS), None)
+
+
+def after(state: SessionState, event_type: type, event: object) -> SessionState:
+    """The session's state after an event of ``event_type`` (of ``domain.studio.events``)."""
+    step = _step(event_type)
+    return state if step is None else step(state, event)
+
+
+def after_event(state: SessionState, event: object) -> SessionState:
+    """The session's state after ``event``, as read back from the log."""
+    return after(state, type(event), event)
+
+
+def moves_status(event: object) -> bool:
+    """Whether ``event`` may move a session's status, step or blocker (an event of a class ``_STEPS`` names)."""
+    return _step(type(event)) is not None
+
+
+def live_status_after(live_status: str, event: object) -> str:
+    """Only the status (it depends on nothing but the status before and the event)."""
+    return after_event(SessionState(live_status, "", ""), event).live_status
 
 
 class SessionEnded(Conflict):
@@ -66,7 +108,7 @@ class AgentSession(SessionDecisions, Aggregate):
     def create_id(tenant: str, run_id: str, session_id: str, agent_id: str) -> str:
         return session_key(tenant, run_id, session_id, agent_id)
 
-    @event(SessionOpened)
+    @event(ev.SessionOpened)
     def __init__(
         self,
         *,
@@ -167,7 +209,7 @@ class AgentSession(SessionDecisions, Aggregate):
 
     # -- what each event changes (the commands that decide them: domain.studio.session_decisions)
 
-    @event(ProcessStarted)
+    @event(ev.ProcessStarted)
     def _process_started(
         self,
         llm_session_id: str,
@@ -187,7 +229,7 @@ class AgentSession(SessionDecisions, Aggregate):
         self._move(ev.ProcessStarted)
         self.status_tick = tick
 
-    @event(ControllerActionObserved)
+    @event(ev.ControllerActionObserved)
     def _controller_action_observed(
         self, action: str, summary: str, evidence_label: str, at: str
     ) -> None:
@@ -196,7 +238,7 @@ class AgentSession(SessionDecisions, Aggregate):
             self.mailbox_count = 0
             self.mailbox = []
 
-    @event(ToolCalled)
+    @event(ev.ToolCalled)
     def _tool_called(
         self, tool_name: str, route: str, summary: str, first: bool, at: str, tick: int,
         result: str = "", result_size: int = 0, result_truncated: bool = False,
@@ -208,26 +250,26 @@ class AgentSession(SessionDecisions, Aggregate):
             # The first tool answered the probe: a later stall gets a fresh budget.
             self.policy_attempts.pop(FIRST_TOOL_REQUIRED, None)
 
-    @event(ToolCallFailed)
+    @event(ev.ToolCallFailed)
     def _tool_call_failed(
         self, tool_name: str, route: str, summary: str, reason: str, at: str, tick: int,
         result: str = "", result_size: int = 0, result_truncated: bool = False,
     ) -> None:
         self.failed_tool_call_count += 1
 
-    @event(ModelReported)
+    @event(ev.ModelReported)
     def _model_reported(self, model: str, at: str) -> None:
         self.model_ran = model
 
-    @event(AssistantMessage)
+    @event(ev.AssistantMessage)
     def _assistant_message(self, text: str, at: str) -> None:
         pass
 
-    @event(RunnerOutput)
+    @event(ev.RunnerOutput)
     def _runner_output(self, stream: str, level: str, text: str, at: str) -> None:
         pass
 
-    @event(Blocked)
+    @event(ev.Blocked)
     def _blocked(
         self, code: str, message: str, evidence: dict[str, Any], at: str, tick: int
     ) -> None:
@@ -238,7 +280,7 @@ class AgentSession(SessionDecisions, Aggregate):
         self.blocker_evidence = dict(evidence)
         self.status_tick = tick
 
-    @event(Unblocked)
+    @event(ev.Unblocked)
     def _unblocked(
         self, code: str, resolution: str, actor: str, resume_status: str, at: str, tick: int
     ) -> None:
@@ -246,14 +288,14 @@ class AgentSession(SessionDecisions, Aggregate):
         self.status_tick = tick
         self._forget_wall()
 
-    @event(HandedOff)
+    @event(ev.HandedOff)
     def _handed_off(
         self, target_agent_id: str, target_session_id: str, reason: str, thread_id: str, at: str
     ) -> None:
         self.handoffs_sent.append(target_agent_id)
         self._move(ev.HandedOff, target_agent_id=target_agent_id)
 
-    @event(PullRequestOpened)
+    @event(ev.PullRequestOpened)
     def _pull_request_opened(
         self, pr_url: str, pr_owner: str, pr_repo: str, pr_number: int, repository_key: str, at: str,
         head_sha: str = "", changed_paths: list[str] | None = None,
@@ -263,7 +305,7 @@ class AgentSession(SessionDecisions, Aggregate):
                                   "changed_paths": list(changed_paths or [])}
         self._move(ev.PullRequestOpened)
 
-    @event(ControlApplied)
+    @event(ev.ControlApplied)
     def _control_applied(
         self,
         control_id: str,
@@ -276,7 +318,7 @@ class AgentSession(SessionDecisions, Aggregate):
     ) -> None:
         pass
 
-    @event(Paused)
+    @event(ev.Paused)
     def _paused(
         self,
         actor: str,
@@ -290,18 +332,18 @@ class AgentSession(SessionDecisions, Aggregate):
         self._move(ev.Paused)
         self.controller_state = "paused"
 
-    @event(RequestQueued)
+    @event(ev.RequestQueued)
     def _request_queued(self, message: str, wake_target: str, actor: str, control_id: str, at: str) -> None:
         self.queued_requests += 1
 
-    @event(Resumed)
+    @event(ev.Resumed)
     def _resumed(
         self, actor: str, control_id: str, wake_target: str, live_status: str, current_step: str, at: str
     ) -> None:
         self._move(ev.Resumed, live_status=live_status, current_step=current_step)
         self.controller_state = "active"
 
-    @event(MessageDelivered)
+    @event(ev.MessageDelivered)
     def _message_delivered(
         self, channel: str, message: str, thread_id: str, actor: str, control_id: str, at: str
     ) -> None:
@@ -313,7 +355,7 @@ class AgentSession(SessionDecisions, Aggregate):
         else:
             self.controller_intervention_count += 1
 
-    @event(ProcessRestarted)
+    @event(ev.ProcessRestarted)
     def _process_restarted(
         self,
         reason: str,
@@ -356,16 +398,16 @@ class AgentSession(SessionDecisions, Aggregate):
         self.blocker_message = ""
         self.blocker_evidence = {}
 
-    @event(StartFailed)
+    @event(ev.StartFailed)
     def _start_failed(self, workspace_name: str, provider_workspace_id: str, error: str, at: str) -> None:
         self.workspace_name = workspace_name
 
-    @event(SelfHealed)
+    @event(ev.SelfHealed)
     def _self_healed(self, signal: str, self_heal_status: str, cleared: dict[str, str], at: str) -> None:
         self.workspace_name = ""
         self.self_heal_count += 1
 
-    @event(WorkspaceRestarted)
+    @event(ev.WorkspaceRestarted)
     def _workspace_restarted(
         self,
         reason: str,
@@ -382,7 +424,7 @@ class AgentSession(SessionDecisions, Aggregate):
         self.llm_session_id = ""
         self.controller_state = "active"
 
-    @event(ProcessSwitched)
+    @event(ev.ProcessSwitched)
     def _process_switched(
         self,
         previous: dict[str, str],
@@ -403,7 +445,7 @@ class AgentSession(SessionDecisions, Aggregate):
         self.process_assignment = dict(agent_process_assignment or {})
         self.process_switch_status = agent_process_switch_status
 
-    @event(TaskCardChanged)
+    @event(ev.TaskCardChanged)
     def _task_card_changed(
         self,
         action: str,
@@ -420,12 +462,12 @@ class AgentSession(SessionDecisions, Aggregate):
             self.open_task_cards[task_card_id] = title
             self.task_card_count += 1
 
-    @event(SessionCompleted)
+    @event(ev.SessionCompleted)
     def _completed(self, result: dict[str, Any], at: str) -> None:
         self._move(ev.SessionCompleted)
         self.result = result
 
-    @event(Stopped)
+    @event(ev.Stopped)
     def _stopped(self, actor: str, reason: str, control_id: str, at: str) -> None:
         self._move(ev.Stopped)
         self._forget_wall()

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from domain.shared.errors import Conflict, Invalid, NotFound
+from domain.studio.events import BLOCKED, PAUSED, READY, WAITING_FIRST_TOOL, WORKING
 from domain.studio.policies.blockers import SANDBOX_MISSING
 from domain.studio.policies.first_tool import (
     NOT_REQUIRED_TOOL_LABEL,
@@ -18,7 +19,6 @@ from domain.studio.policies.first_tool import (
     is_controller_action,
 )
 from domain.studio.policies.self_heal import cleared_identity, self_heal_status
-from domain.studio.session_state import BLOCKED, PAUSED, READY, WAITING_FIRST_TOOL, WORKING
 from domain.studio.tool_results import kept
 
 

@@ -1,7 +1,7 @@
 """What the model proxy owns: alias -> upstream model, and the price of an upstream model.
 
 The alias table starts from built-in defaults (one upstream model per provider alias of
-``domain.studio.process``) and is overridden by ``SQUADOPS_MODEL_PROXY_UPSTREAM_MODELS``;
+``domain.studio.squad``) and is overridden by ``SQUADOPS_MODEL_PROXY_UPSTREAM_MODELS``;
 a model that is no alias passes unchanged. Prices are US dollars per million tokens, from
 ``SQUADOPS_MODEL_PRICES`` over the defaults below; cached input tokens cost
 ``cached_input_per_mtok`` when given, else the input price. A model with no price costs 0
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from domain.studio.process import DEFAULT_ALIASES
+from domain.studio.squad import DEFAULT_ALIASES
 
 BUILTIN_MODEL = "squadops-builtin-1"
 

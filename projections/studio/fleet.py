@@ -15,7 +15,7 @@ from typing import Any
 
 from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS, pixel_state, progress_bucket
-from domain.studio.session_state import SessionState, after_event
+from domain.studio.session import SessionState, after_event
 from domain.workspaces.events import UsageRecorded
 from projections.engine.docs import Docs, Projector, handles, tenant_scoped
 from projections.engine.envelope import Envelope

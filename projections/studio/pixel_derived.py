@@ -13,7 +13,7 @@ from typing import Any
 
 from domain.studio.policies.pixel import pixel_state, progress_bucket, tempo_phase
 from domain.studio.policies.walls import wall_for
-from domain.studio.session_state import TERMINAL
+from domain.studio.session import TERMINAL
 from projections.engine.envelope import Envelope
 from projections.studio import agent_cost
 

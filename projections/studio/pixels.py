@@ -30,7 +30,7 @@ import structlog
 
 from domain.studio import events as ev
 from domain.studio.policies.pixel import PROGRESS_BUCKETS
-from domain.studio.session_state import SessionState, after_event, moves_status
+from domain.studio.session import SessionState, after_event, moves_status
 from domain.workspaces.events import UsageRecorded
 from projections.engine.docs import Docs, Projector, folds_with, handles, tenant_scoped
 from projections.engine.envelope import Envelope

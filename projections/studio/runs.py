@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from domain.studio import events as ev
-from domain.studio.session_state import BLOCKED, OPENED, SessionState, after_event, moves_status
+from domain.studio.session import BLOCKED, OPENED, SessionState, after_event, moves_status
 from projections.engine.docs import Docs, Projector, handles, tenant_scoped
 from projections.engine.envelope import Envelope
 
@@ -303,7 +303,7 @@ class RunsProjector(Projector):
         session["agent_speed"] = process.get("speed", session["agent_speed"])
 
     # Events that change a session's record only by its status, step and blocker (the
-    # session state machine, ``domain.studio.session_state``) and its last event's time.
+    # session state machine, ``domain.studio.session``) and its last event's time.
     blocked = handles(ev.Blocked)(_session_event(_status_only))
     unblocked = handles(ev.Unblocked)(_session_event(_status_only))
     handed_off = handles(ev.HandedOff)(_session_event(_status_only))

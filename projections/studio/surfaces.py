@@ -36,7 +36,7 @@ import structlog
 
 from domain.gate import events as gate
 from domain.studio import events as ev
-from domain.studio.session_state import live_status_after
+from domain.studio.session import live_status_after
 from projections.engine.docs import Docs, Projector, folds_with, handles, tenant_scoped
 from projections.engine.envelope import Envelope
 from projections.engine.stamps import stamp

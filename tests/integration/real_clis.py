@@ -63,7 +63,7 @@ def launch(svc: Served, assignments: dict[str, str] | None = None) -> str:
     assert answer.status_code == 201, answer.text
     run_id = answer.json()["run_id"]
     if assignments:
-        from domain.studio.policies.assignment import parse_assignment
+        from domain.studio.squad import parse_assignment
 
         svc.container.studio.assignments.assign_processes(
             tenant="default", run_id=run_id, actor="operator@squadops.local", reason="real CLIs",

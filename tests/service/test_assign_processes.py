@@ -9,7 +9,7 @@ from litestar.testing import TestClient
 
 from api.app import create_app
 from domain.studio.control import ControlIntent
-from domain.studio.policies.assignment import Assignment
+from domain.studio.squad import Assignment
 from tests.conftest import ADMIN, settings_for
 from tests.events import named
 from tests.helpers import DEMO_LIKE

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from domain.studio.policies import watch
-from domain.studio.policies.assignment import (
+from domain.studio.squad import (
     Assignment,
     AssignmentError,
     Seat,

@@ -7,14 +7,15 @@ from hypothesis import strategies as st
 
 from domain.projects.project import delivery_lanes, source_ref, suit_tester_roles
 from domain.shared.metadata import camel, pick, snake
-from domain.studio.process import (
+from domain.studio.squad import (
     ModelProxyAliases,
     ProcessAssignment,
+    agent_nickname,
     default_assignment,
     resolve_switch,
+    roster_agent,
+    shipped_templates,
 )
-from domain.studio.roster import agent_nickname, roster_agent
-from domain.studio.templates import shipped_templates
 
 ids = st.text("abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=20)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from domain.shared import ports
 from domain.studio.policies.credentials import CredentialCheck
-from domain.studio.roster import role_name
+from domain.studio.squad import role_name
 from workers.planes.local.worktrees import Worktrees
 
 FIRST_TOOL_STALL_RATE = 0.12

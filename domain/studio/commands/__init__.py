@@ -14,12 +14,10 @@ from domain.shared.ports import LogFollower
 from domain.studio.commands.assignments import AssignmentCommands
 from domain.studio.commands.control import ControlCommands
 from domain.studio.commands.leases import LeaseCommands
-from domain.studio.commands.runs import RunCommands
-from domain.studio.commands.sessions import SessionOpener
+from domain.studio.commands.runs import RunCommands, SessionOpener
 from domain.studio.commands.ticks import TickCommands
 from domain.studio.commands.watch import WatchCommands
-from domain.studio.process import ModelProxyAliases
-from domain.studio.templates import TemplateCatalog
+from domain.studio.squad import ModelProxyAliases, TemplateCatalog
 
 __all__ = ["StudioCommands"]
 

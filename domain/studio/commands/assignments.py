@@ -17,12 +17,18 @@ from domain.shared.ids import new_id
 from domain.studio.commands.effects import record_verb, switch_process
 from domain.studio.commands.runs import RunCommands
 from domain.studio.control import ControlIntent
-from domain.studio.policies.assignment import Assignment, Seat, plan
 from domain.studio.policies.walls import clears
-from domain.studio.process import ModelProxyAliases, ProcessAssignment, resolve_switch
 from domain.studio.run import Run
 from domain.studio.session import BLOCKED, AgentSession
-from domain.studio.templates import Template
+from domain.studio.squad import (
+    Assignment,
+    ModelProxyAliases,
+    ProcessAssignment,
+    Seat,
+    Template,
+    plan,
+    resolve_switch,
+)
 
 VERB = "switch_agent_process"
 SOURCE = "assign_processes"

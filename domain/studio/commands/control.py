@@ -21,17 +21,22 @@ from domain.shared.loading import Loader, one_copy, unique
 from domain.studio.commands.assignments import joinable, switch_sessions
 from domain.studio.commands.effects import record_verb, switch_process
 from domain.studio.commands.leases import LeaseCommands, recreate_once
-from domain.studio.commands.runs import RunCommands
-from domain.studio.commands.sessions import SessionOpener
+from domain.studio.commands.runs import RunCommands, SessionOpener
 from domain.studio.control import ControlIntent, check_intent
 from domain.studio.lease import WorkspaceLease
-from domain.studio.policies.assignment import TESTERS, Assignment, AssignmentError, Seat, plan
 from domain.studio.policies.fresh_workspace import fresh_workspace_cause
 from domain.studio.policies.walls import clears, wall_for
-from domain.studio.process import ModelProxyAliases
 from domain.studio.run import Run
 from domain.studio.session import BLOCKED, PAUSED, AgentSession
-from domain.studio.templates import TemplateCatalog
+from domain.studio.squad import (
+    TESTERS,
+    Assignment,
+    AssignmentError,
+    ModelProxyAliases,
+    Seat,
+    TemplateCatalog,
+    plan,
+)
 
 SWITCH = "switch_agent_process"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from domain.shared.ids import derived_id
 from domain.studio.control import ControlIntent
-from domain.studio.process import ModelProxyAliases, ProcessAssignment, resolve_switch
 from domain.studio.run import Run
 from domain.studio.session import AgentSession
+from domain.studio.squad import ModelProxyAliases, ProcessAssignment, resolve_switch
 
 
 def record_verb(

@@ -13,7 +13,7 @@ from domain.shared.ids import derived_id
 from domain.studio.commands.effects import switch_process
 from domain.studio.commands.holdings import Holdings
 from domain.studio.commands.leases import LeaseCommands, recreate_once
-from domain.studio.commands.sessions import SessionOpener
+from domain.studio.commands.runs import SessionOpener
 from domain.studio.commands.tool_calls import deliver_comment
 from domain.studio.control import ControlIntent
 from domain.studio.lease import SUSPEND_AFTER_SECONDS

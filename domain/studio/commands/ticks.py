@@ -26,13 +26,13 @@ from domain.shared.ids import run_key, session_key
 from domain.shared.loading import unique
 from domain.studio.commands.holdings import Holdings
 from domain.studio.commands.leases import LeaseCommands
-from domain.studio.commands.sessions import SessionOpener
+from domain.studio.commands.runs import SessionOpener
 from domain.studio.commands.steps import StepEffects
 from domain.studio.lease import SUSPEND_AFTER_SECONDS, WorkspaceLease
 from domain.studio.policies.diagnosis import zero_output_first_tool_block
 from domain.studio.run import RUNNING, SCHEDULED, Run
 from domain.studio.session import BLOCKED, COMPLETED, STOPPED, AgentSession
-from domain.studio.templates import TemplateCatalog
+from domain.studio.squad import TemplateCatalog
 
 PROBE_SECONDS = 30
 

@@ -38,8 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.studio.agent_tools import SERVER
-from domain.studio.process import CLAUDE_CODE_CLI, CODEX
-from domain.studio.roster import role_name
+from domain.studio.squad import CLAUDE_CODE_CLI, CODEX, role_name
 from domain.workspaces import proxy_tokens
 from workers.planes.local import sandbox as sandboxing
 from workers.planes.local.sandbox import SandboxConfig
