@@ -80,17 +80,8 @@ class WorkspaceLease(Aggregate):
     def active_slot_count(self) -> int:
         return sum(1 for s in self.slots.values() if not s.get("stale"))
 
-    def acquire_slot(
-        self,
-        *,
-        run_id: str,
-        session_id: str,
-        agent_id: str,
-        handoff_target: str,
-        recovery_reason: str,
-        at: str,
-        warm_until_at: str,
-    ) -> None:
+    def acquire_slot(self, *, session_id: str, **slot: Any) -> None:
+        """Binds ``session_id`` to a free slot (the fields of ``SlotAcquired`` but ``reused``)."""
         binding = self.slots.get(session_id)
         if binding is not None and not binding.get("stale"):
             return  # the session holds its slot already (a process restart reuses it)
@@ -99,16 +90,7 @@ class WorkspaceLease(Aggregate):
                 f"Workspace {self.workspace_name} has no free execution slot "
                 f"({self.active_slot_count}/{self.max_active_slots})."
             )
-        self._slot_acquired(
-            run_id=run_id,
-            session_id=session_id,
-            agent_id=agent_id,
-            handoff_target=handoff_target,
-            recovery_reason=recovery_reason,
-            reused=binding is not None,
-            at=at,
-            warm_until_at=warm_until_at,
-        )
+        self._slot_acquired(session_id=session_id, reused=binding is not None, **slot)
 
     @event(SlotAcquired)
     def _slot_acquired(

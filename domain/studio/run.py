@@ -174,29 +174,10 @@ class Run(Aggregate):
 
     # -- handoffs, preview -------------------------------------------------------------
 
-    def record_handoff(
-        self,
-        *,
-        handoff_id: str,
-        from_agent_id: str,
-        to_agent_id: str,
-        to_session_id: str,
-        kind: str,
-        reason: str,
-        thread_id: str = "",
-        actor: str = "",
-    ) -> None:
+    def record_handoff(self, **handoff: Any) -> None:
+        """Records a handoff between two of the run's agents (the fields of ``HandoffRecorded``)."""
         self._require_open()
-        self._handoff_recorded(
-            handoff_id=handoff_id,
-            from_agent_id=from_agent_id,
-            to_agent_id=to_agent_id,
-            to_session_id=to_session_id,
-            kind=kind,
-            reason=reason,
-            thread_id=thread_id,
-            actor=actor,
-        )
+        self._handoff_recorded(**handoff)
 
     @event(HandoffRecorded)
     def _handoff_recorded(
@@ -207,8 +188,8 @@ class Run(Aggregate):
         to_session_id: str,
         kind: str,
         reason: str,
-        thread_id: str,
-        actor: str,
+        thread_id: str = "",
+        actor: str = "",
     ) -> None:
         self.handoff_count += 1
 
@@ -221,25 +202,10 @@ class Run(Aggregate):
 
     # -- control (run-level verbs) -----------------------------------------------------
 
-    def record_control(
-        self,
-        *,
-        control_id: str,
-        verb: str,
-        actor: str,
-        reason: str,
-        causation_id: str,
-        params: dict[str, Any],
-    ) -> None:
+    def record_control(self, **control: Any) -> None:
+        """Records a run-level verb with its actor, reason and cause (``ControlRecorded``)."""
         self._require_open()
-        self._control_recorded(
-            control_id=control_id,
-            verb=verb,
-            actor=actor,
-            reason=reason,
-            causation_id=causation_id,
-            params=params,
-        )
+        self._control_recorded(**control)
 
     @event(ControlRecorded)
     def _control_recorded(
@@ -256,26 +222,11 @@ class Run(Aggregate):
 
     # -- process assignments -------------------------------------------------------------
 
-    def assign_process(
-        self,
-        *,
-        target: str,
-        provider: str,
-        model: str,
-        effort: str,
-        speed: str,
-        actor: str,
-        control_id: str,
-        source: str,
-        at: str,
-    ) -> None:
-        """Records an assignment for ``target`` (agent id, role key or group) that sessions
-        opened later in the run take instead of their role's default."""
+    def assign_process(self, **assignment: Any) -> None:
+        """Records an assignment (``ProcessAssigned``) for its ``target`` (agent id, role key or
+        group) that sessions opened later in the run take instead of their role's default."""
         self._require_open()
-        self._process_assigned(
-            target=target, provider=provider, model=model, effort=effort, speed=speed,
-            actor=actor, control_id=control_id, source=source, at=at,
-        )
+        self._process_assigned(**assignment)
 
     @event(ProcessAssigned)
     def _process_assigned(

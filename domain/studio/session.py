@@ -468,7 +468,7 @@ class AgentSession(SessionDecisions, Aggregate):
         self.result = result
 
     @event(ev.Stopped)
-    def _stopped(self, actor: str, reason: str, control_id: str, at: str) -> None:
+    def _stopped(self, actor: str, reason: str, at: str, control_id: str = "") -> None:
         self._move(ev.Stopped)
         self._forget_wall()
 

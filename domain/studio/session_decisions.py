@@ -149,38 +149,20 @@ class SessionDecisions:
             tick=tick,
         )
 
-    def hand_off(
-        self, *, target_agent_id: str, target_session_id: str, reason: str, thread_id: str, at: str
-    ) -> None:
+    def hand_off(self, **handoff: Any) -> None:
+        """Hands the work to another agent (the fields of ``HandedOff``)."""
         self._require_live()
-        self._handed_off(
-            target_agent_id=target_agent_id,
-            target_session_id=target_session_id,
-            reason=reason,
-            thread_id=thread_id,
-            at=at,
-        )
+        self._handed_off(**handoff)
 
-    def open_pull_request(
-        self, *, pr_url: str, pr_owner: str, pr_repo: str, pr_number: int, repository_key: str, at: str,
-        head_sha: str = "", changed_paths: Sequence[str] = (),
-    ) -> None:
+    def open_pull_request(self, *, head_sha: str = "", changed_paths: Sequence[str] = (), **pr: Any) -> None:
+        """A pull request of the agent's change (the fields of ``PullRequestOpened``)."""
         self._require_live()
         if self.live_status != WORKING:
             raise Conflict(f"Session {self.session_id} is {self.live_status}; it cannot open a PR.")
         if not head_sha or not changed_paths:
             raise Conflict(f"Session {self.session_id} proposes no change: there are no empty pull requests.",
                            code="empty_pull_request")
-        self._pull_request_opened(
-            pr_url=pr_url,
-            pr_owner=pr_owner,
-            pr_repo=pr_repo,
-            pr_number=pr_number,
-            repository_key=repository_key,
-            at=at,
-            head_sha=head_sha,
-            changed_paths=sorted(changed_paths),
-        )
+        self._pull_request_opened(head_sha=head_sha, changed_paths=sorted(changed_paths), **pr)
 
     def finish(self, *, result: dict[str, Any], at: str, tick: int = 0) -> bool:
         """Ends the session with the agent's final result; returns False when blocked.
@@ -203,95 +185,58 @@ class SessionDecisions:
         self._completed(result=result, at=at)
         return True
 
-    def stop(self, *, actor: str, reason: str, at: str, control_id: str = "") -> None:
+    def stop(self, **stop: Any) -> None:
+        """Stops the session (``Stopped``: actor, reason, at, control_id)."""
         self._require_live()
-        self._stopped(actor=actor, reason=reason, control_id=control_id, at=at)
+        self._stopped(**stop)
 
-    def record_control(
-        self,
-        *,
-        control_id: str,
-        verb: str,
-        actor: str,
-        reason: str,
-        causation_id: str,
-        params: dict[str, Any],
-        at: str,
-    ) -> None:
-        """Every verb applied to the session is recorded with actor, reason and causation."""
+    def record_control(self, **control: Any) -> None:
+        """Every verb applied to the session is recorded with actor, reason and causation
+        (the fields of ``ControlApplied``)."""
         self._require_live()
-        self._control_applied(
-            control_id=control_id,
-            verb=verb,
-            actor=actor,
-            reason=reason,
-            causation_id=causation_id,
-            params=params,
-            at=at,
-        )
+        self._control_applied(**control)
 
-    def pause(self, *, actor: str, control_id: str, at: str) -> None:
+    def pause(self, **by: str) -> None:
+        """Pauses the agent (``by``: the verb's actor, control_id and at)."""
         self._require_live()
         if self.live_status == PAUSED:
             raise Conflict(f"Session {self.session_id} is already paused.", code="session_paused")
-        self._paused(
-            actor=actor,
-            control_id=control_id,
-            previous_status=self.live_status,
-            at=at,
-            live_status=PAUSED,
-            current_step="paused",
-        )
+        self._paused(previous_status=self.live_status, **by)
 
-    def queue_request(self, *, message: str, wake_target: str, actor: str, control_id: str, at: str) -> None:
-        """Queues the next request; with a wake target a paused session resumes."""
+    def queue_request(self, *, message: str, wake_target: str, **by: str) -> None:
+        """Queues the next request; with a wake target a paused session resumes (``by``: the
+        verb's actor, control_id and at)."""
         self._require_live()
-        self._request_queued(message=message, wake_target=wake_target, actor=actor, control_id=control_id, at=at)
+        self._request_queued(message=message, wake_target=wake_target, **by)
         if wake_target and (self.live_status == PAUSED or self.controller_state != "active"):
             resume = self.status_before_pause if self.live_status == PAUSED else self.live_status
-            self._resumed(
-                actor=actor,
-                control_id=control_id,
-                wake_target=wake_target,
-                live_status=resume,
-                current_step=resume,
-                at=at,
-            )
+            self._resumed(wake_target=wake_target, live_status=resume, current_step=resume, **by)
 
-    def deliver_message(
-        self, *, channel: str, message: str, thread_id: str, actor: str, control_id: str, at: str
-    ) -> None:
-        """A message to the agent: its mailbox, a thread, or the controller's steer."""
+    def deliver_message(self, *, channel: str, **message: Any) -> None:
+        """A message to the agent (``MessageDelivered``): its mailbox, a thread, or the
+        controller's steer."""
         self._require_live()
         if channel not in ("mailbox", "thread", "controller"):
             raise Invalid(f"Unknown message channel {channel!r}.")
-        self._message_delivered(
-            channel=channel, message=message, thread_id=thread_id, actor=actor, control_id=control_id, at=at
-        )
+        self._message_delivered(channel=channel, **message)
 
-    def restart_process(
-        self, *, reason: str, actor: str, control_id: str, at: str, fresh_workspace: bool = False, tick: int = 0
-    ) -> None:
-        """Restarts only this agent's process, in the same assigned workspace by default.
+    def restart_process(self, *, fresh_workspace: bool = False, tick: int = 0, **by: str) -> None:
+        """Restarts only this agent's process, in the same assigned workspace by default
+        (``by``: reason, actor, control_id and at).
 
         The session goes back to ``ready``; the plane starts the process there again and
         the first-tool contract is probed anew.
         """
         self._require_live()
-        self._process_restarted(
-            reason=reason,
-            actor=actor,
-            control_id=control_id,
-            workspace_name=self.workspace_name,
-            fresh_workspace=fresh_workspace,
-            previous_llm_session_id=self.llm_session_id,
-            cleared_blocker=self.blocker_code,
-            at=at,
-            tick=tick,
-            live_status=READY,
-            current_step="process_restarting",
-            llm_session_id="",
-        )
+        self._process_restarted(fresh_workspace=fresh_workspace, tick=tick, **self._restart_of(self.workspace_name), **by)
+
+    def _restart_of(self, workspace_name: str) -> dict[str, str]:
+        """What a process restart records it leaves: the workspace it restarts in, the LLM
+        session and the blocker it clears."""
+        return {
+            "workspace_name": workspace_name, "previous_llm_session_id": self.llm_session_id,
+            "cleared_blocker": self.blocker_code,
+        }
 
     def workspace_for_recovery(self) -> str:
         """The workspace the session is bound to, or the one its failed start named."""
@@ -346,65 +291,29 @@ class SessionDecisions:
                 "runner_pid": evidence.get("runner_pid", ""),
             }
         )
-        previous_llm_session_id, blocker = self.llm_session_id, self.blocker_code
+        restart = self._restart_of("")
         self._self_healed(signal=signal, self_heal_status=self.self_heal_status, cleared=cleared, at=at)
         self._process_restarted(
-            reason="self_heal",
-            actor="policy",
-            control_id="",
-            workspace_name="",
-            fresh_workspace=False,
-            previous_llm_session_id=previous_llm_session_id,
-            cleared_blocker=blocker,
-            at=at,
-            tick=tick,
-            live_status=READY,
-            current_step="self_heal_requeued",
-            llm_session_id="",
+            reason="self_heal", actor="policy", control_id="", at=at, tick=tick, fresh_workspace=False,
+            current_step="self_heal_requeued", **restart,
         )
         return cleared
 
-    def restart_workspace(
-        self,
-        *,
-        reason: str,
-        actor: str,
-        control_id: str,
-        at: str,
-        recreated: bool,
-        fresh_workspace: bool = False,
-        tick: int = 0,
-    ) -> None:
-        """Restarts (or recreates once) the session's sandbox workspace; the process follows.
+    def restart_workspace(self, *, recreated: bool, fresh_workspace: bool = False, tick: int = 0, **by: str) -> None:
+        """Restarts (or recreates once) the session's sandbox workspace; the process follows
+        (``by``: reason, actor, control_id and at).
 
         ``fresh_workspace`` only for the causes of the fresh-workspace policy; the process
         restart is its own event so every reader of session state sees the session ready.
         """
         self._require_live()
-        previous_llm_session_id, blocker = self.llm_session_id, self.blocker_code
-        workspace_name = self.workspace_for_recovery()
+        restart = self._restart_of(self.workspace_for_recovery())
         self._workspace_restarted(
-            reason=reason,
-            actor=actor,
-            control_id=control_id,
-            workspace_name=workspace_name,
-            recreated=recreated,
-            cleared_blocker=blocker,
-            at=at,
+            recreated=recreated, workspace_name=restart["workspace_name"], cleared_blocker=restart["cleared_blocker"],
+            **by,
         )
         self._process_restarted(
-            reason=reason,
-            actor=actor,
-            control_id=control_id,
-            workspace_name=workspace_name,
-            fresh_workspace=fresh_workspace,
-            previous_llm_session_id=previous_llm_session_id,
-            cleared_blocker=blocker,
-            at=at,
-            tick=tick,
-            live_status=READY,
-            current_step="workspace_restarting",
-            llm_session_id="",
+            fresh_workspace=fresh_workspace, tick=tick, current_step="workspace_restarting", **restart, **by
         )
 
     def switch_process(
@@ -443,17 +352,8 @@ class SessionDecisions:
             agent_process_switch_target=self.agent_id,
         )
 
-    def change_task_card(
-        self,
-        *,
-        action: str,
-        task_card_id: str,
-        title: str,
-        parent_task_card_id: str,
-        actor: str,
-        control_id: str,
-        at: str,
-    ) -> None:
+    def change_task_card(self, *, action: str, task_card_id: str, parent_task_card_id: str, **card: Any) -> None:
+        """Opens, follows up or resolves a task card (``TaskCardChanged``)."""
         self._require_live()
         if action == "resolved" and task_card_id not in self.open_task_cards:
             raise NotFound(f"No open task card {task_card_id!r} on this session.", code="task_card_not_found")
@@ -462,12 +362,5 @@ class SessionDecisions:
         if action != "resolved" and task_card_id in self.open_task_cards:
             raise Conflict(f"Task card {task_card_id!r} exists already.", code="task_card_exists")
         self._task_card_changed(
-            action=action,
-            task_card_id=task_card_id,
-            title=title,
-            parent_task_card_id=parent_task_card_id,
-            actor=actor,
-            control_id=control_id,
-            at=at,
+            action=action, task_card_id=task_card_id, parent_task_card_id=parent_task_card_id, **card
         )
-

@@ -15,6 +15,7 @@ for its target (by a handoff, say) takes it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -291,13 +292,13 @@ class Assignment:
     speed: str = ""
 
     def as_dict(self) -> dict[str, str]:
-        return {
-            "target": self.target,
-            "provider": self.provider,
-            "model": self.model,
-            "effort": self.effort,
-            "speed": self.speed,
-        }
+        return dataclasses.asdict(self)
+
+    def applied_to(self, current: ProcessAssignment, aliases: ModelProxyAliases) -> ProcessAssignment:
+        """What runs the agent after this assignment (``resolve_switch``)."""
+        return resolve_switch(
+            current, aliases, provider=self.provider, model=self.model, effort=self.effort, speed=self.speed
+        )
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from domain.studio.squad import (
     Seat,
     Template,
     plan,
-    resolve_switch,
 )
 
 VERB = "switch_agent_process"
@@ -68,10 +67,7 @@ def switch_sessions(
             verb=VERB, provider=assignment.provider, model=assignment.model, effort=assignment.effort,
             speed=assignment.speed, reason=reason(assignment),
         )
-        target = resolve_switch(
-            ProcessAssignment(**session.process), aliases, provider=assignment.provider, model=assignment.model,
-            effort=assignment.effort, speed=assignment.speed,
-        )
+        target = assignment.applied_to(ProcessAssignment(**session.process), aliases)
         entry = {"agent_id": agent_id, "session_id": session.session_id, "previous": dict(session.process)}
         if target.as_dict() == session.process:
             results.append({**entry, "status": "unchanged", "process": dict(session.process)})

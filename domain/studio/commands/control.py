@@ -64,6 +64,11 @@ class Applied:
     def verb(self) -> str:
         return self.intent.verb
 
+    @property
+    def by(self) -> dict[str, str]:
+        """Who applied the verb and when, as each event it records names them."""
+        return {"actor": self.actor, "control_id": self.control_id, "at": self.at}
+
 
 class ControlCommands:
     """Operator verbs: records each and applies its effect through the verb tables."""
@@ -173,50 +178,38 @@ class ControlCommands:
     # -- session verbs --------------------------------------------------------------------------
 
     def _pause(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
-        session.pause(actor=a.actor, control_id=a.control_id, at=a.at)
+        session.pause(**a.by)
         return []
 
     def _queue_request(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
-        session.queue_request(
-            message=a.intent.message,
-            wake_target=a.intent.wake_target,
-            actor=a.actor,
-            control_id=a.control_id,
-            at=a.at,
-        )
+        session.queue_request(message=a.intent.message, wake_target=a.intent.wake_target, **a.by)
         return []
 
     def _stop(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
-        session.stop(actor=a.actor, reason=a.intent.reason or "stopped by operator", at=a.at, control_id=a.control_id)
+        session.stop(reason=a.intent.reason or "stopped by operator", **a.by)
         lease = self.leases.give_back_slot(run, session, "session_stopped", a.at, a.load)
         return [lease] if lease is not None else []
 
     def _intervene(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
         blocked_here = session.live_status == BLOCKED and clears(a.verb, session.blocker_code)
-        session.deliver_message(
-            channel="controller", message=a.intent.message, thread_id="", actor=a.actor, control_id=a.control_id, at=a.at
-        )
+        session.deliver_message(channel="controller", message=a.intent.message, thread_id="", **a.by)
         if blocked_here:
             session.unblock(resolution="controller intervention", actor=a.actor, at=a.at, resume_status="working")
         return []
 
     def _retry_prompt(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
         if session.live_status == BLOCKED and clears(a.verb, session.blocker_code):
-            session.restart_process(reason="retry_prompt", actor=a.actor, control_id=a.control_id, at=a.at)
+            session.restart_process(reason="retry_prompt", **a.by)
         else:
             session.queue_request(
                 message=a.intent.message or "retry the current prompt",
                 wake_target="",
-                actor=a.actor,
-                control_id=a.control_id,
-                at=a.at,
+                **a.by,
             )
         return []
 
     def _comment(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
-        session.deliver_message(
-            channel="mailbox", message=a.intent.message, thread_id="", actor=a.actor, control_id=a.control_id, at=a.at
-        )
+        session.deliver_message(channel="mailbox", message=a.intent.message, thread_id="", **a.by)
         return []
 
     def _reply_thread(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
@@ -224,9 +217,7 @@ class ControlCommands:
             channel="thread",
             message=a.intent.message,
             thread_id=a.intent.thread_id,
-            actor=a.actor,
-            control_id=a.control_id,
-            at=a.at,
+            **a.by,
         )
         return []
 
@@ -236,13 +227,7 @@ class ControlCommands:
             session.unblock(resolution=a.verb, actor=a.actor, at=a.at)
         elif a.verb == "nudge_agent" and session.live_status != BLOCKED:
             # Wakes a stalled agent: a request aimed at itself (a paused one resumes).
-            session.queue_request(
-                message=a.intent.message or "nudge",
-                wake_target=session.agent_id,
-                actor=a.actor,
-                control_id=a.control_id,
-                at=a.at,
-            )
+            session.queue_request(message=a.intent.message or "nudge", wake_target=session.agent_id, **a.by)
         return []
 
     def _restart_workspace(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
@@ -261,14 +246,7 @@ class ControlCommands:
             if isinstance(lease, WorkspaceLease):
                 recreated = recreate_once(run, lease, session.blocker_code or reason, a.at)
                 changed.append(lease)
-        session.restart_workspace(
-            reason=reason,
-            actor=a.actor,
-            control_id=a.control_id,
-            at=a.at,
-            recreated=recreated,
-            fresh_workspace=bool(cause),
-        )
+        session.restart_workspace(reason=reason, recreated=recreated, fresh_workspace=bool(cause), **a.by)
         return [lease for lease in changed if lease.pending_events]
 
     def _task_card(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
@@ -286,9 +264,7 @@ class ControlCommands:
             task_card_id=card,
             title=intent.title,
             parent_task_card_id=parent,
-            actor=a.actor,
-            control_id=a.control_id,
-            at=a.at,
+            **a.by,
         )
         return []
 
@@ -297,7 +273,7 @@ class ControlCommands:
         changed = switch_process(run, session, a.intent, a.control_id, a.actor, a.at, self.aliases)
         if blocked_here:
             # A provider with no CLI here: the new assignment starts at once, in the same worktree.
-            session.restart_process(reason="process_switch", actor=a.actor, control_id=a.control_id, at=a.at)
+            session.restart_process(reason="process_switch", **a.by)
         return [changed]
 
     def _operator_handoff(self, run: Run, session: AgentSession, a: Applied) -> list[Any]:
@@ -360,7 +336,7 @@ class ControlCommands:
     # -- run verbs ------------------------------------------------------------------------------
 
     def _cleanup_run(self, run: Run, a: Applied) -> list[Any]:
-        return self.runs.end_run(run, actor=a.actor, reason=a.intent.reason, control_id=a.control_id, at=a.at)
+        return self.runs.end_run(run, reason=a.intent.reason, **a.by)
 
     def _replay_blockers(self, run: Run, a: Applied) -> list[Any]:
         """Dispatches each blocked session's recommended verb (the control-line rule)."""

@@ -7,7 +7,7 @@ from domain.shared.ids import derived_id
 from domain.studio.control import ControlIntent
 from domain.studio.run import Run
 from domain.studio.session import AgentSession
-from domain.studio.squad import ModelProxyAliases, ProcessAssignment, resolve_switch
+from domain.studio.squad import Assignment, ModelProxyAliases, ProcessAssignment
 
 
 def record_verb(
@@ -43,15 +43,8 @@ def switch_process(
     source: str = "operator",
 ) -> Run:
     """A takeover handoff is recorded first; the replacement starts at the next turn."""
-    current = ProcessAssignment(**session.process)
-    new = resolve_switch(
-        current,
-        aliases,
-        provider=intent.provider,
-        model=intent.model,
-        effort=intent.effort,
-        speed=intent.speed,
-    )
+    asked = Assignment(session.agent_id, intent.provider, intent.model, intent.effort, intent.speed)
+    new = asked.applied_to(ProcessAssignment(**session.process), aliases)
     handoff_id = derived_id("hof", run.run_id, run.handoff_count, session.agent_id, control_id)
     run.record_handoff(
         handoff_id=handoff_id,
@@ -69,14 +62,7 @@ def switch_process(
         control_id=control_id,
         reason=intent.reason,
         at=at,
-        assignment=assignment
-        or {
-            "target": session.agent_id,
-            "provider": intent.provider,
-            "model": intent.model,
-            "effort": intent.effort,
-            "speed": intent.speed,
-        },
+        assignment=assignment or asked.as_dict(),
         source=source,
     )
     return run

@@ -31,7 +31,6 @@ from domain.studio.squad import (
     TemplateCatalog,
     default_assignment,
     later_assignments,
-    resolve_switch,
     roster_agent,
 )
 
@@ -68,10 +67,7 @@ class SessionOpener:
         assignment = default_assignment(spec.role_key, self.aliases, spec.provider)
         # Run-level assignments made for this agent, its role or its group win over the default.
         for later in later_assignments(run.process_assignments, agent_id, spec.role_key):
-            assignment = resolve_switch(
-                assignment, self.aliases, provider=later.provider, model=later.model,
-                effort=later.effort, speed=later.speed,
-            )
+            assignment = later.applied_to(assignment, self.aliases)
         title = spec.title if not suit else f"{spec.title}: {suit.get('title', '')}"
         run.open_session(agent_id, session_id, spec.role_key, joined_via.get("kind", ""))
         return AgentSession(
@@ -133,25 +129,25 @@ class RunCommands:
         return run
 
     def get_session(self, run: Run, session_id: str) -> AgentSession:
-        for agent_id, sid in run.sessions.items():
-            if sid == session_id:
-                return self.store.repository.get(session_key(run.tenant, run.run_id, sid, agent_id))
-        raise session_not_found(session_id)
+        agent_id = next((agent for agent, sid in run.sessions.items() if sid == session_id), None)
+        if agent_id is None:
+            raise session_not_found(session_id)
+        return self._session(run, agent_id, session_id)
 
     def agent_session(self, run: Run, agent_id: str) -> AgentSession:
         session_id = run.sessions.get(agent_id)
         if session_id is None:
             raise session_not_found(agent_id)
-        return self.store.repository.get(session_key(run.tenant, run.run_id, session_id, agent_id))
+        return self._session(run, agent_id, session_id)
 
     def live_sessions(self, run: Run) -> list[AgentSession]:
         return [s for s in self.all_sessions(run) if not s.ended]
 
     def all_sessions(self, run: Run) -> list[AgentSession]:
-        return [
-            self.store.repository.get(session_key(run.tenant, run.run_id, sid, agent_id))
-            for agent_id, sid in run.sessions.items()
-        ]
+        return [self._session(run, agent_id, sid) for agent_id, sid in run.sessions.items()]
+
+    def _session(self, run: Run, agent_id: str, session_id: str) -> AgentSession:
+        return self.store.repository.get(session_key(run.tenant, run.run_id, session_id, agent_id))
 
     # -- launch ----------------------------------------------------------------------------
 
