@@ -36,6 +36,7 @@ from projections.engine.pg_store import PostgresDocStore
 from projections.engine.runner import ProjectionRunner
 from projections.engine.store import DocStore
 from projections.gate.proposals import ProposalIndex
+from projections.projects.pulls import StoredNumbers
 from projections.studio.live_channel import Broker
 from workers.adapters.git_review import GitReviews
 from workers.adapters.local_cluster import LocalCluster
@@ -383,6 +384,7 @@ def build(settings: Settings) -> Container:
     mcp_token_key = settings.mcp_token_key or secrets.token_hex(32)
     plane = build_plane(settings, event_store, mcp_token_key)
     services.gate.branches = branches = plane if hasattr(plane, "changes") else None  # the agents' branches
+    services.studio.ticks.steps.taken = StoredNumbers(store)  # where a project's pull request numbers start
     ticker = Ticker(
         services.studio.ticks,
         store,

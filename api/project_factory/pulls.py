@@ -58,7 +58,7 @@ class PullPublication(msgspec.Struct, kw_only=True):
 
 
 class PullSummary(msgspec.Struct, kw_only=True):
-    number: int
+    number: int  # the project's: 1, 2, 3… in the order its agents opened them
     project_slug: str
     run_id: str
     agent_id: str
@@ -74,6 +74,8 @@ class PullSummary(msgspec.Struct, kw_only=True):
     page_url: str
     session_url: str
     publications: list[PullPublication]
+    title: str = ""
+    plane_number: int = 0  # the plane's own number (its host's reference; it may repeat across runs)
 
 
 class PullList(msgspec.Struct, kw_only=True):

@@ -142,7 +142,7 @@ class Delivery(Strict):
     pr_url: str
     pr_owner: str
     pr_repo: str
-    pr_number: int
+    pr_number: int  # the number of its page in the project (/projects/<slug>/pulls/<n>)
     preview_url: str
     share_token: str
     closer_state: str

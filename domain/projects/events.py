@@ -160,7 +160,31 @@ class ParticipantAdded(Aggregate.Event):
     at: str
 
 
+# -- PullNumbers (``pulls:<tenant>:<project_slug>``): a project's pull request numbers ---------
+
+
+class PullNumbersStarted(Aggregate.Created):
+    """The project's numbering starts after ``after`` (the numbers its pages already hold)."""
+
+    TOPIC = "domain.projects.pull_numbers:PullNumbers.Started"
+    tenant: str
+    project_slug: str
+    after: int
+
+
+class PullNumberAllocated(Aggregate.Event):
+    """Number ``number`` goes to the pull request agent ``agent_id`` of run ``run_id`` opens."""
+
+    TOPIC = "domain.projects.pull_numbers:PullNumbers.Allocated"
+    number: int
+    run_id: str
+    agent_id: str
+    session_id: str
+    at: str
+
+
 EVENTS: tuple[type[Aggregate.Event], ...] = (
     ProjectCreated, RepositoryProvisioned, RepositoryFetched, DsnProvisioned, SurfacesRecorded, ParticipantRemoved, ParticipantAdded,
+    PullNumbersStarted, PullNumberAllocated,
 )
 BY_KIND: dict[str, type[Aggregate.Event]] = {str(e.TOPIC).rpartition(":")[2]: e for e in EVENTS}  # type: ignore[attr-defined]

@@ -116,6 +116,7 @@ class OpenPullRequest(Step, tag="open_pull_request"):
     pr_number: int
     head_sha: str = ""  # the commit the pull request proposes (none: no pull request)
     changed_paths: tuple[str, ...] = ()
+    title: str = ""
 
 
 class Comment(Step, tag="comment"):

@@ -148,7 +148,7 @@ def effect_step(run: Any, session: Any, tool: str, arguments: Mapping[str, Any])
         )
         return ports.OpenPullRequest(
             agent_id=agent, repository_key=target.repository_key, pr_owner=target.pr_owner,
-            pr_repo=target.pr_repo, pr_number=target.pr_number,
+            pr_repo=target.pr_repo, pr_number=target.pr_number, title=args["title"],
         )
     return None
 

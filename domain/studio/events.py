@@ -270,6 +270,20 @@ class PullRequestOpened(Aggregate.Event):
     at: str
     head_sha: str = ""  # events stored before pull requests named their head commit have none
     changed_paths: Sequence[str] = ()
+    # The project's number for it (``domain.projects.pull_numbers``); 0 on events stored
+    # before projects numbered their pull requests (the pulls read model numbers those).
+    project_number: int = 0
+    title: str = ""
+
+    @property
+    def page_number(self) -> int:
+        """The number its page goes by: the project's, else (older events) the plane's."""
+        return self.project_number or self.pr_number
+
+    @property
+    def reference(self) -> str:
+        """How a line names it: its project number (older events: the plane's URL)."""
+        return f"#{self.project_number} ({self.repository_key})" if self.project_number else self.pr_url
 
 
 class ControlApplied(Aggregate.Event):

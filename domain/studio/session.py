@@ -298,7 +298,7 @@ class AgentSession(SessionDecisions, Aggregate):
     @event(ev.PullRequestOpened)
     def _pull_request_opened(
         self, pr_url: str, pr_owner: str, pr_repo: str, pr_number: int, repository_key: str, at: str,
-        head_sha: str = "", changed_paths: list[str] | None = None,
+        head_sha: str = "", changed_paths: list[str] | None = None, project_number: int = 0, title: str = "",
     ) -> None:
         self.pull_requests += 1
         self.pull_request_head = {"repository_key": repository_key, "head_sha": head_sha,

@@ -154,14 +154,19 @@ class SessionDecisions:
         self._require_live()
         self._handed_off(**handoff)
 
-    def open_pull_request(self, *, head_sha: str = "", changed_paths: Sequence[str] = (), **pr: Any) -> None:
-        """A pull request of the agent's change (the fields of ``PullRequestOpened``)."""
+    def check_pull_request(self, *, head_sha: str, changed_paths: Sequence[str]) -> None:
+        """Raises unless the session may open this pull request now (before it is numbered)."""
         self._require_live()
         if self.live_status != WORKING:
             raise Conflict(f"Session {self.session_id} is {self.live_status}; it cannot open a PR.")
         if not head_sha or not changed_paths:
             raise Conflict(f"Session {self.session_id} proposes no change: there are no empty pull requests.",
                            code="empty_pull_request")
+
+    def open_pull_request(self, *, head_sha: str = "", changed_paths: Sequence[str] = (), **pr: Any) -> None:
+        """A pull request of the agent's change (the fields of ``PullRequestOpened``, the
+        project's number among them)."""
+        self.check_pull_request(head_sha=head_sha, changed_paths=changed_paths)
         self._pull_request_opened(head_sha=head_sha, changed_paths=sorted(changed_paths), **pr)
 
     def finish(self, *, result: dict[str, Any], at: str, tick: int = 0) -> bool:

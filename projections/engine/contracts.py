@@ -18,6 +18,7 @@ import domain.jobs.job
 import domain.portal.copilot
 import domain.portal.notifications
 import domain.projects.project
+import domain.projects.pull_numbers
 import domain.studio.lease
 import domain.studio.run
 import domain.studio.session

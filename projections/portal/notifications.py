@@ -13,7 +13,7 @@ from domain.portal import events as pv
 from domain.studio import events as ev
 from projections.engine.docs import Docs, Projector, handles
 from projections.engine.envelope import Envelope
-from projections.projects.pulls import pull_page_url
+from projections.projects.pulls import number_pull_request, pull_page_url
 
 OUTBOX = "notify_outbox"
 INBOX = "inbox"
@@ -41,8 +41,15 @@ class NotifyOutboxProjector(Projector):
 
     @handles(ev.PullRequestOpened)
     def pull_request_opened(self, e: ev.PullRequestOpened, env: Envelope, docs: Docs) -> None:
+        link = docs.get(f"outbox-run/{env.tenant}/{env.run_id}")
+        if link is None:
+            return
+        # Numbered as the pulls read model numbers it (every pull request counts, assembly too).
+        number = number_pull_request(env.tenant, link["project_slug"], e, docs)
         if e.repository_key != "assembly":  # orchestration output, not a delivery
-            self._raise(env, docs, "delivery", f"Pull request opened in run {env.run_id}", e.pr_url, pr_number=e.pr_number)
+            body = f"#{number} {e.title}" if e.title else f"#{number} by {env.agent_id} on {e.repository_key}"
+            self._raise(env, docs, "delivery", f"Pull request #{number} opened in {link['project_slug']}", body,
+                        pr_number=number)
 
     @handles(ev.RunCompleted)
     def run_completed(self, e: ev.RunCompleted, env: Envelope, docs: Docs) -> None:

@@ -1,7 +1,8 @@
 """Pull requests read model: the pull requests a project's agents opened, and their publication.
 
 ``pull/<tenant>/<project>/<number>`` in partition ``pulls/<tenant>/<project>`` (sorted by
-number) holds one pull request as an agent opened it (``AgentSession.PullRequestOpened``:
+number; the project's number, ``domain.projects.pull_numbers``, or for older events the one
+``assign_number`` gives on replay) holds one pull request as an agent opened it (``AgentSession.PullRequestOpened``:
 its run, agent, session, role, repository, head commit and changed paths) and every gate run
 that published it (``GateThread`` runs of the run's thread for that agent: status, branch,
 pull request URL, push back to the origin). ``state`` is ``published`` once a gate run
@@ -12,6 +13,8 @@ are documents of this model too, so a rebuild folds the same.
 from __future__ import annotations
 
 from typing import Any
+
+import msgspec
 
 from domain.gate import events as gate
 from domain.studio import events as ev
@@ -33,6 +36,41 @@ def pull_page_url(project_slug: str, number: int) -> str:
 
 def session_page_url(run_id: str, agent_id: str) -> str:
     return f"/runs/{run_id}/agents/{agent_id}"
+
+
+def numbers_key(tenant: str, project_slug: str) -> str:
+    return f"pull-numbers/{tenant}/{project_slug}"
+
+
+def assign_number(numbers: dict[str, Any], e: ev.PullRequestOpened) -> int:
+    """The number of ``e``'s page in its project, given the numbers the project's pages hold
+    (``{"highest": n, "taken": [...]}``, updated in place).
+
+    A pull request the project numbered keeps its number. One recorded before projects
+    numbered them (no ``project_number``) keeps the plane's number while that is free, so
+    its page and the notifications already sent about it stay where they were; else (a
+    repeated or missing number) it takes the next after the highest. The same log folds
+    to the same numbers; the project's own numbering starts after the highest
+    (``PullNumbers``), so a numbered one never meets a taken number.
+    """
+    taken = numbers.setdefault("taken", [])
+    wanted = e.project_number or e.pr_number
+    if wanted < 1 or (not e.project_number and wanted in taken):
+        wanted = numbers.get("highest", 0) + 1
+    if wanted not in taken:
+        taken.append(wanted)
+    numbers["highest"] = max(numbers.get("highest", 0), wanted)
+    return wanted
+
+
+def number_pull_request(tenant: str, project_slug: str, e: ev.PullRequestOpened, docs: Docs) -> int:
+    """``assign_number`` over the project's numbers document in ``docs`` (each read model
+    that names pull requests keeps its own, folded from the same events)."""
+    key = numbers_key(tenant, project_slug)
+    numbers = docs.get(key) or {"highest": 0, "taken": []}
+    number = assign_number(numbers, e)
+    docs.put(key, numbers, partition="pull-numbers")
+    return number
 
 
 def run_link_key(tenant: str, run_id: str) -> str:
@@ -76,10 +114,13 @@ class PullsProjector(Projector):
             return
         slug = link["project_slug"]
         agent = link["agents"].get(env.agent_id, {})
-        link["pulls"][env.agent_id] = e.pr_number
+        number = number_pull_request(env.tenant, slug, e, docs)
+        link["pulls"][env.agent_id] = number
         docs.put(run_link_key(env.tenant, env.run_id), link, partition="pull-runs")
         doc = {
-            "number": e.pr_number,
+            "number": number,
+            "title": e.title,
+            "plane_number": e.pr_number,  # the plane's (the host's) own reference
             "project_slug": slug,
             "run_id": env.run_id,
             "agent_id": env.agent_id,
@@ -92,12 +133,12 @@ class PullsProjector(Projector):
             "opened_at": e.at,
             "updated_at": e.at,
             "state": "open",
-            "page_url": pull_page_url(slug, e.pr_number),
+            "page_url": pull_page_url(slug, number),
             "session_url": session_page_url(env.run_id, env.agent_id),
             "publications": [],
         }
-        docs.put(pull_doc_key(env.tenant, slug, e.pr_number), doc, partition=pulls_partition(env.tenant, slug),
-                 sort_key=f"{e.pr_number:010d}")
+        docs.put(pull_doc_key(env.tenant, slug, number), doc, partition=pulls_partition(env.tenant, slug),
+                 sort_key=f"{number:010d}")
 
     def _gate(self, env: Envelope, e: Any, docs: Docs) -> None:
         _, tenant, thread_key = env.originator_id.split(":", 2)
@@ -149,3 +190,14 @@ def fold_publication(doc: dict[str, Any], thread_key: str, e: Any) -> None:
             doc["state"] = "published"
     elif isinstance(e, gate.RunFailed):
         publication.update(status="failed", error=f"{e.step}: {e.error_message}")
+
+
+class StoredNumbers:
+    """``NumbersTaken`` over this read model: the highest number a project's pages hold."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def highest(self, tenant: str, project_slug: str) -> int:
+        body = self.store.get(PullsProjector.name, numbers_key(tenant, project_slug))
+        return int(msgspec.json.decode(body).get("highest", 0)) if body is not None else 0

@@ -152,7 +152,7 @@ class _Shows(Handlers):
 
     @handles(ev.PullRequestOpened)
     def pull_request_opened(self, e: ev.PullRequestOpened, env: Envelope) -> _Shown:
-        return _Shown(f"pull request {e.pr_url}" + (f" at {e.head_sha[:12]}" if e.head_sha else ""))
+        return _Shown(f"pull request {e.reference}" + (f" at {e.head_sha[:12]}" if e.head_sha else ""))
 
     @handles(ev.AssistantMessage)
     def assistant_message(self, e: ev.AssistantMessage, env: Envelope) -> _Shown:

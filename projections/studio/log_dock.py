@@ -282,7 +282,7 @@ class LogDockProjector(Projector):
     @handles(ev.PullRequestOpened)
     @_line
     def pull_request_opened(env: Envelope, e: ev.PullRequestOpened, who: str) -> dict[str, Any] | None:
-        return _entry(env, "studio/delivery", "info", f"{who} opened pull request {e.pr_url}{_head(e)}.",
+        return _entry(env, "studio/delivery", "info", f"{who} opened pull request {e.reference}{_head(e)}.",
                       "pull_request_opened")
 
     @handles(ev.SessionCompleted)

@@ -139,8 +139,15 @@ def _delivery(change: Change | None = None) -> Fold:
 
 
 def _pull_request(state: dict[str, Any], out: dict[str, Any], pr: Any) -> None:
+    """An agent's pull request, or the gate's publication of one. ``pr_number`` names its page
+    in the project (``/projects/<slug>/pulls/<n>``): an agent's is the project's number (older
+    events: the plane's); a publication keeps the page of the pull request it published."""
     state["prs"] += 1
-    out.update(pr_url=pr.pr_url, pr_owner=pr.pr_owner, pr_repo=pr.pr_repo, pr_number=int(pr.pr_number or 0))
+    if isinstance(pr, ev.PullRequestOpened):
+        number = pr.page_number
+    else:
+        number = out["pr_number"] or pr.pr_number
+    out.update(pr_url=pr.pr_url, pr_owner=pr.pr_owner, pr_repo=pr.pr_repo, pr_number=int(number or 0))
 
 
 def _preview(state: dict[str, Any], out: dict[str, Any], e: ev.PreviewShared) -> None:

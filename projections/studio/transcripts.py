@@ -141,7 +141,7 @@ class TranscriptsProjector(Projector):
     @handles(ev.PullRequestOpened)
     @_session_event
     def pull_request_opened(head: dict[str, Any], e: ev.PullRequestOpened) -> dict[str, Any] | None:
-        return _entry("delivery", f"pull request #{e.pr_number} on {e.repository_key}")
+        return _entry("delivery", f"pull request #{e.page_number} on {e.repository_key}")
 
     @handles(ev.StartFailed)
     @_session_event

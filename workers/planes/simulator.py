@@ -394,8 +394,9 @@ class SimulatorPlane:
         path = f"squad/{s.agent_id}.md"
         note = f"# {s.agent_id}\n\nRun {run.run_id}: the {s.agent_id} slice of {run.project_slug}.\n"
         author = f"{role_name(s.role_key)}@{self.agent_domain}"
+        title = f"{s.agent_id}: the {run.project_slug} slice"
         changes = self.worktrees.commit_files(
-            run, s.agent_id, {path: note}, f"{s.agent_id}: the {run.project_slug} slice\n\nRun: {run.run_id}\n",
+            run, s.agent_id, {path: note}, f"{title}\n\nRun: {run.run_id}\n",
             author, when=run.started_at or "2000-01-01T00:00:00Z",
         )
         return ports.OpenPullRequest(
@@ -406,6 +407,7 @@ class SimulatorPlane:
             pr_number=number,
             head_sha=changes.head_sha if changes else "",
             changed_paths=changes.paths if changes else (),
+            title=title,
         )
 
     def _result(self, run: Any, s: Any, budget: int, tick: int) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from domain.projects.pull_numbers import NumbersTaken, PullNumbers, pull_numbers_key
 from domain.shared import ports
 from domain.shared.clock import shift
 from domain.shared.errors import DomainError
@@ -41,6 +42,7 @@ class StepEffects:
         self.holdings = holdings
         self.leases = leases
         self.opener = opener
+        self.taken: NumbersTaken | None = None  # wired by the workers (the pulls read model)
 
     def apply(
         self,
@@ -170,16 +172,7 @@ class StepEffects:
             case ports.Handoff():
                 self._hand_off(run, template, sessions, session, step, at)
             case ports.OpenPullRequest():
-                session.open_pull_request(
-                    pr_url=f"{VCS_BASE_URL}/{step.pr_owner}/{step.pr_repo}/pull/{step.pr_number}",
-                    pr_owner=step.pr_owner,
-                    pr_repo=step.pr_repo,
-                    pr_number=step.pr_number,
-                    repository_key=step.repository_key,
-                    at=at,
-                    head_sha=step.head_sha,
-                    changed_paths=step.changed_paths,
-                )
+                self._open_pull_request(run, session, step, at, touched)
             case ports.Comment():
                 deliver_comment(sessions, session, step, at)
             case ports.SwitchProvider():
@@ -195,6 +188,30 @@ class StepEffects:
                         touched[lease.id] = lease
             case _:
                 raise DomainError(f"Unknown step {step!r}.", code="unknown_step")
+
+    def _open_pull_request(
+        self, run: Run, session: AgentSession, step: ports.OpenPullRequest, at: str, touched: dict[str, Any]
+    ) -> None:
+        """The session's pull request, numbered in its project in the same save (a number is
+        allocated only for a pull request the session may open)."""
+        session.check_pull_request(head_sha=step.head_sha, changed_paths=step.changed_paths)
+        numbers = self._numbers(run)
+        number = numbers.allocate(run_id=run.run_id, agent_id=session.agent_id, session_id=session.session_id, at=at)
+        touched[numbers.id] = numbers
+        session.open_pull_request(
+            pr_url=f"{VCS_BASE_URL}/{step.pr_owner}/{step.pr_repo}/pull/{step.pr_number}", pr_owner=step.pr_owner,
+            pr_repo=step.pr_repo, pr_number=step.pr_number, repository_key=step.repository_key, at=at,
+            head_sha=step.head_sha, changed_paths=step.changed_paths, project_number=number, title=step.title,
+        )
+
+    def _numbers(self, run: Run) -> PullNumbers:
+        """The run's project's numbering, started (after the numbers its pages hold) on first use."""
+        numbers = self.holdings.get_or_none(pull_numbers_key(run.tenant, run.project_slug))
+        if numbers is None:
+            after = self.taken.highest(run.tenant, run.project_slug) if self.taken is not None else 0
+            numbers = PullNumbers(tenant=run.tenant, project_slug=run.project_slug, after=after)
+            self.holdings.add_new(numbers)
+        return numbers
 
     def _fall_back(self, run: Run, session: AgentSession, step: ports.SwitchProvider, at: str) -> None:
         """A provider with no CLI here: the session switches to the fallback provider before
