@@ -25,7 +25,7 @@ from domain.gate.commands import GateRequest
 from domain.portal.relations import graph_grants
 from domain.shared.access import may_contribute, may_control
 from domain.shared.ids import ID_PATTERN
-from domain.studio.control import ControlIntent
+from domain.studio.events import STOPPED
 from projections.projects.pulls import pull_doc_key, pulls_partition, run_link_key
 from projections.studio.surfaces import surfaces_doc_key
 
@@ -148,6 +148,9 @@ class PullDetail(msgspec.Struct, kw_only=True):
     evidence: list[Evidence]
     agents: list[Agent]
     may: May
+    # Why a comment cannot reach the authoring agent now ("": it can; a completed agent is
+    # started again by one, see ``domain.studio.commands.reviews``).
+    comment_closed: str = ""
 
 
 class LineComment(msgspec.Struct, kw_only=True):
@@ -220,16 +223,31 @@ def _evidence(state: State, tenant: str, doc: dict[str, Any]) -> list[Evidence]:
     return found
 
 
+def _changes(state: State, run: Any, doc: dict[str, Any]) -> dict[str, Any]:
+    """The pull request's commits and per-file diff, read from its repository."""
+    reviews = part(state, "reviews")
+    if reviews is None:
+        raise ApiError(503, "This service has no repository reader for pull requests.", "vcs_unavailable")
+    return reviews.pull_changes(run, doc["agent_id"], doc["head_sha"])
+
+
+def comment_closed(state: State, run: Any, agent_id: str) -> str:
+    """Why a comment cannot reach the agent now, as the comment endpoint's 409 says it ("": it can)."""
+    if run.ended:
+        return f"Run {run.run_id} has ended ({run.status}): its agents no longer work, so a comment cannot reach {agent_id}."
+    session = studio_commands(state).runs.agent_session(run, agent_id)
+    if session.live_status == STOPPED:
+        return f"Agent {agent_id} was stopped by an operator; a review comment does not start it again."
+    return ""
+
+
 def pull_detail(state: State, caller: Caller, project_slug: str, number: int) -> PullDetail:
     """One pull request with its commits and per-file diff (git), evidence, agents and what the
     caller may do with it."""
     check(state, caller.principal, caller.tenant, project_slug, READ)
     doc = _doc(state, caller.tenant, project_slug, number)
     run = studio_commands(state).runs.get_run(caller.tenant, doc["run_id"])
-    reviews = part(state, "reviews")
-    if reviews is None:
-        raise ApiError(503, "This service has no repository reader for pull requests.", "vcs_unavailable")
-    changes = reviews.pull_changes(run, doc["agent_id"], doc["head_sha"])
+    changes = _changes(state, run, doc)
     return PullDetail(
         pull=msgspec.convert(doc, PullSummary),
         base_sha=changes["base_sha"],
@@ -239,6 +257,7 @@ def pull_detail(state: State, caller: Caller, project_slug: str, number: int) ->
         evidence=_evidence(state, caller.tenant, doc),
         agents=_agents(state, caller.tenant, doc),
         may=_may(state, caller, project_slug),
+        comment_closed=comment_closed(state, run, doc["agent_id"]),
     )
 
 
@@ -255,17 +274,33 @@ def comment_text(number: int, comment: LineComment, reviewer: str) -> str:
     )
 
 
+def check_line(files: list[dict[str, Any]], number: int, comment: LineComment) -> None:
+    """A comment names a file of the pull request's diff and a line of it on its side (the new
+    file's lines, or the old one's for a removed line): else a 422 naming the field."""
+    found = next((f for f in files if f["path"] == comment.path), None)
+    if found is None:
+        raise RequestInvalid(["body", "path"], f"{comment.path!r} is not a file pull request {number} changes",
+                             "value_error", comment.path)
+    side = "new_no" if comment.side == "new" else "old_no"
+    if not any(line[side] == comment.line for hunk in found["hunks"] for line in hunk["lines"]):
+        where = "the new file" if comment.side == "new" else "the old file"
+        raise RequestInvalid(["body", "line"], f"line {comment.line} of {where} is not in pull request {number}'s diff "
+                             f"of {comment.path!r}", "value_error", comment.line)
+
+
 def comment_line(state: State, caller: Caller, project_slug: str, number: int, comment: LineComment) -> CommentAccepted:
-    """``comment_agent`` to the pull request's author with the file, line and quoted hunk."""
+    """``comment_agent`` to the pull request's author with the file, line and quoted hunk: a
+    completed author works again on it; an ended run or a stopped author is a 409."""
     check(state, caller.principal, caller.tenant, project_slug, CONTRIBUTE)
     doc = _doc(state, caller.tenant, project_slug, number)
     if comment.path not in doc["changed_paths"]:
         raise RequestInvalid(["body", "path"], f"{comment.path!r} is not a file pull request {number} changes",
                              "value_error", comment.path)
-    outcome = studio_commands(state).control.control_session(
+    run = studio_commands(state).runs.get_run(caller.tenant, doc["run_id"])
+    check_line(_changes(state, run, doc)["files"], number, comment)
+    outcome = studio_commands(state).reviews.comment(
         tenant=caller.tenant, run_id=doc["run_id"], agent_id=doc["agent_id"],
-        intent=ControlIntent(verb="comment_agent", message=comment_text(number, comment, caller.subject_key),
-                             reason=f"review of pull request #{number}"),
+        message=comment_text(number, comment, caller.subject_key), reason=f"review of pull request #{number}",
         actor=caller.subject_key,
     )
     return CommentAccepted(control_id=outcome.control_id, run_id=outcome.run_id, session_id=outcome.session_id,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from domain.shared.errors import Conflict, Invalid, NotFound
-from domain.studio.events import BLOCKED, PAUSED, READY, WAITING_FIRST_TOOL, WORKING
+from domain.studio.events import BLOCKED, COMPLETED, PAUSED, READY, WAITING_FIRST_TOOL, WORKING
 from domain.studio.policies.blockers import SANDBOX_MISSING
 from domain.studio.policies.first_tool import (
     NOT_REQUIRED_TOOL_LABEL,
@@ -224,6 +224,14 @@ class SessionDecisions:
         if channel not in ("mailbox", "thread", "controller"):
             raise Invalid(f"Unknown message channel {channel!r}.")
         self._message_delivered(channel=channel, **message)
+
+    def reopen(self, *, reason: str, actor: str, control_id: str, at: str, tick: int = 0) -> None:
+        """A completed agent works again (a review comment on its pull request): back to
+        ``ready``, so the plane starts its process anew with its brief and mailbox."""
+        if self.live_status != COMPLETED:
+            raise Conflict(f"Session {self.session_id} is {self.live_status}, not completed.", code="not_completed")
+        self._process_restarted(fresh_workspace=False, tick=tick, **self._restart_of(self.workspace_name), reason=reason,
+                                actor=actor, control_id=control_id, at=at, current_step=f"reopened:{reason}")
 
     def restart_process(self, *, fresh_workspace: bool = False, tick: int = 0, **by: str) -> None:
         """Restarts only this agent's process, in the same assigned workspace by default

@@ -144,7 +144,8 @@ def render_pull(files: list[dict], may: dict) -> str:
         "session_url": "/runs/run-1/agents/backend", "publications": [],
     }
     commit = {"sha": "a" * 40, "short_sha": "aaaaaaa", "author_name": "<b>bot</b>", "author_email": "", "authored_at": "", "subject": "<script>alert(1)</script>", "body": ""}
-    detail = {"pull": pull, "base_sha": "b" * 40, "head_sha": "a" * 40, "commits": [commit], "files": files, "evidence": [], "agents": [], "may": may}
+    detail = {"pull": pull, "base_sha": "b" * 40, "head_sha": "a" * 40, "commits": [commit], "files": files, "evidence": [], "agents": [], "may": may,
+              "comment_closed": ""}
     context = {"page": "pull", "title": "PR", "who": "", "script": False, "config": {}, "initial": "", "project_slug": "acme"}
     return environment().get_template("pull.html").render(**context, pull=pull, detail=detail, files=files_view(files), may=may)
 

@@ -14,6 +14,7 @@ from domain.shared.ports import LogFollower
 from domain.studio.commands.assignments import AssignmentCommands
 from domain.studio.commands.control import ControlCommands
 from domain.studio.commands.leases import LeaseCommands
+from domain.studio.commands.reviews import ReviewComments
 from domain.studio.commands.runs import RunCommands, SessionOpener
 from domain.studio.commands.ticks import TickCommands
 from domain.studio.commands.watch import WatchCommands
@@ -56,4 +57,5 @@ class StudioCommands:
             clock=clock,
         )
         self.assignments = AssignmentCommands(store, self.runs, aliases=aliases, clock=clock)
+        self.reviews = ReviewComments(store, self.runs, clock=clock)
         self.watch = WatchCommands(store, self.runs, clock=clock)

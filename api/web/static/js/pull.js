@@ -5,6 +5,7 @@
 
 import { config, describe, postJSON } from "./lib/api.js";
 import { setText } from "./lib/dom.js";
+import { clearErrors, showErrors } from "./lib/forms.js";
 
 const PULL = `/v1/project-factory/projects/${encodeURIComponent(config.project_slug)}/pulls/${config.number}`;
 const QUOTE_AROUND = 3; // lines of the hunk quoted either side of the commented one
@@ -41,6 +42,9 @@ function openForm(line) {
   line.setAttribute("data-commenting", "");
   const path = line.closest(".file").dataset.path;
   setText(document.getElementById("comment-where"), `${path}:${line.dataset.line}`);
+  clearErrors(form);
+  form.elements.path.value = path;
+  form.elements.line.value = line.dataset.line;
   line.after(form);
   form.hidden = false;
   form.querySelector("textarea").focus();
@@ -98,15 +102,19 @@ if (form) {
       hunk: quote(current),
       body: form.querySelector("textarea").value,
     };
+    clearErrors(form);
     const answer = await postJSON(`${PULL}/comments`, body);
     if (answer.status === 202) {
-      setText(result, `Sent to ${answer.body.session_id}'s mailbox (${body.path}:${body.line}).`);
+      const woke = answer.body.status === "reopened" ? " It had completed: it works again on your comment." : "";
+      setText(result, `Sent to ${answer.body.session_id}'s mailbox (${body.path}:${body.line}).${woke}`);
       result.dataset.state = "ok";
       form.querySelector("textarea").value = "";
       closeForm();
     } else {
-      setText(result, describe(answer.status, answer.body));
+      // A 422 names its field (the line, the file, the comment): shown beside it; the rest under the form.
+      setText(result, showErrors(form, answer.status, answer.body).join("; "));
       result.dataset.state = "error";
+      form.querySelector('[aria-invalid="true"]')?.focus();
     }
   });
 }

@@ -52,13 +52,13 @@ export function fieldsOf(form) {
   return { body, rows };
 }
 
-function clearErrors(form) {
+export function clearErrors(form) {
   for (const el of form.querySelectorAll(".field-error")) el.remove();
   for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
 }
 
 /** Shows each item of a 422 body beside the field its ``loc`` names; answers what found none. */
-function showErrors(form, status, body, rows) {
+export function showErrors(form, status, body, rows = {}) {
   const unplaced = [];
   const items = Array.isArray(body?.detail) ? body.detail : [];
   for (const item of items) {
