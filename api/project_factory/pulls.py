@@ -337,7 +337,7 @@ def get_pull(project_slug: Slug, number: Number, state: State, caller: CallerDep
 @command("/projects/{project_slug:str}/pulls/{number:int}/comments", status_code=202,
       guards=[access_guard],
       summary="Comment on a line: comment_agent to the authoring agent's mailbox (contributor or above)",
-      opt=guarded(Access(CONTRIBUTE, project_in("path", "project_slug")), **answers(401, 403, 404, 409, 422)))
+      opt=guarded(Access(CONTRIBUTE, project_in("path", "project_slug")), **answers(401, 403, 404, 409, 422, 503)))
 def post_comment(
     project_slug: Slug, number: Number, data: JSONBody[LineComment], state: State, caller: CallerDep
 ) -> CommentAccepted:
