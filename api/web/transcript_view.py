@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from domain.studio.tool_results import KEPT_BYTES
 from projections.engine.store import DocStore
-from projections.studio.transcripts import transcript_head_key, transcript_partition
+from projections.studio.transcripts import read_transcript
 
 # A text longer than this (characters or lines) folds behind its first line.
 FOLD_CHARS = 600
 FOLD_LINES = 8
 MAX_ENTRIES = 20_000
-_decode = msgspec.json.Decoder(dict).decode
 
 
 def folded(text: str) -> bool:
@@ -29,12 +26,10 @@ def first_line(text: str, width: int = 160) -> str:
 
 def transcript(store: DocStore, tenant: str, run_id: str, agent_id: str) -> dict[str, Any] | None:
     """The session's head (metrics) and its entries, oldest first; None when it has none."""
-    raw = store.get("transcripts", transcript_head_key(tenant, run_id, agent_id))
-    if raw is None:
+    read = read_transcript(store, tenant, run_id, agent_id, MAX_ENTRIES)
+    if read is None:
         return None
-    head = _decode(raw)
-    rows = store.scan("transcripts", partition=transcript_partition(tenant, run_id, agent_id), limit=MAX_ENTRIES)
-    entries = [_decode(row.body) for row in rows]
+    head, entries = read
     for entry in entries:
         entry["folded"] = folded(entry["text"])
         entry["first_line"] = first_line(entry["text"])

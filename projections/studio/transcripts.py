@@ -5,20 +5,25 @@ sorted by log position): assistant messages, tool calls with what they were call
 failed calls with their reason, each call with its result as the event kept it (its first
 bytes, whole size, whether cut), handoffs with their target, messages delivered to the
 agent (comments, replies), blockers, runner output, the process's start and end. The
-session's head row (``transcript/<tenant>/<run_id>/<agent_id>``) holds its metrics line:
-counts as the events record them, and the cost, duration and turns the CLI reported when
-the session ended. Texts are kept whole: the page folds the long ones.
+session's head row (``transcript/<tenant>/<run_id>/<agent_id>``) holds what its metrics line
+shows beside the counts of its entries: the model, and the cost, duration and turns the CLI
+reported when the session ended; it is written only when that changes, so an event costs
+the projector one row. Texts are kept whole: the page folds the long ones.
 """
 
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from domain.studio import events as ev
-from projections.engine.docs import Docs, Projector, handles
+from projections.engine.docs import Docs, Projector, decode, handles
 from projections.engine.envelope import Envelope
+from projections.engine.store import DocStore
+
+NAME = "transcripts"
 
 
 def transcript_partition(tenant: str, run_id: str, agent_id: str) -> str:
@@ -46,19 +51,17 @@ def _result(e: ev.ToolCalled | ev.ToolCallFailed) -> dict[str, Any]:
 
 
 METRIC_FIELDS = ("total_cost_usd", "duration_ms", "num_turns")
+COUNTED = {"entries": None, "messages": "message", "tool_calls": "tool", "handoffs": "handoff"}
 
 
 def new_head(env: Envelope) -> dict[str, Any]:
-    return {
-        "run_id": env.run_id, "agent_id": env.agent_id, "session_id": env.session_id, "entries": 0,
-        "messages": 0, "tool_calls": 0, "failed_calls": 0, "handoffs": 0, "model": "", "result": {}, "position": 0,
-    }
+    return {"run_id": env.run_id, "agent_id": env.agent_id, "session_id": env.session_id, "model": "", "result": {}, "position": 0}
 
 
 def _session_event(make: Callable[[dict[str, Any], Any], dict[str, Any] | None]) -> Callable[..., None]:
     """The handler of a session event: ``make(head, e)`` answers the event's entry (or None:
-    the event is no entry) and may note what the head shows of it; the head is stored with
-    the event's position (the page's live channel resumes after it)."""
+    the event is no entry) and may change what the head shows of it. The head is stored only
+    when it changes (an entry is a row of its own, written once): most events write one row."""
 
     @functools.wraps(make)
     def handler(self: TranscriptsProjector, e: Any, env: Envelope, docs: Docs) -> None:
@@ -66,22 +69,35 @@ def _session_event(make: Callable[[dict[str, Any], Any], dict[str, Any] | None])
             return
         tenant, run_id, agent_id = env.tenant, env.run_id, env.agent_id
         key = transcript_head_key(tenant, run_id, agent_id)
-        head = docs.get(key) or new_head(env)
+        stored = docs.get(key)
+        head = dict(stored) if stored is not None else new_head(env)
         entry = make(head, e)
         if entry is not None:
             entry |= {"position": env.position, "at": env.at}
             partition = transcript_partition(tenant, run_id, agent_id)
             docs.put(entry_key(tenant, run_id, agent_id, env.position), entry, partition=partition, sort_key=f"{env.position:012d}")
-            head["entries"] += 1
-            head["messages"] += entry["kind"] == "message"
-            head["tool_calls"] += entry["kind"] == "tool"
-            head["failed_calls"] += entry["kind"] == "tool" and entry["failed"]
-            head["handoffs"] += entry["kind"] == "handoff"
         head["session_id"] = env.session_id or head["session_id"]
-        head["position"] = env.position
-        docs.put(key, head)
+        if head != stored:
+            head["position"] = env.position
+            docs.put(key, head)
 
     return handler
+
+
+def read_transcript(store: DocStore, tenant: str, run_id: str, agent_id: str, limit: int) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """The session's head and its first ``limit`` entries, oldest first (None: no session).
+    The head's metrics count the entries; its ``position`` is the newest event the page
+    shows (its live channel resumes after it)."""
+    raw = store.get(NAME, transcript_head_key(tenant, run_id, agent_id))
+    if raw is None:
+        return None
+    head = decode(raw)
+    entries = [decode(row.body) for row in store.scan(NAME, partition=transcript_partition(tenant, run_id, agent_id), limit=limit)]
+    kinds = Counter(entry["kind"] for entry in entries)
+    head |= {metric: len(entries) if kind is None else kinds[kind] for metric, kind in COUNTED.items()}
+    head["failed_calls"] = sum(entry["kind"] == "tool" and entry["failed"] for entry in entries)
+    head["position"] = max(head["position"], entries[-1]["position"] if entries else 0)
+    return head, entries
 
 
 def _no_entry(head: dict[str, Any], e: Any) -> None:
@@ -89,7 +105,7 @@ def _no_entry(head: dict[str, Any], e: Any) -> None:
 
 
 class TranscriptsProjector(Projector):
-    name = "transcripts"
+    name = NAME
 
     # -- events that are an entry -----------------------------------------------------------
 
