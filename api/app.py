@@ -30,8 +30,7 @@ from api.project_factory.controller import project_factory_router
 from api.rate_limit import command_rate_limit
 from api.read_your_writes import ReadModelLagging, ReadYourWrites, handle_lagging
 from api.studio.control import control_routers
-from api.studio.feed import feed_router
-from api.studio.feed_reads import COPIED, FeedReads
+from api.studio.feed import COPIED, FeedReads, feed_router
 from api.studio.reads import StudioReads
 from api.studio.runs import runs_router
 from api.web.controller import web_router

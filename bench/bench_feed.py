@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 from eventsourcing.persistence import StoredEvent
 
-from api.studio.feed_reads import FeedReads
+from api.studio.feed import FeedReads
 from bench.before_after_inputs import lag_samples
 from bench.context import BenchContext, percentile
 from bench.scale_support import project, simulate

@@ -31,9 +31,8 @@ from api.access import (
 from api.auth import EMAIL_HEADER, GROUPS_HEADER, EdgeJwt
 from api.context import CallerDep, caller_dependency, part
 from api.errors import STATUS_BY_ERROR, ApiError, RequestInvalid
-from api.studio.feed import JSON, Limit, Slug, read_feed
+from api.studio.feed import JSON, FeedReads, Limit, Slug, read_feed
 from api.studio.feed import RunId as RunQuery
-from api.studio.feed_reads import FeedReads
 from api.web.launch import launch_form, launchable, templates
 from api.web.office_view import BLANK, rooms, with_views
 from api.web.pages import asset, page, render

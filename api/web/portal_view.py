@@ -11,7 +11,7 @@ from litestar.datastructures import State
 
 from api.context import part, studio_reads
 from api.project_factory.pulls import list_pulls
-from api.studio.feed_reads import FeedReads
+from api.studio.feed import FeedReads
 from domain.portal.graph import ListObjectsRequest, identity_tuples, user_ref
 from domain.shared.access import ROLES
 

@@ -192,7 +192,7 @@ def apply_provisioning(project: dict[str, Any], e: Any) -> None:
 
 class ProjectsProjector(Projector):
     name = "projects"
-    announced = True  # the feed's reads keep copies of project documents (api.studio.feed_reads)
+    announced = True  # the feed's reads keep copies of project documents (api.studio.feed)
     history_limit = 20
 
     @handles(pe.ProjectCreated)

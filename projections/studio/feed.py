@@ -1,37 +1,62 @@
-"""The observability feed of one run, composed from its read-model documents.
+"""The observability feed of one run, and its one production from the run's documents.
 
-A feed read is one round trip: a few key lookups (the run's board row, its pixels and
-surfaces views, its log dock head, the project's mirror) and the newest ``limit`` rows of
-its live events and log excerpts; then a splice: everything is stored already in the
-feed's shape, so it is copied into the answer as pre-encoded JSON (``msgspec.Raw``)
-instead of being decoded and encoded again.
-Live reads and time travel both compose through ``compose_feed``, so they agree byte for
-byte on the same documents.
+``compose_feed`` splices the run's documents (its pixels, surfaces and log dock views, the
+project's mirror) and the newest chunks of its two log lanes into the answer: everything
+is stored in the feed's shape already, so it is copied in as pre-encoded JSON
+(``msgspec.Raw``) instead of decoded and encoded again. ``run_feed`` is the one production
+of a run's feed: composed for ``MAX_LIMIT`` from the documents seen through a ``View``, cut
+to the limit asked (``slice_feed``). ``StoreView`` sees the store, overlaid with a live
+pass's batches and the runner's memory (the stored feed, ``projections.studio.feed_doc``, and
+a read that finds none stored); ``MemoryView`` sees source read models folded in memory
+(time travel, and the definition tests compare with). Whichever way the documents came,
+the bytes are the same. A view gathers the documents of many runs at once: from the batch,
+then the runner's memory, and only then the store, in one round trip for all of them (plus
+one for the lane chunks no memory holds).
 
 Every surface is best-effort: a missing, undecodable or broken document makes only its
-own surfaces fall back to their empty-typed defaults (and says why in the log).
-
-``limit`` bounds ``live_events`` and ``runtime_logs``; both are most recent first.
-``runtime_logs`` lists the current-state entries first (one per agent that needs an
-operator now), then diagnostic excerpts. ``event_count`` counts every live event of the
-run so far; ``runtime_log_count`` and ``pixel_agent_count`` count the lists returned.
+own surfaces fall back to their empty-typed defaults (and says why in the log). ``limit``
+bounds ``live_events`` and ``runtime_logs``, both most recent first; ``runtime_logs`` lists
+the current-state entries first (one per agent that needs an operator now), then
+diagnostic excerpts. ``event_count`` counts every live event of the run so far;
+``runtime_log_count`` and ``pixel_agent_count`` count the lists returned.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import msgspec
 import structlog
 
-from projections.engine.bulk import Newest
-from projections.engine.docs import decode, encode
+from projections.engine.bulk import Newest, read_many
+from projections.engine.docs import BatchDocs, Projector, decode, encode
 from projections.engine.stamps import seconds_between
-from projections.studio import mirror_surface
-from projections.studio.fleet import fleet_doc_key
-from projections.studio.log_dock import chunks_for, live_partition, log_dock_doc_key, logs_partition
-from projections.studio.pixels import empty_friction, empty_progress, empty_run_cost, pixels_doc_key
-from projections.studio.surfaces import DEFAULTS, surfaces_doc_key
+from projections.engine.store import DocStore
+from projections.studio.fleet import FleetProjector, fleet_doc_key, fleet_partition
+from projections.studio.log_dock import (
+    LogDockProjector,
+    chunks_for,
+    live_partition,
+    log_dock_doc_key,
+    logs_partition,
+)
+from projections.studio.pixels import (
+    PixelsProjector,
+    empty_friction,
+    empty_progress,
+    empty_run_cost,
+    pixels_doc_key,
+)
+from projections.studio.surfaces import DEFAULTS, SurfacesProjector, surfaces_doc_key
+from projections.studio.workspace_mirror import (
+    MIRROR_NAME,
+    MirrorProjector,
+    compose_mirror,
+    default_mirror,
+    mirror_doc_key,
+)
 
 log = structlog.get_logger("squadops.feed")
 
@@ -149,19 +174,14 @@ _log_dock = msgspec.json.Decoder(LogDockPart)
 def feed_reads(tenant: str, run_id: str, project_slug: str) -> dict[str, tuple[str, str]]:
     """Part -> (read model, key) of every document the feed of one run reads.
 
-    ``run`` is the run's fleet board row: the small index that says the run exists and
-    which project it belongs to.
+    (The fleet board row, which says the run exists and in which project, is the caller's.)
     """
-    reads = {
-        "run": ("fleet", fleet_doc_key(tenant, run_id)),
+    return {
         "pixels": ("pixels", pixels_doc_key(tenant, run_id)),
         "surfaces": ("surfaces", surfaces_doc_key(tenant, run_id)),
         "log_dock": ("log_dock", log_dock_doc_key(tenant, run_id)),
+        "mirror": (MIRROR_NAME, mirror_doc_key(tenant, project_slug)),
     }
-    key = mirror_surface.mirror_key(tenant, project_slug)
-    if key is not None:
-        reads["mirror"] = (mirror_surface.MIRROR_NAME, key)
-    return reads
 
 
 def feed_scans(tenant: str, run_id: str, limit: int) -> dict[str, Newest]:
@@ -215,10 +235,10 @@ def _mirror(raw: bytes | None, sessions: list[dict[str, Any]], run_id: str, proj
     """The mirror, its workspaces correlated with the run's sessions (their ids)."""
     try:
         doc = decode(raw) if raw is not None else None
-        return _raw(mirror_surface.compose(doc, sessions if doc is not None else [], project_slug))
+        return _raw(compose_mirror(doc, sessions if doc is not None else [], project_slug))
     except Exception as exc:  # best-effort: the mirror falls back to its default alone
         log.warning("feed_surface_default", run_id=run_id, part="execution_workspace_mirror", reason=repr(exc))
-        return _raw(mirror_surface.default_mirror(project_slug))
+        return _raw(default_mirror(project_slug))
 
 
 def compose_feed(
@@ -274,3 +294,185 @@ def compose_feed(
         coordination_friction=pixels.coordination_friction,
     )
     return _encode_feed(feed)
+
+
+# -- the documents, wherever they are ---------------------------------------------------------
+
+
+Run = tuple[str, str]  # (tenant, run_id)
+Parts = tuple[dict[str, bytes | None], dict[str, list[bytes]]]  # as compose_feed reads them
+PAGE = 500
+_MISSING = object()
+ChunkEncoder = Callable[[str, str, Any], bytes] | None  # (read model, key, document) -> its bytes
+
+
+class _Board(msgspec.Struct, gc=False):
+    project_slug: str = ""
+
+
+_board = msgspec.json.Decoder(_Board)
+
+
+def source_projectors() -> list[Projector]:
+    """The projectors whose documents make up a run's feed (the board row says the run exists)."""
+    return [FleetProjector(), PixelsProjector(), SurfacesProjector(), LogDockProjector(), MirrorProjector()]
+
+
+def board_project(doc: Any) -> str:
+    """The project of a board row (a document or its stored bytes; '' if there is none)."""
+    if doc is None:
+        return ""
+    if isinstance(doc, dict):
+        return str(doc.get("project_slug", "") or "")
+    try:
+        return _board.decode(doc).project_slug
+    except (msgspec.DecodeError, msgspec.ValidationError):  # a damaged row: no stored feed
+        return ""
+
+
+class View(ABC):
+    """The source documents of many runs, wherever they are (store, batch or memory)."""
+
+    @abstractmethod
+    def projects(self, runs: Iterable[Run]) -> dict[Run, str]:
+        """Each run's project, from its board row ('' when it has none: not a run yet)."""
+
+    @abstractmethod
+    def project_runs(self, tenant: str, project_slug: str) -> set[str]: ...
+
+    @abstractmethod
+    def gather(self, wanted: Mapping[Run, str]) -> dict[Run, Parts]:
+        """The documents and the newest lane chunks of each run (run -> project)."""
+
+
+class StoreView(View):
+    """The store overlaid with this pass's (uncommitted) batches and the runner's memory."""
+
+    def __init__(
+        self, store: DocStore, batches: Mapping[str, BatchDocs] | None = None, encode_chunk: ChunkEncoder = None
+    ) -> None:
+        self.store = store
+        self.batches = batches or {}
+        self.encode_chunk = encode_chunk  # lane chunks' bytes kept across passes (feed_doc.SealedBodies)
+        self._by_partition: dict[str, dict[str, list[str]]] = {}
+
+    def held(self, name: str, key: str) -> Any:
+        """The document as this pass leaves it, if memory has it (None: known absent)."""
+        batch = self.batches.get(name)
+        if batch is None:
+            return _MISSING
+        doc = batch.cache.get(key, _MISSING)
+        if doc is _MISSING and batch.remembered is not None:
+            doc = batch.remembered.peek(key, _MISSING)
+        return doc
+
+    def projects(self, runs: Iterable[Run]) -> dict[Run, str]:
+        found: dict[Run, str] = {}
+        unknown: dict[str, Run] = {}
+        for run in runs:
+            key = fleet_doc_key(*run)
+            doc = self.held("fleet", key)
+            if doc is _MISSING:
+                unknown[key] = run
+            else:
+                found[run] = board_project(doc)
+        if unknown:
+            bodies, _ = read_many(self.store, {"fleet": unknown}, {}, 0)
+            for key, run in unknown.items():
+                found[run] = board_project(bodies.get(("fleet", key)))
+        return found
+
+    def project_runs(self, tenant: str, project_slug: str) -> set[str]:
+        runs, after = set(), ""
+        while True:
+            page = self.store.scan("fleet", partition=fleet_partition(tenant), group=project_slug, after=after, limit=PAGE)
+            runs |= {row.key.rpartition("/")[2] for row in page}
+            if len(page) < PAGE:
+                break
+            after = page[-1].sort_key
+        board = self.batches.get("fleet")
+        if board is not None:
+            runs |= {k.rpartition("/")[2] for k in board.dirty if board.meta[k].group == project_slug
+                     and board.meta[k].partition == fleet_partition(tenant)}
+        return runs
+
+    def gather(self, wanted: Mapping[Run, str]) -> dict[Run, Parts]:
+        reads = {run: feed_reads(run[0], run[1], project) for run, project in wanted.items()}
+        scans = {run: feed_scans(run[0], run[1], MAX_LIMIT) for run in wanted}
+        docs: dict[tuple[str, str], bytes | None] = {}
+        unknown: dict[str, set[str]] = {}
+        for parts in reads.values():
+            for name, key in parts.values():
+                if (name, key) not in docs:
+                    docs[(name, key)] = self._body(name, key, unknown)
+        partitions: dict[str, set[str]] = {}
+        for run_scans in scans.values():
+            for scan in run_scans.values():
+                partitions.setdefault(scan.name, set()).add(scan.partition)
+        limit = max((s.limit for run_scans in scans.values() for s in run_scans.values()), default=0)
+        limit += max((len(self.batches[n].deleted) for n in partitions if n in self.batches), default=0)
+        found, newest = read_many(self.store, unknown, partitions, limit)
+        for item in _items(unknown):
+            docs[item] = found.get(item)
+        chosen = {(name, p): self._newest(name, p, newest.get((name, p), []), limit) for name, ps in partitions.items() for p in ps}
+        rows: dict[tuple[str, str], bytes | None] = {}
+        missing: dict[str, set[str]] = {}
+        for (name, _), items in chosen.items():
+            for _, key, body in items:
+                rows[(name, key)] = body if body is not None else self._body(name, key, missing, self.encode_chunk)
+        if missing:
+            found, _ = read_many(self.store, missing, {}, 0)
+            rows.update({item: found.get(item) for item in _items(missing)})
+        answers: dict[Run, Parts] = {}
+        for run in wanted:
+            parts = {part: docs[(name, key)] for part, (name, key) in reads[run].items()}
+            lanes = {}
+            for part, scan in scans[run].items():
+                items = chosen[(scan.name, scan.partition)][: scan.limit]
+                lanes[part] = [body for _, key, _ in items if (body := rows.get((scan.name, key))) is not None]
+            answers[run] = (parts, lanes)
+        return answers
+
+    def _body(
+        self, name: str, key: str, unknown: dict[str, set[str]], encode_chunk: ChunkEncoder = None
+    ) -> bytes | None:
+        """The document's bytes from memory; None, noted in ``unknown``, when the store must say."""
+        doc = self.held(name, key)
+        if doc is _MISSING:
+            unknown.setdefault(name, set()).add(key)
+            return None
+        if doc is None:
+            return None
+        return encode_chunk(name, key, doc) if encode_chunk is not None else encode(doc)
+
+    def _newest(
+        self, name: str, p: str, stored: list[tuple[str, str, bytes | None]], limit: int
+    ) -> list[tuple[str, str, bytes | None]]:
+        """The partition's newest rows: the store's, with this batch's writes and deletes."""
+        batch = self.batches.get(name)
+        if batch is None:
+            return stored[:limit]
+        rows = [r for r in stored if r[1] not in batch.deleted and r[1] not in batch.dirty]
+        rows += [(batch.meta[key].sort_key, key, None) for key in self._partition(batch).get(p, ())]
+        rows.sort(reverse=True)
+        return rows[:limit]
+
+    def _partition(self, batch: BatchDocs) -> dict[str, list[str]]:
+        index = self._by_partition.get(batch.name)
+        if index is None:
+            index = {}
+            for key in batch.dirty:
+                index.setdefault(batch.meta[key].partition, []).append(key)
+            self._by_partition[batch.name] = index
+        return index
+
+
+def _items(names: Mapping[str, set[str]]) -> list[tuple[str, str]]:
+    return [(name, key) for name, keys in names.items() for key in keys]
+
+
+def run_feed(view: View, tenant: str, run_id: str, project_slug: str, limit: int) -> bytes:
+    """The run's feed for ``limit`` from ``view``'s documents: composed for ``MAX_LIMIT`` and
+    cut to ``limit``, the bytes its stored rows answer (``projections.studio.feed_doc``)."""
+    parts, rows = view.gather({(tenant, run_id): project_slug})[(tenant, run_id)]
+    return slice_feed(compose_feed(tenant, run_id, project_slug, parts, rows, MAX_LIMIT), limit)

@@ -9,7 +9,7 @@ runtime logs, the count set to match; the bytes are those ``compose_feed`` gives
 It is derived, not folded. Live, the runner folds the other projectors' batches, then the
 feed of every run whose documents a batch changed is composed once (``compose_feed``, the
 one composition the time-travel path uses too) from the documents as the batch leaves
-them, gathered for all those runs at once (``projections.studio.feed_sources``: the batch
+them, gathered for all those runs at once (``projections.studio.feed.StoreView``: the batch
 and the runner's memory first, the store in one or two round trips), and committed in the
 same transaction. A rebuild composes every run from the source read models as they are
 stored (rebuilt first when rebuilt together), blue/green, without folding them again:
@@ -23,6 +23,7 @@ and its reads compose on request instead, with the same rule.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import suppress
 from typing import Any
@@ -30,26 +31,28 @@ from typing import Any
 import msgspec
 import structlog
 
-from projections.engine.docs import BatchDocs, DerivedProjector, Docs, MemoryDocs, Projector
+from projections.engine.docs import BatchDocs, DerivedProjector, Docs, MemoryDocs, Projector, encode
 from projections.engine.envelope import Envelope
 from projections.engine.follower import NotificationSource
 from projections.engine.store import Change, DocStore, Row
 from projections.engine.unavailable import unavailable
-from projections.studio import mirror_surface
-from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, compose_feed, slice_feed
-from projections.studio.feed_sources import (
-    MemoryView,
+from projections.studio.feed import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
     Run,
-    SealedBodies,
     StoreView,
     View,
+    compose_feed,
+    slice_feed,
     source_projectors,
 )
+from projections.studio.time_travel import MemoryView
+from projections.studio.workspace_mirror import MIRROR_NAME
 
 log = structlog.get_logger("squadops.feed")
 
 FEED = "feed"
-MIRROR = mirror_surface.MIRROR_NAME
+MIRROR = MIRROR_NAME
 SOURCES = ("fleet", "pixels", "surfaces", "log_dock", MIRROR)
 _RUN_KEYED = {"fleet": "fleet", "pixels": "pixels", "surfaces": "surfaces", "log_dock": "logdock"}
 GATHER = 100  # runs whose documents are gathered in one round trip
@@ -131,6 +134,42 @@ def compose_rows(view: View, touched: Touched) -> tuple[list[Row], list[str]]:
     return compose_many(view, wanted_runs(view, touched))
 
 
+def every_run(store: DocStore, batches: Mapping[str, BatchDocs] | None = None) -> dict[Run, str]:
+    """Every run on the board with its project (the batch's new rows too)."""
+    runs = {(row.partition.partition("/")[2], row.key.rpartition("/")[2]): row.group for row in store.dump("fleet")}
+    board = (batches or {}).get("fleet")
+    if board is not None:
+        for key in board.dirty:
+            runs[(board.meta[key].partition.partition("/")[2], key.rpartition("/")[2])] = board.meta[key].group
+    return {run: project_slug for run, project_slug in runs.items() if project_slug}
+
+
+class SealedBodies:
+    """The encoded bytes of the lane chunks last composed, kept across passes (bounded).
+
+    A log lane's chunk is written once, when its tail is sealed, and never changed in place
+    afterwards (a lane emptied after a break seals new chunk objects, even under a number
+    used before): while memory holds the very same object, its bytes are the same. The
+    entry keeps the object alive, so its identity cannot be taken by another one.
+    """
+
+    def __init__(self, size: int = 2048) -> None:
+        self.size = size
+        self.entries: OrderedDict[tuple[str, str], tuple[Any, bytes]] = OrderedDict()
+
+    def encode(self, name: str, key: str, doc: Any) -> bytes:
+        entry = self.entries.get((name, key))
+        if entry is not None and entry[0] is doc:
+            self.entries.move_to_end((name, key))
+            return entry[1]
+        body = encode(doc)
+        self.entries[(name, key)] = (doc, body)
+        self.entries.move_to_end((name, key))
+        while len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+        return body
+
+
 # -- the definition: the sources folded in memory ---------------------------------------------
 
 
@@ -206,7 +245,7 @@ class FeedProjector(DerivedProjector):
     ) -> Change | None:
         own = positions.get(FEED, 0)
         floor = min((positions[n] for n in SOURCES if n in positions), default=own)
-        view = StoreView(store, batches, self._sealed)
+        view = StoreView(store, batches, self._sealed.encode)
         # Behind its sources (new, or a pass whose feed did not commit with them): every run
         # is composed again, from the sources as they are.
         behind = own < floor
@@ -215,7 +254,7 @@ class FeedProjector(DerivedProjector):
         if not behind and not touched.runs and not touched.projects and target == own:
             return None
         if behind:
-            wanted = view.every_run()
+            wanted = every_run(store, batches)
             wanted.update(wanted_runs(view, touched))
         else:
             wanted = wanted_runs(view, touched)
@@ -235,7 +274,7 @@ class FeedProjector(DerivedProjector):
         view = StoreView(store)
 
         def rows() -> Iterator[Row]:
-            every = view.every_run()
+            every = every_run(store)
             order = sorted(every)
             for first in range(0, len(order), GATHER):
                 upserts, _ = compose_many(view, {run: every[run] for run in order[first : first + GATHER]})

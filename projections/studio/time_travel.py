@@ -6,7 +6,7 @@ workspace leases (the mirror is per project), the gate's events for the run (fro
 threads named by the run's id or its proposal's) and its metered model requests, selected by aggregate id with the log
 position bound in SQL. They are folded in memory by the same projectors that keep the
 live read models, and the feed is produced from them as the stored one is
-(``feed_sources.run_feed``): nothing is stored, nothing re-fires. Every per-run document
+(``feed.run_feed``, over a ``MemoryView``): nothing is stored, nothing re-fires. Every per-run document
 depends only on those events, so the answer equals the live feed at that position byte
 for byte.
 
@@ -17,7 +17,7 @@ at or before it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -28,9 +28,69 @@ from domain.gate.thread import thread_key_id
 from domain.shared.clock import iso
 from domain.shared.ids import lease_key, run_key, session_key
 from domain.studio import events as ev
-from projections.engine.docs import MemoryDocs, decode
+from projections.engine.docs import MemoryDocs, decode, encode
 from projections.engine.envelope import Envelope, envelope
-from projections.studio.feed_sources import MemoryView, run_feed, source_projectors
+from projections.studio.feed import (
+    MAX_LIMIT,
+    Parts,
+    Run,
+    View,
+    board_project,
+    feed_reads,
+    feed_scans,
+    run_feed,
+    source_projectors,
+)
+from projections.studio.fleet import fleet_doc_key
+
+
+class MemoryView(View):
+    """Source documents folded in memory (``name -> MemoryDocs``)."""
+
+    def __init__(self, docs: Mapping[str, MemoryDocs]) -> None:
+        self.docs = docs
+        self._partitions: dict[str, dict[str, list[tuple[str, str]]]] = {}
+
+    def _get(self, name: str, key: str) -> Any:
+        docs = self.docs.get(name)
+        return docs.get(key) if docs is not None else None
+
+    def projects(self, runs: Iterable[Run]) -> dict[Run, str]:
+        return {run: board_project(self._get("fleet", fleet_doc_key(*run))) for run in runs}
+
+    def gather(self, wanted: Mapping[Run, str]) -> dict[Run, Parts]:
+        answers: dict[Run, Parts] = {}
+        for (tenant, run_id), project_slug in wanted.items():
+            parts = {}
+            for part, (name, key) in feed_reads(tenant, run_id, project_slug).items():
+                doc = self._get(name, key)
+                parts[part] = encode(doc) if doc is not None else None
+            rows = {}
+            for part, scan in feed_scans(tenant, run_id, MAX_LIMIT).items():
+                newest = sorted(self._partition(scan.name).get(scan.partition, []), reverse=True)[: scan.limit]
+                rows[part] = [encode(self.docs[scan.name].docs[key][1]) for _, key in newest]
+            answers[(tenant, run_id)] = (parts, rows)
+        return answers
+
+    def _partition(self, name: str) -> dict[str, list[tuple[str, str]]]:
+        index = self._partitions.get(name)
+        if index is None:
+            index = {}
+            docs = self.docs.get(name)
+            for key, (meta, _) in (docs.docs.items() if docs is not None else ()):
+                if meta.partition:
+                    index.setdefault(meta.partition, []).append((meta.sort_key, key))
+            self._partitions[name] = index
+        return index
+
+    def project_runs(self, tenant: str, project_slug: str) -> set[str]:
+        board = self.docs.get("fleet")
+        prefix = fleet_doc_key(tenant, "")
+        return {
+            key.rpartition("/")[2]
+            for key, (meta, _) in (board.docs.items() if board is not None else ())
+            if key.startswith(prefix) and meta.group == project_slug
+        }
 
 
 class RunNotYet(LookupError):

@@ -25,6 +25,9 @@ LIVE_BY_STATUS = {
 }
 
 
+MIRROR_NAME = "workspace_mirror"
+
+
 def mirror_doc_key(tenant: str, project_slug: str) -> str:
     return f"mirror/{tenant}/{project_slug}"
 
@@ -38,7 +41,7 @@ def live_status(workspace: dict[str, Any]) -> str:
 
 
 class MirrorProjector(Projector):
-    name = "workspace_mirror"
+    name = MIRROR_NAME
 
     @handles(ev.LeaseProvisioned)
     def lease_provisioned(self, e: ev.LeaseProvisioned, env: Envelope, docs: Docs) -> None:
@@ -146,6 +149,11 @@ class MirrorProjector(Projector):
 def _history(workspace: dict[str, Any], session_id: str) -> dict[str, Any]:
     """What the mirror remembers of a session that held a slot of ``workspace``."""
     return workspace["history"].setdefault(session_id, {"starts": 0, "recovery_reason": ""})
+
+
+def default_mirror(project_slug: str) -> dict[str, Any]:
+    """The surface of a project with no workspace (or whose mirror document is broken)."""
+    return compose_mirror(None, [], project_slug)
 
 
 def compose_mirror(doc: dict[str, Any] | None, sessions: list[dict[str, Any]], project_slug: str) -> dict[str, Any]:

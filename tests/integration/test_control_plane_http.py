@@ -308,7 +308,7 @@ def driven_run_without_surfaces(http: TestClient, container: Container) -> str:
 def test_the_feed_is_its_stored_document_and_access_is_checked_every_time(
     world: tuple[TestClient, Container],
 ) -> None:
-    from api.studio.feed_reads import FeedReads
+    from api.studio.feed import FeedReads
     from projections.studio.feed_doc import FEED as FEED_MODEL
     from projections.studio.feed_doc import feed_doc_key
     from projections.studio.time_travel import EventSelector, TimeTravel

@@ -11,7 +11,7 @@ import pytest
 from litestar.testing import TestClient
 
 from api import access
-from api.studio.feed_reads import FeedReads
+from api.studio.feed import FeedReads
 from projections.engine.copies import APPLICATION, ReadCopies
 from projections.portal.relations import NAME as RELATIONS
 from projections.studio.feed_doc import FEED, answer, feed_doc_key, feed_max_key

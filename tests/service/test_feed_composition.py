@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from api.studio.feed_reads import FeedReads
+from api.studio.feed import FeedReads
 from domain.shared.event_store import EventStore
 from projections.engine.pg_store import PostgresDocStore
 from projections.engine.rebuild import rebuild

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.studio.feed_reads import FeedReads
+from api.studio.feed import FeedReads
 from domain.shared.event_store import EventStore
 from projections.engine.rebuild import rebuild
 from projections.engine.runner import NotificationSource, ProjectionRunner

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from api.studio.feed_reads import FeedReads
+from api.studio.feed import FeedReads
 from domain.gate import events as gate
 from domain.gate.commands import GateRequest
 from domain.gate.thread import own_run_id, thread_key_id

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import msgspec
 import pytest
 
-from api.studio.feed_reads import FeedReads
+from api.studio.feed import FeedReads
 from projections.studio.time_travel import EventSelector, RunNotYet, TimeTravel, parse_moment
 from tests.conftest import settings_for
 from tests.feed_scenarios import TENANT, apply_all, launch

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import msgspec
 import pytest
 
-from api.studio.feed_reads import FeedReads
+from api.studio.feed import FeedReads
 from domain.workspaces.metering import Metered
 from domain.workspaces.usage import MESSAGES, Tally
 from projections.studio.fleet import fleet_doc_key
