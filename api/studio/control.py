@@ -11,12 +11,12 @@ event recorded with the edge principal as actor; the answer is 202 with the cont
 from __future__ import annotations
 
 from functools import partial
-from typing import Annotated
+from typing import Any
 
 import structlog
 from litestar import Router
 from litestar.datastructures import State
-from litestar.params import JSONBody, PathParameter
+from litestar.params import JSONBody
 
 from api.access import CONTROL, Access, access_guard, guarded, run_in_path
 from api.auth import EdgeJwt
@@ -30,7 +30,7 @@ from api.studio.control_dto import (
     ControlRequest,
     control_body_schema,
 )
-from domain.shared.ids import ID_PATTERN
+from api.studio.runs_dto import RunId, SessionId
 from domain.studio.commands import StudioCommands
 from domain.studio.commands.control import ControlOutcome
 from domain.studio.control import (
@@ -44,8 +44,6 @@ from domain.studio.control import (
 
 log = structlog.get_logger("squadops.api.control")
 
-RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
-SessionId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="session id")]
 
 ACCEPTED_LINKS = {
     "GetRun": link("get_run", run_id="$response.body#/run_id"),
@@ -110,28 +108,26 @@ def session_control(
     return accepted(outcome, "session_control")
 
 
+def control_command(path: str, summary: str, opt: dict[str, Any]) -> Any:
+    """A control verb's route: it answers 202 with its log position, the ticker woken to act on it."""
+    return command(path, status_code=202, wakes_ticker=True, summary=summary, opt=opt)
+
+
 # -- control plane ----------------------------------------------------------------------------
-# Every verb answers 202 with its log position, the ticker woken to act on it.
 
 
-@command(
-    "/runs/{run_id:str}/control",
-    status_code=202,
-    wakes_ticker=True,
-    summary="Run-level control verb",
-    opt=guarded(STEER_RUN, **control_answers("RunControlRequest", "run")),
+@control_command(
+    "/runs/{run_id:str}/control", "Run-level control verb", guarded(STEER_RUN, **control_answers("RunControlRequest", "run"))
 )
 def control_run(run_id: RunId, data: JSONBody[ControlRequest], state: State, caller: CallerDep) -> ControlAccepted:
     intent = checked(data.intent(), "run")  # who may steer the run's project: the access guard decided
     return run_control(studio_commands(state), caller, run_id, intent)
 
 
-@command(
+@control_command(
     "/runs/{run_id:str}/sessions/{session_id:str}/control",
-    status_code=202,
-    wakes_ticker=True,
-    summary="Session-level control verb",
-    opt=guarded(STEER_RUN, **control_answers("SessionControlRequest", "session")),
+    "Session-level control verb",
+    guarded(STEER_RUN, **control_answers("SessionControlRequest", "session")),
 )
 def control_session(
     run_id: RunId,
@@ -147,13 +143,7 @@ def control_session(
 # -- admin path -------------------------------------------------------------------------------
 
 
-@command(
-    "/runs/{run_id:str}/control",
-    status_code=202,
-    wakes_ticker=True,
-    summary="Control verb (admin)",
-    opt=control_answers("AdminControlRequestBody", "admin"),
-)
+@control_command("/runs/{run_id:str}/control", "Control verb (admin)", control_answers("AdminControlRequestBody", "admin"))
 def admin_control(
     run_id: RunId,
     data: JSONBody[AdminControlRequest],

@@ -8,7 +8,7 @@ import msgspec
 import structlog
 from litestar import Router, get
 from litestar.datastructures import State
-from litestar.params import JSONBody, PathParameter, QueryParameter
+from litestar.params import JSONBody, QueryParameter
 
 from api.auth import EdgeJwt
 from api.context import CallerDep, caller_dependency, studio_commands, studio_reads
@@ -24,16 +24,15 @@ from api.studio.runs_dto import (
     PreviewRecord,
     PreviewRequest,
     RosterAgentOut,
+    RunId,
     RunRecord,
     SessionStateResponse,
     TickReport,
 )
-from domain.shared.ids import ID_PATTERN
 from domain.studio.squad import Template
 
 log = structlog.get_logger("squadops.api.studio")
 
-RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
 
 # Links from an answer naming a run to what can be done with the run next.
 RUN_ID = "$response.body#/run_id"

@@ -5,8 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
+from litestar.params import PathParameter
 
 from domain.shared.ids import ID_PATTERN
+
+# The run endpoints' path parameters.
+RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
+SessionId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="session id")]
 
 Id = Annotated[str, msgspec.Meta(pattern=ID_PATTERN, description="opaque id [A-Za-z0-9_-]")]
 Text = Annotated[str, msgspec.Meta(max_length=20_000)]
