@@ -11,7 +11,7 @@ import pytest
 from litestar.testing import TestClient
 
 from api import access
-from api.studio.feed import FeedReads
+from api.studio.feed import COPIED, FeedReads
 from projections.engine.copies import APPLICATION, ReadCopies
 from projections.portal.relations import NAME as RELATIONS
 from projections.studio.feed_doc import FEED, answer, feed_doc_key, feed_max_key
@@ -46,7 +46,13 @@ def stored(container: Container, run_id: str, *, limit: int = 50) -> bytes:
 def launched(http: TestClient, container: Container) -> str:
     assert http.post("/v1/project-factory/projects", json=PROJECT).status_code == 201
     run_id = launch(http)
-    assert container.runner.wait_for(container.event_store.max_position(), timeout=WAIT)
+    position = container.event_store.max_position()
+    assert container.runner.wait_for(position, timeout=WAIT)
+    # The API hears of those commits through their announcements, a moment later: a copy
+    # kept before it heard them would be dropped by them (the faster the projector ends its
+    # pass, the likelier).
+    copies = copies_of(http.app.state["feed_reads"])
+    assert copies.wait(lambda c: all(c.heard_position(name) >= position for name in COPIED), WAIT)
     return run_id
 
 
