@@ -13,8 +13,8 @@ TIME_FIELDS = ("at", "requested_at", "started_at", "updated_at")
 
 @cache
 def time_fields(contract: type) -> tuple[str, ...]:
-    """The reported-time fields a contract declares (computed once per event type)."""
-    declared = getattr(contract, "__struct_fields__", ())
+    """The reported-time fields an event class declares (computed once per event type)."""
+    declared = getattr(contract, "__dataclass_fields__", ())
     return tuple(name for name in TIME_FIELDS if name in declared)
 
 
