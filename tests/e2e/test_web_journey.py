@@ -68,7 +68,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("journey")
     settings = settings_for(f"sqlite:///{root / 'squadops.db'}", data_dir=str(root / "data"))
     # Lanes keep working after their pull request (a review can reach them), and tick fast.
-    with service_process(settings, workers="all", tick_seconds=0.2, SQUADOPS_SIMULATOR_REVIEW_CALLS="100000") as service:
+    # The simulator's seeded faults stay off: one lane in twenty skips its pull request and
+    # stays blocked (a run id drawn at launch decides), which is not this journey.
+    with service_process(
+        settings, workers="all", tick_seconds=0.2,
+        SQUADOPS_SIMULATOR_REVIEW_CALLS="100000", SQUADOPS_SIMULATOR_FAULTS="false",
+    ) as service:
         yield service.url
 
 
