@@ -112,6 +112,19 @@ def comment(http: TestClient, number: int, **changes: Any) -> Any:
     return http.post(f"{PROJECTS}/acme/pulls/{number}/comments", json=body, headers=CONTRIBUTOR)
 
 
+def refused_comment(http: TestClient, container: Any, pull: dict[str, Any], code: str, why: str) -> Any:
+    """A comment refused with 409 ``code`` saying ``why``, nothing stored; the PR page after it
+    (which no longer offers the form)."""
+    before = container.event_store.max_position()
+    refused = comment(http, pull["number"])
+    assert refused.status_code == 409 and refused.json()["code"] == code, refused.text
+    assert why in refused.json()["detail"] and container.event_store.max_position() == before
+    caught_up(http, container)
+    page = http.get(pull["page_url"], headers=CONTRIBUTOR)
+    assert 'id="comment-form"' not in page.text
+    return page
+
+
 def test_a_comment_reaches_an_agent_that_had_completed_and_it_works_again(served: tuple[TestClient, Any]) -> None:
     http, container = served
     run_id = launch(http, container)
@@ -143,23 +156,13 @@ def test_a_comment_reaches_an_agent_that_had_completed_and_it_works_again(served
     backend = sessions(http, run_id)["backend"]
     stopped = session_verb(http, run_id, backend["session_id"], {"verb": "stop_session", "reason": "enough"})
     assert stopped.status_code == 202, stopped.text
-    before = container.event_store.max_position()
-    refused = comment(http, pull["number"])
-    assert refused.status_code == 409 and refused.json()["code"] == "agent_stopped", refused.text
-    assert "stopped by an operator" in refused.json()["detail"] and container.event_store.max_position() == before
-    caught_up(http, container)
-    page = http.get(pull["page_url"], headers=CONTRIBUTOR)
-    assert "stopped by an operator" in page.text and 'id="comment-form"' not in page.text
+    page = refused_comment(http, container, pull, "agent_stopped", "stopped by an operator")
+    assert "stopped by an operator" in page.text
 
     # A run that has ended: none of its agents works again, so the comment is refused.
     assert run_verb(http, run_id, {"verb": "cleanup_run", "reason": "done"}).status_code == 202
-    before = container.event_store.max_position()
-    refused = comment(http, pull["number"])
-    assert refused.status_code == 409 and refused.json()["code"] == "run_ended", refused.text
-    assert "has ended" in refused.json()["detail"] and container.event_store.max_position() == before
-    caught_up(http, container)
-    page = http.get(pull["page_url"], headers=CONTRIBUTOR)
-    assert page.status_code == 200 and 'id="comment-closed"' in page.text and 'id="comment-form"' not in page.text
+    page = refused_comment(http, container, pull, "run_ended", "has ended")
+    assert page.status_code == 200 and 'id="comment-closed"' in page.text
     assert http.get(f"{PROJECTS}/acme/pulls/{pull['number']}").json()["comment_closed"].startswith(f"Run {run_id} has ended")
 
 
