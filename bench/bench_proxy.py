@@ -123,7 +123,8 @@ def run(ctx: BenchContext) -> list[str]:
             assert http.post(f"{service.url}/v1/project-factory/projects", json=PROJECT, headers=ADMIN).status_code == 201
             run_id = http.post(f"{service.url}{STUDIO}/runs", headers=ADMIN,
                                json={"template_id": "delivery-core", "project_slug": "acme"}).json()["run_id"]
-            eventually(lambda: http.get(f"{service.url}{STUDIO}/runs/{run_id}", headers=ADMIN).status_code == 200)
+            # The run readable (its projector, another process, may start slowly on a busy machine).
+            eventually(lambda: http.get(f"{service.url}{STUDIO}/runs/{run_id}", headers=ADMIN).status_code == 200, timeout=90)
             token = proxy_tokens.sign(KEY, proxy_tokens.ProxyCaller("default", "acme", run_id, "ses-bench", "planner"),
                                       int(time.time() + 3600))
             direct, proxied = f"{models}/v1/messages", f"{service.url}/v1/model-proxy/v1/messages"
