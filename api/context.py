@@ -37,7 +37,7 @@ from domain.portal.copilot import Answerer
 from domain.portal.graph import PermissionGraph
 from domain.portal.notifications import Inboxes, NotificationWorkflow
 from domain.portal.skills import SkillSource
-from domain.projects.commands import ProjectCommands
+from domain.projects.project import ProjectCommands
 from domain.projects.provisioning import ProjectProvisioning
 from domain.shared.event_store import EventStore
 from domain.studio.commands import StudioCommands

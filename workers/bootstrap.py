@@ -18,7 +18,7 @@ from domain.jobs.commands import JobCommands, JobPolicy
 from domain.jobs.ports import Connectors, PowerDevice
 from domain.portal.graph import PermissionGraph
 from domain.portal.notifications import Inboxes, NotificationWorkflow
-from domain.projects.commands import ProjectCommands
+from domain.projects.project import ProjectCommands
 from domain.projects.provisioning import ProjectProvisioning
 from domain.shared.clock import utc_now_iso
 from domain.shared.event_store import EventStore

@@ -19,7 +19,7 @@ from workers.projections_cli import add_parser as add_projections_parser
 from workers.settings import Settings, SettingsError, check_exposure, load_settings
 
 if TYPE_CHECKING:
-    from domain.projects.commands import ProjectCommands
+    from domain.projects.project import ProjectCommands
 
 DEMO_PROJECT = {
     "project_key": "demo",

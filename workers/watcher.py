@@ -21,8 +21,7 @@ from typing import Any, TypeVar
 import msgspec
 import structlog
 
-from domain.projects.commands import ProjectCommands
-from domain.projects.project import slugify
+from domain.projects.project import ProjectCommands, slugify
 from domain.shared.errors import DomainError
 from domain.shared.metadata import pick
 from domain.shared.ports import ProjectAssets, ProjectAssetsError

@@ -132,7 +132,7 @@ class PortalProjectCreateIn(msgspec.Struct, kw_only=True, omit_defaults=True):
     agent_squad_suit_tester_roles_camel: Any = msgspec.field(default=None, name="agentSquadSuitTesterRoles")
 
 
-# The slug comes from project_key, else display_name (``domain.projects.commands``): the
+# The slug comes from project_key, else display_name (``domain.projects.project``): the
 # first of them given must hold a character ``domain.project.slugify`` keeps, that is one
 # whose lower case is an ASCII letter or digit (İ and the Kelvin sign K lower to i and k).
 _SLUG_SOURCE = {"type": "string", "pattern": "[A-Za-z0-9\u0130\u212a]"}

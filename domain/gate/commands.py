@@ -35,7 +35,7 @@ from domain.gate.ports import ProposalRuns, Vcs, VcsError
 from domain.gate.record import answer
 from domain.gate.scenarios import ScenarioCatalog
 from domain.gate.thread import GateThread, own_run_id, thread_key_id
-from domain.projects.commands import ProjectCommands
+from domain.projects.project import ProjectCommands
 from domain.shared.errors import Unavailable
 from domain.shared.event_store import EventStore
 from domain.shared.ids import run_key, session_key

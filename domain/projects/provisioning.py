@@ -16,7 +16,7 @@ import structlog
 
 from domain.projects.events import RepositoryProvisioned
 from domain.projects.project import Project, repository_bindings
-from domain.projects.sources import Fetched
+from domain.projects.sources import MirrorPort, Repository
 from domain.shared.base import Aggregate
 from domain.shared.event_store import EventStore
 from domain.shared.ids import project_key
@@ -27,12 +27,6 @@ DSN_ENV = {"frontend": "PUBLIC_SENTRY_DSN", "backend": "SENTRY_DSN"}
 ENV_FILE = ".env"
 
 
-@dataclass(frozen=True)
-class Repository:
-    url: str
-    node_id: str  # the initial commit (or the adapter's repository id)
-
-
 class VcsPort(Protocol):
     """Creates a repository with ``default_branch`` and an initial commit of ``files``."""
 
@@ -40,18 +34,6 @@ class VcsPort(Protocol):
         self, *, tenant: str, project_slug: str, repo_slug: str, default_branch: str, private: bool,
         files: Mapping[str, str],
     ) -> Repository: ...
-
-
-class MirrorPort(Protocol):
-    """Bare mirrors of existing repositories (``domain.projects.sources``), in the tenant's storage."""
-
-    def mirror_repository(self, *, tenant: str, repo_slug: str, url: str, default_branch: str) -> Repository:
-        """Clones ``url`` bare as the binding's repository (its URL and default branch's commit)."""
-        ...
-
-    def fetch(self, *, tenant: str, repo_slug: str, default_branch: str) -> Fetched:
-        """Fetches the origin's ``default_branch`` into the mirror again."""
-        ...
 
 
 class RepositoryPort(VcsPort, MirrorPort, Protocol):

@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 SCHEMES = ("https", "http", "git", "file")
@@ -90,6 +91,12 @@ class Fetched:
 
 
 @dataclass(frozen=True)
+class Repository:
+    url: str
+    node_id: str  # the initial commit (or the adapter's repository id)
+
+
+@dataclass(frozen=True)
 class Pushed:
     """A branch sent back to the origin (``status`` ``pushed``), or why not (``not_writable``)."""
 
@@ -98,6 +105,18 @@ class Pushed:
     branch: str
     head_sha: str
     error: str = ""
+
+
+class MirrorPort(Protocol):
+    """Bare mirrors of existing repositories, in the tenant's storage."""
+
+    def mirror_repository(self, *, tenant: str, repo_slug: str, url: str, default_branch: str) -> Repository:
+        """Clones ``url`` bare as the binding's repository (its URL and default branch's commit)."""
+        ...
+
+    def fetch(self, *, tenant: str, repo_slug: str, default_branch: str) -> Fetched:
+        """Fetches the origin's ``default_branch`` into the mirror again."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,7 @@ import shutil
 from typing import Any
 
 from domain.gate.ports import VcsError
-from domain.projects.provisioning import Repository
-from domain.projects.sources import Fetched, Pushed, SourceError, local_path, redact
+from domain.projects.sources import Fetched, Pushed, Repository, SourceError, local_path, redact
 from domain.shared.ids import is_valid_branch
 
 

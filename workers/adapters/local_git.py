@@ -34,8 +34,7 @@ from typing import Any, TypeVar
 
 from domain.gate.policies import valid_repo
 from domain.gate.ports import Comment, Commit, PullRequest, VcsError
-from domain.projects.provisioning import Repository
-from domain.projects.sources import GIT_ALLOW_PROTOCOL
+from domain.projects.sources import GIT_ALLOW_PROTOCOL, Repository
 from domain.shared.ids import is_valid_branch, is_valid_id
 from domain.shared.ports import BranchChanges
 from workers.adapters.git_sources import SourceMirrors

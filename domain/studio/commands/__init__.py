@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from domain.projects.commands import ProjectCommands
+from domain.projects.project import ProjectCommands
 from domain.shared.event_store import EventStore
 from domain.shared.ports import LogFollower
 from domain.studio.commands.assignments import AssignmentCommands

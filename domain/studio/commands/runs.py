@@ -9,8 +9,7 @@ from typing import Any
 
 import msgspec
 
-from domain.projects.commands import ProjectCommands
-from domain.projects.project import source_ref
+from domain.projects.project import ProjectCommands, source_ref
 from domain.shared.errors import (
     Invalid,
     project_not_found,
