@@ -49,6 +49,7 @@ SERVER_BUNDLES = {"errors": "error_tracking", "browser": "browser_proof"}
 PROCESS_FIELDS = ("provider", "model", "effort", "speed")  # ``agent_process_<field>``
 TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens")
 FIRST_TOOL_BLOCKER = "agent_first_tool_required"
+NO_WALL = wall_for("")  # the wall of an agent that is not blocked: empty, no recommended action
 FRICTION_LISTS = ("first_tool_waiting_agents", "handoff_blocked_agents", "process_switch_handoff_required_agents")
 # Where an agent's cost comes from: its CLI's own report (Claude Code), else the model proxy's meter.
 CLI_REPORT, METER = "cli_report", "meter"
@@ -325,7 +326,7 @@ def refresh(doc: dict[str, Any], agent: dict[str, Any], private: dict[str, Any],
     """Recomputes the agent's wall, pixel state, tempo phase and progress bucket, moves its
     share of the run's ``coordination_friction``, and keeps ``current_logs``."""
     status = agent["live_status"]
-    wall = wall_for(private["blocker"] if status == "blocked" else "", private["wall_detail"])  # "": no wall
+    wall = wall_for(private["blocker"], private["wall_detail"]) if status == "blocked" else NO_WALL
     agent["wall_code"] = wall.code
     agent["wall"] = {"code": wall.code, "message": wall.message, "recommended_action": wall.recommended_action}
     agent["pixel_state"] = pixel_state(status, private["last_activity"])
