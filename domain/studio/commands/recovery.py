@@ -1,6 +1,7 @@
 """Recovery policies as the ticker runs them: pure decisions turned into execution steps.
 
-Each policy object answers ``plan(run, sessions, tick) -> list[Step]``; the ticker applies
+Each policy object answers ``plan(run, sessions, tick) -> list[Step]`` (a ``SessionPolicy``
+by its ``step`` for each live session on its own); the ticker applies
 those steps before the plane's, through the aggregates' guards (a rejected step is
 counted, never fatal). The decisions themselves live in ``domain.studio.policies``; these
 adapters only read session facts and name the step.
@@ -26,11 +27,20 @@ SANDBOX_START_RECOVERY = "sandbox_start_recovery"
 MAX_SELF_HEALS = 2
 
 
-def _live(sessions: Sequence[Any]) -> list[Any]:
-    return [s for s in sessions if not s.ended]
+class SessionPolicy:
+    """A policy that looks at each live session of the run on its own: at most one step a session."""
+
+    name = ""
+
+    def plan(self, run: Any, sessions: Sequence[Any], tick: int) -> list[ports.Step]:
+        steps = (self.step(run, s) for s in sessions if not s.ended)
+        return [step for step in steps if step is not None]
+
+    def step(self, run: Any, s: Any) -> ports.Step | None:
+        raise NotImplementedError
 
 
-class FirstToolPolicy:
+class FirstToolPolicy(SessionPolicy):
     """Restarts only the stale process, in its assigned workspace, probed there."""
 
     name = "first_tool"
@@ -38,23 +48,19 @@ class FirstToolPolicy:
     def __init__(self, max_restarts: int = first_tool_recovery.MAX_AUTOMATIC_RESTARTS) -> None:
         self.max_restarts = max_restarts
 
-    def plan(self, run: Any, sessions: Sequence[Any], tick: int) -> list[ports.Step]:
-        steps: list[ports.Step] = []
-        for s in _live(sessions):
-            decision = first_tool_recovery.decide(
-                s.live_status,
-                s.blocker_code,
-                s.policy_attempts.get(FIRST_TOOL_REQUIRED, 0),
-                max_restarts=self.max_restarts,
-            )
-            if decision == first_tool_recovery.RESTART_SAME_WORKSPACE:
-                steps.append(
-                    ports.RestartProcess(agent_id=s.agent_id, reason=FIRST_TOOL_REQUIRED, probe_workspace=True)
-                )
-        return steps
+    def step(self, run: Any, s: Any) -> ports.Step | None:
+        decision = first_tool_recovery.decide(
+            s.live_status,
+            s.blocker_code,
+            s.policy_attempts.get(FIRST_TOOL_REQUIRED, 0),
+            max_restarts=self.max_restarts,
+        )
+        if decision != first_tool_recovery.RESTART_SAME_WORKSPACE:
+            return None
+        return ports.RestartProcess(agent_id=s.agent_id, reason=FIRST_TOOL_REQUIRED, probe_workspace=True)
 
 
-class FreshWorkspacePolicy:
+class FreshWorkspacePolicy(SessionPolicy):
     """A fresh workspace for a failed materialization, a corrupt checkout or a lost checkpoint."""
 
     name = "fresh_workspace"
@@ -62,38 +68,30 @@ class FreshWorkspacePolicy:
     def __init__(self, max_fresh: int = fresh_workspace.MAX_AUTOMATIC_FRESH) -> None:
         self.max_fresh = max_fresh
 
-    def plan(self, run: Any, sessions: Sequence[Any], tick: int) -> list[ports.Step]:
-        steps: list[ports.Step] = []
-        for s in _live(sessions):
-            used = sum(s.policy_attempts.get(code, 0) for code in fresh_workspace.CAUSES)
-            decision = fresh_workspace.decide(
-                s.live_status, s.blocker_code, s.blocker_evidence, used, max_fresh=self.max_fresh
-            )
-            if decision == fresh_workspace.FRESH_WORKSPACE:
-                steps.append(ports.RestartProcess(agent_id=s.agent_id, reason=s.blocker_code, fresh_workspace=True))
-        return steps
+    def step(self, run: Any, s: Any) -> ports.Step | None:
+        used = sum(s.policy_attempts.get(code, 0) for code in fresh_workspace.CAUSES)
+        decision = fresh_workspace.decide(
+            s.live_status, s.blocker_code, s.blocker_evidence, used, max_fresh=self.max_fresh
+        )
+        if decision != fresh_workspace.FRESH_WORKSPACE:
+            return None
+        return ports.RestartProcess(agent_id=s.agent_id, reason=s.blocker_code, fresh_workspace=True)
 
 
-class SandboxStartPolicy:
+class SandboxStartPolicy(SessionPolicy):
     """Container-creation corruption on start: recreate once through the shared registry."""
 
     name = "sandbox_start"
 
-    def plan(self, run: Any, sessions: Sequence[Any], tick: int) -> list[ports.Step]:
-        steps: list[ports.Step] = []
-        for s in _live(sessions):
-            decision = sandbox_start.decide(
-                s.live_status,
-                s.blocker_code,
-                s.blocker_evidence,
-                s.policy_attempts.get(SANDBOX_START_RECOVERY, 0),
-            )
-            if decision == sandbox_start.RECREATE_ONCE:
-                steps.append(ports.RecreateWorkspace(agent_id=s.agent_id, reason=SANDBOX_START_RECOVERY))
-        return steps
+    def step(self, run: Any, s: Any) -> ports.Step | None:
+        used = s.policy_attempts.get(SANDBOX_START_RECOVERY, 0)
+        decision = sandbox_start.decide(s.live_status, s.blocker_code, s.blocker_evidence, used)
+        if decision != sandbox_start.RECREATE_ONCE:
+            return None
+        return ports.RecreateWorkspace(agent_id=s.agent_id, reason=SANDBOX_START_RECOVERY)
 
 
-class SelfHealPolicy:
+class SelfHealPolicy(SessionPolicy):
     """``pending_reprovision`` plus a stale runner signal: clear identity, requeue a launch."""
 
     name = "self_heal"
@@ -101,20 +99,17 @@ class SelfHealPolicy:
     def __init__(self, max_heals: int = MAX_SELF_HEALS) -> None:
         self.max_heals = max_heals
 
-    def plan(self, run: Any, sessions: Sequence[Any], tick: int) -> list[ports.Step]:
-        steps: list[ports.Step] = []
-        for s in _live(sessions):
-            if s.live_status != "blocked" or s.self_heal_count >= self.max_heals:
-                continue
-            signal = self_heal.stale_runner_signal(
-                self_heal.signal_texts(s.blocker_code, s.blocker_message, s.blocker_evidence)
-            )
-            if self_heal.decide(s.self_heal_status, signal) == self_heal.REQUEUE_FRESH_LAUNCH:
-                steps.append(ports.SelfHeal(agent_id=s.agent_id, signal=signal))
-        return steps
+    def step(self, run: Any, s: Any) -> ports.Step | None:
+        if s.live_status != "blocked" or s.self_heal_count >= self.max_heals:
+            return None
+        texts = self_heal.signal_texts(s.blocker_code, s.blocker_message, s.blocker_evidence)
+        signal = self_heal.stale_runner_signal(texts)
+        if self_heal.decide(s.self_heal_status, signal) != self_heal.REQUEUE_FRESH_LAUNCH:
+            return None
+        return ports.SelfHeal(agent_id=s.agent_id, signal=signal)
 
 
-class CredentialPolicy:
+class CredentialPolicy(SessionPolicy):
     """Checks sandbox API credentials as a session launches; blocks with what they prove."""
 
     name = "credentials"
@@ -122,18 +117,14 @@ class CredentialPolicy:
     def __init__(self, probe: ports.CredentialProbe) -> None:
         self.probe = probe
 
-    def plan(self, run: Any, sessions: Sequence[Any], tick: int) -> list[ports.Step]:
-        steps: list[ports.Step] = []
-        for s in _live(sessions):
-            if s.live_status != "ready":
-                continue
-            check = self.probe.check_credentials(run, s)
-            code = credential_blocker(check)
-            if code:
-                steps.append(
-                    ports.Block(agent_id=s.agent_id, code=code, message=message_for(code, check), evidence=check.evidence())
-                )
-        return steps
+    def step(self, run: Any, s: Any) -> ports.Step | None:
+        if s.live_status != "ready":
+            return None
+        check = self.probe.check_credentials(run, s)
+        code = credential_blocker(check)
+        if not code:
+            return None
+        return ports.Block(agent_id=s.agent_id, code=code, message=message_for(code, check), evidence=check.evidence())
 
 
 class SuitProofPolicy:
