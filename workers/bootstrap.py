@@ -258,15 +258,10 @@ class Container(Services):
             self.fanout.start()
             self._wake_on_save(self.fanout.wake)
             self.started.append("fanout")
-        if "watcher" in workers and self.watcher is not None:
-            self.watcher.start()
-            self.started.append("watcher")
-        if "jobs" in workers and self.job_runner is not None:
-            self.job_runner.start()
-            self.started.append("jobs")
-        if "notifier" in workers and self.notify_relay is not None:
-            self.notify_relay.start()
-            self.started.append("notifier")
+        for name, worker in (("watcher", self.watcher), ("jobs", self.job_runner), ("notifier", self.notify_relay)):
+            if name in workers and worker is not None:
+                worker.start()
+                self.started.append(name)
         if "workspace-controller" in workers and self.workspace_controller is not None:
             self.workspace_controller.start()
             if self.controller_http is not None:
