@@ -8,6 +8,7 @@ import msgspec
 from litestar.params import PathParameter
 
 from domain.shared.ids import ID_PATTERN
+from domain.studio.squad import RosterAgent
 
 # The run endpoints' path parameters.
 RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
@@ -26,14 +27,9 @@ class LaunchRequest(msgspec.Struct, kw_only=True):
     next_goal: Text = ""
 
 
-class RosterAgentOut(msgspec.Struct, kw_only=True):
-    agent_id: str
-    role_key: str
-    user_principal_name: str
-    subject_key: str
-    identity_binding_mode: str
-    secret_lease_ref: str
-    agent_nickname: str
+# A roster entry as the run recorded it (the domain's ``RosterAgent``); an answer always
+# carries its skill and MCP server lists.
+class RosterAgentOut(RosterAgent, kw_only=True):
     skill_ids: list[str]
     mcp_server_ids: list[str]
 
