@@ -8,6 +8,7 @@ folded from these events by ``domain.gate.record.fold``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -52,9 +53,10 @@ class GateThread(Aggregate):
         self.runs: dict[str, dict[str, Any]] = {}
         self.ended: set[int] = set()
 
-    def _fold(self, event_type: type[Aggregate.Event], **fields: Any) -> None:
-        """The run records after an event of ``event_type`` with ``fields`` (the method's
-        own arguments), by the fold the read model uses too."""
+    def _fold(self, event_type: type[Aggregate.Event], arguments: dict[str, Any]) -> None:
+        """The run records after an event of ``event_type`` with the recording method's own
+        ``arguments`` (its ``locals()``), by the fold the read model uses too."""
+        fields = {name: value for name, value in arguments.items() if name != "self"}
         fold(self.runs, self.thread_key, event_type, SimpleNamespace(**fields))
 
     def record(self, attempt: int) -> dict[str, Any]:
@@ -69,6 +71,12 @@ class GateThread(Aggregate):
             raise Conflict(f"Gate thread {self.thread_key} has no run {attempt}.")
         if attempt in self.ended:
             raise Conflict(f"Gate run {attempt} of thread {self.thread_key} has ended.")
+
+    def _step(self, record: Callable[..., None], fields: dict[str, Any]) -> None:
+        """Records a step of the open run ``fields["attempt"]``, naming the run it publishes
+        for (unless the step names it itself)."""
+        self._require_open(fields["attempt"])
+        record(**{"run_id": self.run_of(fields["attempt"]), **fields})
 
     # -- start ------------------------------------------------------------------------------
 
@@ -87,13 +95,12 @@ class GateThread(Aggregate):
         pr_submission_actor_agent_key: str, at: str,
     ) -> None:
         self.attempts = attempt
-        self._fold(ev.RunStarted, **{k: v for k, v in locals().items() if k != "self"})
+        self._fold(ev.RunStarted, locals())
 
     # -- steps ------------------------------------------------------------------------------
 
     def plan(self, **fields: Any) -> None:
-        self._require_open(fields["attempt"])
-        self._publication_planned(**fields, run_id=self.run_of(fields["attempt"]))
+        self._step(self._publication_planned, fields)
 
     @event(ev.PublicationPlanned)
     def _publication_planned(
@@ -101,96 +108,87 @@ class GateThread(Aggregate):
         pr_title: str, pr_body: str, labels: list[str], check_run_names: list[str], artifact_path: str, at: str,
         run_id: str = "",
     ) -> None:
-        self._fold(ev.PublicationPlanned, **{k: v for k, v in locals().items() if k != "self"})
+        self._fold(ev.PublicationPlanned, locals())
 
     def commit(self, **fields: Any) -> None:
-        self._require_open(fields["attempt"])
-        self._branch_committed(**fields, run_id=self.run_of(fields["attempt"]))
+        self._step(self._branch_committed, fields)
 
     @event(ev.BranchCommitted)
     def _branch_committed(
         self, attempt: int, branch_name: str, base_sha: str, head_sha: str, committed_paths: list[str], at: str,
         run_id: str = "",
     ) -> None:
-        self._fold(ev.BranchCommitted, **{k: v for k, v in locals().items() if k != "self"})
+        self._fold(ev.BranchCommitted, locals())
 
     def publish(self, **fields: Any) -> None:
-        self._require_open(fields["attempt"])
-        self._pull_request_published(**fields)
+        self._step(self._pull_request_published, fields)
 
     @event(ev.PullRequestPublished)
     def _pull_request_published(
         self, attempt: int, run_id: str, repo: str, repository_key: str, pr_number: int, pr_url: str,
         pr_owner: str, pr_repo: str, head_sha: str, merge_sha: str, github_ref: str, author: str, at: str,
     ) -> None:
-        self._fold(ev.PullRequestPublished, **{k: v for k, v in locals().items() if k != "self"})
+        self._fold(ev.PullRequestPublished, locals())
 
     def pushed(self, **fields: Any) -> None:
-        self._require_open(fields["attempt"])
-        self._branch_pushed(**fields, run_id=self.run_of(fields["attempt"]))
+        self._step(self._branch_pushed, fields)
 
     @event(ev.BranchPushed)
     def _branch_pushed(
         self, attempt: int, run_id: str, origin: str, branch_name: str, head_sha: str, status: str, error: str,
         at: str,
     ) -> None:
-        self._fold(ev.BranchPushed, **{k: v for k, v in locals().items() if k != "self"})
+        self._fold(ev.BranchPushed, locals())
 
     def check_run(self, **fields: Any) -> None:
-        self._require_open(fields["attempt"])
-        self._check_run_recorded(**fields, run_id=self.run_of(fields["attempt"]))
+        self._step(self._check_run_recorded, fields)
 
     @event(ev.CheckRunRecorded)
     def _check_run_recorded(
         self, attempt: int, check_run_id: int, name: str, conclusion: str, summary: str, at: str, run_id: str = ""
     ) -> None:
-        self._fold(ev.CheckRunRecorded, **{k: v for k, v in locals().items() if k != "self"})
+        self._fold(ev.CheckRunRecorded, locals())
 
     def comment(self, **fields: Any) -> None:
-        self._require_open(fields["attempt"])
-        self._comment_posted(**fields, run_id=self.run_of(fields["attempt"]))
+        self._step(self._comment_posted, fields)
 
     @event(ev.CommentPosted)
     def _comment_posted(
         self, attempt: int, comment_id: int, comment_url: str, body: str, at: str, run_id: str = ""
     ) -> None:
-        self._fold(ev.CommentPosted, **{k: v for k, v in locals().items() if k != "self"})
+        self._fold(ev.CommentPosted, locals())
 
     def evidence(self, **fields: Any) -> None:
-        self._require_open(fields["attempt"])
-        self._evidence_recorded(**fields)
+        self._step(self._evidence_recorded, fields)
 
     @event(ev.EvidenceRecorded)
     def _evidence_recorded(
         self, attempt: int, run_id: str, repo: str, repository_key: str, repository_type: str, scope: str,
         evidence_url: str, artifact_path: str, pr_url: str, at: str,
     ) -> None:
-        self._fold(ev.EvidenceRecorded, **{k: v for k, v in locals().items() if k != "self"})
+        self._fold(ev.EvidenceRecorded, locals())
 
     def decide(self, **fields: Any) -> None:
-        self._require_open(fields["attempt"])
-        self._promotion_decided(**fields, run_id=self.run_of(fields["attempt"]))
+        self._step(self._promotion_decided, fields)
 
     @event(ev.PromotionDecided)
     def _promotion_decided(self, attempt: int, decision: str, reasons: list[str], at: str, run_id: str = "") -> None:
-        self._fold(ev.PromotionDecided, **{k: v for k, v in locals().items() if k != "self"})
+        self._fold(ev.PromotionDecided, locals())
 
     # -- ends -------------------------------------------------------------------------------
 
     def complete(self, *, attempt: int, status: str, at: str) -> None:
-        self._require_open(attempt)
-        self._run_completed(attempt=attempt, status=status, at=at, run_id=self.run_of(attempt))
+        self._step(self._run_completed, {"attempt": attempt, "status": status, "at": at})
 
     @event(ev.RunCompleted)
     def _run_completed(self, attempt: int, status: str, at: str, run_id: str = "") -> None:
         self.ended.add(attempt)
-        self._fold(ev.RunCompleted, attempt=attempt, status=status, at=at, run_id=run_id)
+        self._fold(ev.RunCompleted, locals())
 
     def fail(self, *, attempt: int, step: str, error_message: str, at: str) -> None:
-        self._require_open(attempt)
-        self._run_failed(attempt=attempt, step=step, error_message=error_message, at=at, run_id=self.run_of(attempt))
+        self._step(self._run_failed, {"attempt": attempt, "step": step, "error_message": error_message, "at": at})
 
     @event(ev.RunFailed)
     def _run_failed(self, attempt: int, step: str, error_message: str, at: str, run_id: str = "") -> None:
         self.ended.add(attempt)
-        self._fold(ev.RunFailed, attempt=attempt, step=step, error_message=error_message, at=at, run_id=run_id)
+        self._fold(ev.RunFailed, locals())
