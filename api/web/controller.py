@@ -48,19 +48,19 @@ from projections.studio.feed import DEFAULT_LIMIT, MAX_LIMIT, live_channel_topic
 RunId = Annotated[str, PathParameter(pattern=ID_PATTERN, description="run id")]
 
 
-@get("/", name="web_board", sync_to_thread=True, include_in_schema=False)
+@get("/", name="web_board", sync_to_thread=True)
 def board_page(request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Template:
     context = {"launch_projects": launchable(state, caller), "launch_templates": templates(state)}
     return page("board", "Fleet board", caller, request, context=context)
 
 
-@get("/portal", name="web_portal", sync_to_thread=True, include_in_schema=False)
+@get("/portal", name="web_portal", sync_to_thread=True)
 def portal_page(request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Template:
     context = {"projects": your_projects(state, caller), "blocked": blocked_runs(state, caller), "reviews": pending_reviews(state, caller)}
     return page("portal", "Portal", caller, request, context=context)
 
 
-@get("/portal/projects/new", name="web_project_new", sync_to_thread=False, include_in_schema=False)
+@get("/portal/projects/new", name="web_project_new", sync_to_thread=False)
 def project_new_page(request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Template:
     """The project factory's form (anyone signed in may create a project, as the API allows)."""
     context = {"templates": templates(state), "roles": ROLES, "bindings": 3, "participants": 4}
@@ -71,7 +71,6 @@ def project_new_page(request: Request[Any, Any, Any], state: State, caller: Call
     "/runs/{run_id:str}",
     name="web_office",
     sync_to_thread=True,
-    include_in_schema=False,
     opt=guarded(Access(READ, run_doc_in_path("run_id"))),  # the same read right as the feed
 )
 def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Template:
@@ -100,7 +99,6 @@ def office_page(run_id: RunId, request: Request[Any, Any, Any], state: State, ca
 @get(
     "/office-feed",
     name="web_office_feed",
-    include_in_schema=False,
     opt=guarded(Access(READ, project_in("query", "project_slug"))),  # the same read right as the feed
 )
 async def office_feed(
@@ -126,7 +124,6 @@ BLANK_ENTRY = {"kind": "", "text": "", "tool_name": "", "input": "", "failed": F
     "/runs/{run_id:str}/agents/{agent_id:str}",
     name="web_transcript",
     sync_to_thread=True,
-    include_in_schema=False,
     opt=guarded(Access(READ, run_doc_in_path("run_id"))),  # the same read right as the feed
 )
 def transcript_page(
@@ -153,7 +150,7 @@ def transcript_page(
     )
 
 
-@get("/{path:path}", name="web_static", sync_to_thread=False, include_in_schema=False)
+@get("/{path:path}", name="web_static", sync_to_thread=False)
 def static_file(path: Annotated[str, PathParameter()], request: Request[Any, Any, Any]) -> Response[bytes]:
     """The pages' modules and styles, from memory (revalidated by ETag, re-read when changed)."""
     found = asset(path.lstrip("/"))
@@ -204,7 +201,9 @@ def on_invalid(request: Request[Any, Any, Any], exc: RequestInvalid | Validation
 
 
 def web_router(edge: EdgeJwt) -> list[Router]:
-    """The pages (behind the edge identity) and their static assets (no data in them)."""
+    """The pages (behind the edge identity) and their static assets (no data in them).
+
+    None of them is an API operation: each router keeps its routes out of /openapi.json."""
     pages = Router(
         path="/",
         route_handlers=[board_page, office_page, transcript_page, portal_page, project_new_page, project_page, pull_page],

@@ -55,7 +55,7 @@ def _launch(state: State, caller: Any, form: LaunchRequest) -> str:
     return run.run_id
 
 
-@post("/runs", name="web_launch", status_code=201, include_in_schema=False)
+@post("/runs", name="web_launch", status_code=201)
 async def launch_form(data: JSONBody[LaunchRequest], state: State, caller: CallerDep) -> Response[dict[str, str]]:
     """Launches and schedules; answers the run and its office's address."""
     run_id = await anyio.to_thread.run_sync(_launch, state, caller, data)

@@ -30,7 +30,6 @@ Number = Annotated[int, PathParameter(ge=1, le=1_000_000_000, description="pull 
     "/projects/{project_slug:str}",
     name="web_project",
     sync_to_thread=True,
-    include_in_schema=False,
     opt=guarded(Access(READ, project_in("path", "project_slug"))),
 )
 def project_page(project_slug: Slug, request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Template:
@@ -44,7 +43,6 @@ def project_page(project_slug: Slug, request: Request[Any, Any, Any], state: Sta
     "/projects/{project_slug:str}/pulls/{number:int}",
     name="web_pull",
     sync_to_thread=True,
-    include_in_schema=False,
     opt=guarded(Access(READ, project_in("path", "project_slug"))),
 )
 def pull_page(project_slug: Slug, number: Number, request: Request[Any, Any, Any], state: State, caller: CallerDep) -> Template:
