@@ -9,7 +9,7 @@ never by the person who asked for the run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import msgspec
@@ -74,33 +74,21 @@ class Target:
     source: BranchChanges | None = None  # the agent's branch whose changes the publication carries
 
 
+@dataclass(eq=False)
 class GateCommands:
     """Runs gate threads through the vcs port."""
 
-    def __init__(
-        self,
-        store: EventStore,
-        projects: ProjectCommands,
-        *,
-        vcs: Vcs,
-        proposals: ProposalRuns,
-        templates: TemplateCatalog,
-        scenarios: ScenarioCatalog,
-        app_identity: str,
-        default_repo: str,
-        clock: Callable[[], str],
-        branches: WorkBranches | None = None,
-    ) -> None:
-        self.store = store
-        self.projects = projects
-        self.vcs = vcs
-        self.proposals = proposals
-        self.templates = templates
-        self.scenarios = scenarios
-        self.app_identity = app_identity
-        self.default_repo = default_repo
-        self.clock = clock
-        self.branches = branches  # the execution plane's agent branches
+    store: EventStore
+    projects: ProjectCommands
+    _: KW_ONLY
+    vcs: Vcs
+    proposals: ProposalRuns
+    templates: TemplateCatalog
+    scenarios: ScenarioCatalog
+    app_identity: str
+    default_repo: str
+    clock: Callable[[], str]
+    branches: WorkBranches | None = None  # the execution plane's agent branches
 
     # -- where a thread publishes -----------------------------------------------------------------
 

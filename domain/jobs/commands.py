@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from eventsourcing.persistence import IntegrityError, RecordConflictError
@@ -61,23 +61,16 @@ class JobPolicy:
     lease_seconds: float = 300.0
 
 
+@dataclass(eq=False)
 class JobCommands:
     """Enqueues jobs, runs their steps through the ports, and records identity links."""
 
-    def __init__(
-        self,
-        store: EventStore,
-        *,
-        connectors: Connectors,
-        power: PowerDevice,
-        clock: Callable[[], str],
-        policy: JobPolicy | None = None,
-    ) -> None:
-        self.store = store
-        self.connectors = connectors
-        self.power = power
-        self.clock = clock
-        self.policy = policy or JobPolicy()
+    store: EventStore
+    _: KW_ONLY
+    connectors: Connectors
+    power: PowerDevice
+    clock: Callable[[], str]
+    policy: JobPolicy = field(default_factory=JobPolicy)
 
     # -- enqueue --------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ assignment is one save (all sessions or none) and one run-level control record.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from domain.shared.event_store import EventStore
@@ -92,21 +93,15 @@ def switch_sessions(
     return changed, results
 
 
+@dataclass(eq=False)
 class AssignmentCommands:
     """Agent process assignments for a run's existing sessions."""
 
-    def __init__(
-        self,
-        store: EventStore,
-        runs: RunCommands,
-        *,
-        aliases: ModelProxyAliases,
-        clock: Callable[[], str],
-    ) -> None:
-        self.store = store
-        self.runs = runs
-        self.aliases = aliases
-        self.clock = clock
+    store: EventStore
+    runs: RunCommands
+    _: KW_ONLY
+    aliases: ModelProxyAliases
+    clock: Callable[[], str]
 
     def assign_processes(
         self,

@@ -11,7 +11,7 @@ end of this module: one handler per verb of ``domain.studio.control``'s verb set
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from domain.shared.errors import Conflict, Invalid, NotFound, session_not_found
@@ -70,27 +70,18 @@ class Applied:
         return {"actor": self.actor, "control_id": self.control_id, "at": self.at}
 
 
+@dataclass(eq=False)
 class ControlCommands:
     """Operator verbs: records each and applies its effect through the verb tables."""
 
-    def __init__(
-        self,
-        store: EventStore,
-        runs: RunCommands,
-        leases: LeaseCommands,
-        opener: SessionOpener,
-        *,
-        templates: TemplateCatalog,
-        aliases: ModelProxyAliases,
-        clock: Callable[[], str],
-    ) -> None:
-        self.store = store
-        self.runs = runs
-        self.leases = leases
-        self.opener = opener
-        self.templates = templates
-        self.aliases = aliases
-        self.clock = clock
+    store: EventStore
+    runs: RunCommands
+    leases: LeaseCommands
+    opener: SessionOpener
+    _: KW_ONLY
+    templates: TemplateCatalog
+    aliases: ModelProxyAliases
+    clock: Callable[[], str]
 
     # -- entry points -------------------------------------------------------------------------
 

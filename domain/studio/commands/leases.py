@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from domain.shared.clock import shift
@@ -41,14 +42,14 @@ def recreate_once(run: Any, lease: WorkspaceLease, reason: str, at: str) -> bool
     )
 
 
+@dataclass(eq=False)
 class LeaseCommands:
     """A project's shared workspace leases: provisioned on first use, slots taken and given back.
 
     Nothing here saves: the caller saves the lease with the command's other aggregates.
     """
 
-    def __init__(self, store: EventStore) -> None:
-        self.store = store
+    store: EventStore
 
     def lease(self, run: Run, workspace_name: str, at: str, load: Loader | None = None) -> WorkspaceLease:
         """The project's workspace lease, provisioned on first use."""

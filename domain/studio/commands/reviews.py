@@ -13,6 +13,7 @@ stopped the agent (``agent_stopped``: a review does not override an operator's s
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 
 from domain.shared.event_store import EventStore
 from domain.shared.ids import new_id
@@ -27,13 +28,14 @@ from domain.studio.session import SessionEnded
 REVIEW_COMMENT = "review_comment"
 
 
+@dataclass(eq=False)
 class ReviewComments:
     """``comment_agent`` for a review of the agent's own pull request."""
 
-    def __init__(self, store: EventStore, runs: RunCommands, *, clock: Callable[[], str]) -> None:
-        self.store = store
-        self.runs = runs
-        self.clock = clock
+    store: EventStore
+    runs: RunCommands
+    _: KW_ONLY
+    clock: Callable[[], str]
 
     def comment(self, *, tenant: str, run_id: str, agent_id: str, message: str, reason: str, actor: str) -> ControlOutcome:
         intent = ControlIntent(verb="comment_agent", message=message, reason=reason)

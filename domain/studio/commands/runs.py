@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import msgspec
@@ -38,12 +39,12 @@ def run_seed(run_id: str) -> int:
     return int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16)
 
 
+@dataclass(eq=False, kw_only=True)
 class SessionOpener:
     """Opens sessions with the service's agent identities and model-proxy aliases."""
 
-    def __init__(self, *, agent_domain: str, aliases: ModelProxyAliases) -> None:
-        self.agent_domain = agent_domain
-        self.aliases = aliases
+    agent_domain: str
+    aliases: ModelProxyAliases
 
     def identity(self, run_id: str, agent_id: str, role_key: str) -> RosterAgent:
         """The agent's roster identity in this run (C6)."""
@@ -99,25 +100,17 @@ class SessionOpener:
         )
 
 
+@dataclass(eq=False)
 class RunCommands:
     """Runs and their sessions: loading, launch, execute, preview, cleanup and replay."""
 
-    def __init__(
-        self,
-        store: EventStore,
-        projects: ProjectCommands,
-        leases: LeaseCommands,
-        opener: SessionOpener,
-        *,
-        templates: TemplateCatalog,
-        clock: Callable[[], str],
-    ) -> None:
-        self.store = store
-        self.projects = projects
-        self.leases = leases
-        self.opener = opener
-        self.templates = templates
-        self.clock = clock
+    store: EventStore
+    projects: ProjectCommands
+    leases: LeaseCommands
+    opener: SessionOpener
+    _: KW_ONLY
+    templates: TemplateCatalog
+    clock: Callable[[], str]
 
     # -- loading ---------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ derived, not drawn), so an agent can refer to them at once.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from domain.shared import ports
@@ -21,12 +22,12 @@ from domain.studio.brief import branch_name
 from domain.studio.commands.runs import RunCommands
 
 
+@dataclass(eq=False)
 class AgentToolCalls:
     """The command object behind ``/mcp`` tools/call."""
 
-    def __init__(self, runs: RunCommands, branches: ports.WorkBranches | None = None) -> None:
-        self.runs = runs
-        self.branches = branches  # the plane's worktree branches: a pull request needs a change
+    runs: RunCommands
+    branches: ports.WorkBranches | None = None  # the plane's worktree branches: a pull request needs a change
 
     def tools(self) -> list[dict[str, Any]]:
         return [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from domain.projects.project import (
@@ -58,13 +59,14 @@ def context_from_session_state(run: Run) -> dict[str, Any]:
     }
 
 
+@dataclass(eq=False)
 class WatchCommands:
     """What the operator projection watcher changes: agents blocked by a failed lookup."""
 
-    def __init__(self, store: EventStore, runs: RunCommands, *, clock: Callable[[], str]) -> None:
-        self.store = store
-        self.runs = runs
-        self.clock = clock
+    store: EventStore
+    runs: RunCommands
+    _: KW_ONLY
+    clock: Callable[[], str]
 
     def record_lookup_failure(
         self, *, tenant: str, run_id: str, reason: str, kind: str, at_tick: int = 0
