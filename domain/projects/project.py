@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Protocol
 
 from eventsourcing.domain import event
@@ -284,16 +285,15 @@ class Templates(Protocol):
     def get(self, template_id: str) -> Any: ...
 
 
+@dataclass(eq=False)
 class ProjectCommands:
     """Creates and finds projects (the project factory)."""
 
-    def __init__(
-        self, store: EventStore, *, templates: Templates, clock: Callable[[], str], mirrors: MirrorPort | None = None,
-    ) -> None:
-        self.store = store
-        self.templates = templates
-        self.clock = clock
-        self.mirrors = mirrors  # the repositories bindings bring (None: no vcs wired)
+    store: EventStore
+    _: KW_ONLY
+    templates: Templates
+    clock: Callable[[], str]
+    mirrors: MirrorPort | None = None  # the repositories bindings bring (None: no vcs wired)
 
     def fetch_sources(self, project: Project, run_id: str) -> list[RepositoryFetched]:
         """Before run ``run_id`` starts: each binding that brings an existing repository has
