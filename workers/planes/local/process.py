@@ -85,10 +85,12 @@ class AgentProcess:
         self.launch.transcript.parent.mkdir(parents=True, exist_ok=True)
         with self.launch.transcript.open("wb") as transcript:
             for raw in stdout:
-                transcript.write(raw)
-                transcript.flush()
+                # Taken in before it is written down: a line in the transcript file has been
+                # read by the plane (what waits on the file may rely on it).
                 with self._lock:
                     self._lines.append(raw.decode("utf-8", errors="replace"))
+                transcript.write(raw)
+                transcript.flush()
         self.exit_code = self.popen.wait()
         self._close_forwarding()
         # Its last stderr lines may still be in the pipe: "finished" promises they were read
