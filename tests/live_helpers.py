@@ -21,7 +21,7 @@ from nats.js import api as js_api
 from api.app import create_app
 from projections.engine.runner import NotificationSource
 from projections.studio.live_channel import topic_for
-from projections.studio.live_events import live_event, live_run_id
+from projections.studio.log_dock import live_event, live_run_id
 from tests import infra
 from tests.conftest import ADMIN, settings_for
 from tests.helpers import DEMO_LIKE, drive_runs, eventually

@@ -23,7 +23,7 @@ import structlog
 from domain.shared.retry import backoff
 from projections.engine.runner import NotificationSource
 from projections.studio.live_channel import Broker, LiveMessage, live_message, subject_for
-from projections.studio.live_events import live_run_id
+from projections.studio.log_dock import live_run_id
 
 log = structlog.get_logger("squadops.live.hub")
 

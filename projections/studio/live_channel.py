@@ -15,7 +15,7 @@ from typing import Protocol
 import msgspec
 
 from projections.engine.envelope import Envelope
-from projections.studio.live_events import live_event
+from projections.studio.log_dock import live_event
 
 TOPIC_ROOT = "portal_live_events"
 _TOPIC = re.compile(rf"{TOPIC_ROOT}:tenant:([A-Za-z0-9_-]{{1,128}}):run:([A-Za-z0-9_-]{{1,128}})")

@@ -23,7 +23,7 @@ from projections.engine.rebuild import rebuild
 from projections.engine.runner import NotificationSource
 from projections.studio.feed import MAX_LIMIT
 from projections.studio.live_channel import LiveMessage
-from projections.studio.live_events import live_event, live_run_id
+from projections.studio.log_dock import live_event, live_run_id
 from projections.studio.time_travel import EventSelector, TimeTravel
 from tests.helpers import DEMO_LIKE
 from tests.jobs_support import service

@@ -24,8 +24,7 @@ from projections.engine.stamps import stamp
 from projections.studio import time_travel
 from projections.studio.feed import MAX_LIMIT, run_feed
 from projections.studio.fleet import fleet_doc_key
-from projections.studio.live_events import live_event
-from projections.studio.log_dock import CAPACITY
+from projections.studio.log_dock import CAPACITY, live_event
 from projections.studio.time_travel import MemoryView
 from tests.feed_scenarios import (
     OPERATIONS,
