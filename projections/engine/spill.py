@@ -10,7 +10,10 @@ the shadow is swapped in as before; the rows are the same bytes as with no budge
 
 Documents are weighed as ``DocMemory`` weighs them: their encoded size plus ``ENTRY_BYTES``
 (the decoded objects take a few times more). A document is encoded to be weighed once per
-page that changed it, not at every ``put``.
+page that changed it, not at every ``put``; those bytes are kept, and written as they are
+when the document leaves memory untouched since (most documents are written once, such as
+a transcript's entries), so it is not encoded twice. They are not weighed on top: the
+weight stands in for the decoded document, which takes a few times more than its bytes.
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ class SpillDocs:
         self.line: OrderedDict[str, tuple[int, int]] = OrderedDict()  # key -> (page, weight), oldest first
         self.bytes = 0
         self.dirty: set[str] = set()  # in memory, changed since last written to the shadow
+        # Encodings of dirty documents weighed at a settle and not touched since: their row's body.
+        self.bodies: dict[str, bytes] = {}
         self.deleted: set[str] = set()  # deleted here, may still be in the shadow
         self.written = written  # shared by the read models of one rebuild: a key is a key
         self.leaving: list[Row] = []  # evicted, to be written
@@ -103,6 +108,7 @@ class SpillDocs:
         if self.docs.pop(key, None) is not None:
             self.touched[key] = True  # settle forgets its weight
         self.dirty.discard(key)
+        self.bodies.pop(key, None)
         if key in self.written:
             self.deleted.add(key)
 
@@ -110,12 +116,16 @@ class SpillDocs:
 
     def settle(self, page: int, weigh: bool = True) -> None:
         """Takes in the keys touched since the last call: changed ones are dirty (and weighed
-        again when ``weigh``), all move to the young end of the line as of ``page``."""
+        again when ``weigh``), all move to the young end of the line as of ``page``. A changed
+        document's weighed bytes are kept as its row's body (``bodies``) until it is touched
+        again: a document read may have been changed in place."""
         touched, self.touched = self.touched, {}
-        docs, line, dirty = self.docs, self.line, self.dirty
+        docs, line, dirty, bodies = self.docs, self.line, self.dirty, self.bodies
         for key, changed in touched.items():
             entry = docs.get(key)
             old = line.pop(key, None)
+            if bodies and key in bodies:
+                del bodies[key]
             if entry is None:  # deleted
                 if old is not None:
                     self.bytes -= old[1]
@@ -123,7 +133,10 @@ class SpillDocs:
             if changed:
                 dirty.add(key)
             if weigh and (changed or old is None):
-                size = len(encode(entry[1])) + ENTRY_BYTES
+                body = encode(entry[1])
+                size = len(body) + ENTRY_BYTES
+                if changed:
+                    bodies[key] = body
             else:
                 size = old[1] if old is not None else ENTRY_BYTES
             self.bytes += size - (old[1] if old is not None else 0)
@@ -138,7 +151,7 @@ class SpillDocs:
         ``excess`` bytes are freed; the changed ones wait in ``leaving`` for ``spill``.
         Answers the bytes freed."""
         freed = 0
-        line, docs, dirty, leaving = self.line, self.docs, self.dirty, self.leaving
+        line, docs, dirty, leaving, bodies = self.line, self.docs, self.dirty, self.leaving, self.bodies
         while line and freed < excess:
             key, (when, size) = next(iter(line.items()))
             if when > page:
@@ -146,9 +159,10 @@ class SpillDocs:
             line.popitem(last=False)
             meta, doc = docs.pop(key)
             freed += size
+            body = bodies.pop(key, None)
             if key in dirty:
                 dirty.discard(key)
-                leaving.append(Row(key, meta.partition, meta.group, meta.sort_key, meta.status, encode(doc)))
+                leaving.append(Row(key, meta.partition, meta.group, meta.sort_key, meta.status, body or encode(doc)))
         self.bytes -= freed
         return freed
 
@@ -179,20 +193,22 @@ class SpillDocs:
         order = sorted(self.dirty)
         self.dirty = set()
         for start in range(0, len(order), SHADOW_BATCH):
-            rows = []
-            for key in order[start : start + SHADOW_BATCH]:
-                meta, doc = self.docs[key]
-                rows.append(Row(key, meta.partition, meta.group, meta.sort_key, meta.status, encode(doc)))
-            self._write(rows)
+            self._write(self._rows(order[start : start + SHADOW_BATCH]))
         self._write([])
+
+    def _rows(self, keys: list[str]) -> list[Row]:
+        """The rows of the documents ``keys`` (in memory): their kept bodies, else encoded."""
+        docs, bodies, rows = self.docs, self.bodies, []
+        for key in keys:
+            meta, doc = docs[key]
+            body = bodies.pop(key, None)
+            rows.append(Row(key, meta.partition, meta.group, meta.sort_key, meta.status, body or encode(doc)))
+        return rows
 
     def take_changes(self) -> tuple[list[Row], list[str]]:
         """Rows changed and keys deleted since ``flush`` (or the last call): the catch-up's."""
         self.settle(0, weigh=False)
-        upserts = []
-        for key in sorted(self.dirty):
-            meta, doc = self.docs[key]
-            upserts.append(Row(key, meta.partition, meta.group, meta.sort_key, meta.status, encode(doc)))
+        upserts = self._rows(sorted(self.dirty))
         deletes = sorted(self.deleted)
         self.dirty, self.deleted = set(), set()
         return upserts, deletes
