@@ -11,6 +11,7 @@ from its sources as stored, so it is rebuilt once the groups have swapped theirs
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 import queue
 import time
 from collections.abc import Sequence
@@ -24,10 +25,11 @@ from projections.engine.runner import NotificationSource
 from projections.engine.store import DocStore, SqliteDocStore
 from workers.settings import Settings
 
-# Relative cost of each read model's rebuild, its fold and its rows (measured on a simulated
-# log of 50-agent runs; unknown models cost 1).
-WEIGHTS = {"runs": 2.9, "pixels": 3.3, "surfaces": 1.8, "log_dock": 3.3, "fleet": 2.2, "projects": 0.1,
-           "workspace_mirror": 0.1}
+# Relative cost of each read model's rebuild, its fold and its rows: the CPU a process rebuilding
+# it alone spends beyond reading the log, in tenths of a second per 110k events (the quick
+# before/after bench's log of simulated 50-agent runs). The others cost about 1 (0.05-0.1 s).
+WEIGHTS = {"runs": 6.0, "pixels": 8.0, "transcripts": 8.5, "log_dock": 7.0, "surfaces": 5.0, "fleet": 5.0,
+           "projects": 0.5, "workspace_mirror": 0.5}
 
 
 def derived_names() -> set[str]:
@@ -83,6 +85,22 @@ def open_parts(settings: Settings, *, create_tables: bool = True) -> tuple[Any, 
     return event_store, store
 
 
+# What a group process imports before it folds: loaded once, by the fork server, and not again
+# by each group process (a fresh interpreter importing the service costs about a second of CPU).
+PRELOAD = ["workers.rebuild", "workers.bootstrap", "domain.shared.event_store", "projections.engine.pg_store"]
+
+
+def pool_context() -> Any:
+    """The processes of the groups: forked from a fork server that has loaded ``PRELOAD``
+    (started now, so its imports overlap the caller's work until the first group starts).
+    The server is a fresh, single-threaded process, so forking it is safe, unlike forking
+    the caller (its pools' threads)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    multiprocessing.forkserver.ensure_running()
+    return context
+
+
 def memory_bytes(settings: Settings) -> int | None:
     """The budget of one rebuild process's documents (None: unbounded)."""
     return settings.rebuild_memory_mib << 20 if settings.rebuild_memory_mib > 0 else None
@@ -118,6 +136,9 @@ def rebuild_parallel(
 ) -> RebuildReport:
     """Rebuilds ``names`` with up to ``workers`` processes; one report for them all."""
     started = time.perf_counter()
+    derived = [n for n in names if n in derived_names()]
+    parts = groups([n for n in names if n not in derived], workers)
+    context = pool_context() if len(parts) > 1 else None  # its modules load while the tables are made
     event_store, store = open_parts(settings)  # the tables, once, before the groups start
     try:
         for name in names:
@@ -125,21 +146,23 @@ def rebuild_parallel(
     finally:
         store.close()
         event_store.close()
-    derived = [n for n in names if n in derived_names()]
-    parts = groups([n for n in names if n not in derived], workers)
-    if len(parts) <= 1:  # one process: the engine composes the derived ones after the others
+    if context is None:  # one process: the engine composes the derived ones after the others
         return rebuild_group(settings, [*(parts[0] if parts else []), *derived], 0, _Direct(progress, started))
-    context = multiprocessing.get_context("spawn")
-    with context.Manager() as manager, ProcessPoolExecutor(len(parts), mp_context=context) as pool:
-        shared = manager.Queue()
-        futures = [pool.submit(rebuild_group, settings, group, i, shared) for i, group in enumerate(parts)]
-        latest: dict[int, tuple[Any, ...]] = {}
-        while not all(f.done() for f in futures):
-            _drain(shared, latest, progress, started, wait=0.2)
-        reports = [f.result() for f in futures]
-        _drain(shared, latest, progress, started)
-    if derived:  # composed from the sources the groups have just swapped in
-        reports.append(rebuild_group(settings, derived, len(parts)))
+    pool = ProcessPoolExecutor(len(parts), mp_context=context)
+    try:
+        with context.Manager() as manager:
+            shared = manager.Queue()
+            futures = [pool.submit(rebuild_group, settings, group, i, shared) for i, group in enumerate(parts)]
+            latest: dict[int, tuple[Any, ...]] = {}
+            while not all(f.done() for f in futures):
+                _drain(shared, latest, progress, started, wait=0.2)
+            reports = [f.result() for f in futures]
+            _drain(shared, latest, progress, started)
+        pool.shutdown(wait=False)  # the group processes wind down while the derived models are composed
+        if derived:  # composed from the sources the groups have just swapped in
+            reports.append(rebuild_group(settings, derived, len(parts)))
+    finally:
+        pool.shutdown(wait=True)
     return RebuildReport(
         tuple(n for n in names if any(n in r.names for r in reports)),
         max(r.events for r in reports),
