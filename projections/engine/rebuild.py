@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
+from typing import Any
 
 from projections.engine.docs import DerivedProjector, Docs, Projector
 from projections.engine.envelope import Envelope
@@ -76,21 +77,46 @@ def read_pages(source: NotificationSource, start: int, stop: int, page_size: int
     return next_page
 
 
+Route = list[tuple[Callable[..., None], Any, Docs]]
+
+
 def fold_envelopes(projectors: Sequence[Projector], docs: Mapping[str, Docs]) -> Callable[[list[Envelope]], None]:
     """A fold of pages of events into ``docs``: each event goes to the projectors that want its
-    kind, asked once per kind (``Projector.wants`` answers from the kind alone)."""
-    routes: dict[str, list[tuple[Callable[[Envelope, Docs], None], Docs]]] = {}
-    everyone = [(p, p.apply, docs[p.name]) for p in projectors]
+    kind, asked once per kind (``Projector.wants`` answers from the kind alone), straight to the
+    handler of its class (``Projector.apply``'s lookup, made once per kind and class) unless
+    the projector folds in an ``apply`` of its own."""
+    routes: dict[str, dict[type, Route]] = {}
+    everyone = [(p, docs[p.name]) for p in projectors]
+
+    def route_of(env: Envelope) -> Route:
+        route: Route = []
+        for p, target in everyone:
+            if not p.wants(env):
+                continue
+            if type(p).apply is not Projector.apply:
+                route.append((_applied, p, target))
+            elif (handler := p.handler(type(env.event))) is not None:
+                route.append((handler, p, target))
+        return route
 
     def fold(page: list[Envelope]) -> None:
         for env in page:
-            route = routes.get(env.kind)
+            event = env.event
+            by_class = routes.get(env.kind)
+            if by_class is None:
+                by_class = routes[env.kind] = {}
+            route = by_class.get(type(event))
             if route is None:
-                route = routes[env.kind] = [(apply, target) for p, apply, target in everyone if p.wants(env)]
-            for apply, target in route:
-                apply(env, target)
+                route = by_class[type(event)] = route_of(env)
+            for handler, p, target in route:
+                handler(p, event, env, target)
 
     return fold
+
+
+def _applied(projector: Projector, event: Any, env: Envelope, docs: Docs) -> None:
+    """A projector with an ``apply`` of its own, called as a handler."""
+    projector.apply(env, docs)
 
 
 def fold_pages(
