@@ -117,6 +117,15 @@ def event_time(raw: Any) -> str:
     return text + "Z"
 
 
+def stored_time(text: str) -> str | None:
+    """``event_time`` of the datetime read from ``text``, taken from the text itself when it is
+    in the form Python writes a UTC time with microseconds (``2026-01-02T03:04:05.000006+00:00``,
+    how events are stored); None for any other form."""
+    if len(text) == 32 and text[10] == "T" and text[19] == "." and text.endswith("+00:00"):
+        return text[:26] + "Z"
+    return None
+
+
 def kind_of(topic: str) -> str:
     """``domain.studio.session:AgentSession.ToolCalled`` -> ``AgentSession.ToolCalled``."""
     return topic.rpartition(":")[2]
@@ -127,21 +136,29 @@ def envelope(notification: Any, mapper: Any) -> Envelope:
     the class its area declares; an event of a kind no area declares has ``event`` None."""
     kind = kind_of(notification.topic)
     event: Any = None
+    at = None
     if kind in CONTRACTS:
         try:
-            event = mapper.to_domain_event(notification)
+            read = getattr(mapper, "to_domain_event_stamped", None)  # the event store's own mapper has it
+            if read is None:
+                event = mapper.to_domain_event(notification)
+            else:
+                event, text = read(notification)
+                at = stored_time(text) if type(text) is str else None
         except (TopicError, MapperDeserialisationError) as exc:
             log.warning("event_unreadable", position=notification.id, kind=kind, error=str(exc))
-    stamp = event.timestamp if event is not None else None
-    if event is None:
-        stamped = load_json(notification.state, _decode_stamp)
-        stamp = stamped.get("timestamp", "") if isinstance(stamped, dict) else stamped.timestamp
+    if at is None:
+        stamp = event.timestamp if event is not None else None
+        if event is None:
+            stamped = load_json(notification.state, _decode_stamp)
+            stamp = stamped.get("timestamp", "") if isinstance(stamped, dict) else stamped.timestamp
+        at = event_time(stamp)
     return Envelope(
         notification.id,
         notification.originator_id,
         notification.originator_version,
         kind,
-        event_time(stamp),
+        at,
         event,
         *derived(notification.originator_id, kind),
     )

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.shared.event_store import EventStore
-from projections.engine.envelope import envelope
+from projections.engine.envelope import envelope, event_time, stored_time
 from tests.helpers import DEMO_LIKE
 from workers.bootstrap import Services, wire_services
 from workers.eventstore.transcoder import EventPayloadError, MsgspecTranscoder
@@ -178,3 +178,22 @@ def test_typed_values_the_library_wrote_read_back_as_the_library_reads_them() ->
     unknown = b'{"timestamp":{"_type_":"datetime_iso","_data_":"2026-01-02T03:04:05+00:00"},"v":{"_type_":"money","_data_":1}}'
     with pytest.raises(TypeError, match="'money' is not deserializable"):
         MsgspecTranscoder().decode(unknown)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    moment=st.datetimes(timezones=st.sampled_from([UTC, None]) | st.timezones()),
+    form=st.sampled_from(["isoformat", "microseconds", "space"]),
+)
+def test_an_events_time_read_off_its_stored_text_is_the_one_formatted_from_its_datetime(moment: datetime, form: str) -> None:
+    text = {
+        "isoformat": moment.isoformat(),
+        "microseconds": moment.isoformat(timespec="microseconds"),
+        "space": moment.isoformat(sep=" "),
+    }[form]
+    state, stamp = MsgspecTranscoder().decode_stamped(LIBRARY.encode({"timestamp": datetime.fromisoformat(text)}))
+    assert stamp == datetime.fromisoformat(text).isoformat() and state["timestamp"] == datetime.fromisoformat(text)
+    quick = stored_time(text)
+    assert quick is None or quick == event_time(datetime.fromisoformat(text))
+    if form == "microseconds" and moment.utcoffset() is not None and not moment.utcoffset():
+        assert quick is not None  # the stored form: read off the text

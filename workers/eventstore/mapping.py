@@ -57,7 +57,7 @@ class LeanMapper(Mapper[Any]):
             else None
         )
         self._classes: dict[type, tuple[str, int]] = {}
-        self._decode = transcoder.decode if self._encode_owned is not None else None
+        self._decode = transcoder.decode_stamped if self._encode_owned is not None else None
         self._topics: dict[str, tuple[type, int]] = {}
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
@@ -79,9 +79,14 @@ class LeanMapper(Mapper[Any]):
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
         """The library's ``to_domain_event`` with the event's class looked up once per topic
         (ids are strings here: the library's id conversion is the identity)."""
+        return self.to_domain_event_stamped(stored_event)[0]
+
+    def to_domain_event_stamped(self, stored_event: StoredEvent) -> tuple[Any, str | None]:
+        """``to_domain_event``, and its timestamp as stored (the transcoder's
+        ``decode_stamped``): a reader that shows the time as text need not format it again."""
         decode = self._decode
         if decode is None or type(stored_event.originator_id) is not str:
-            return super().to_domain_event(stored_event)
+            return super().to_domain_event(stored_event), None
         topic = stored_event.topic
         known = self._topics.get(topic)
         if known is None:
@@ -89,7 +94,7 @@ class LeanMapper(Mapper[Any]):
             known = self._topics[topic] = (cls, getattr(cls, "class_version", 1))
         cls, class_version = known
         try:
-            state = decode(stored_event.state)
+            state, stamp = decode(stored_event.state)
         except Exception as e:
             msg = (
                 f"Failed to deserialise state of stored event with topic '{topic}', originator_id "
@@ -104,7 +109,7 @@ class LeanMapper(Mapper[Any]):
             from_version += 1
         domain_event = _new(cls)
         object.__setattr__(domain_event, "__dict__", state)
-        return domain_event
+        return domain_event, stamp
 
 
 class LeanEventStore(EventStore[Any]):

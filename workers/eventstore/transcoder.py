@@ -163,20 +163,27 @@ class MsgspecTranscoder(Transcoder):
         return self._encode(state)
 
     def decode(self, data: bytes) -> Any:
+        return self.decode_stamped(data)[0]
+
+    def decode_stamped(self, data: bytes) -> tuple[Any, str | None]:
+        """``decode``, and the event's timestamp as it was stored (the text the datetime was
+        read from), or None when it is not the one typed value of the payload."""
         state = load_json(data, self._decode)
         timestamp = state.get("timestamp") if type(state) is dict else None
+        stamp = None
         if (
             type(timestamp) is dict
             and len(timestamp) == 2
             and timestamp.get("_type_") == "datetime_iso"
             and data.count(_TAG) == 1
         ):
-            state["timestamp"] = datetime.fromisoformat(timestamp["_data_"])
+            stamp = timestamp["_data_"]
+            state["timestamp"] = datetime.fromisoformat(stamp)
         elif _TAG in data:
             state = _revived(state)
         if type(state) is not dict:
             raise EventPayloadError(f"stored state is a {type(state).__name__}, not a mapping")
-        return state
+        return state, stamp
 
 
 _TAG = b'"_type_"'
