@@ -159,3 +159,12 @@ def test_a_connection_lost_during_commit_is_asked_and_not_inserted_again(
     recorded = rows(recorder)
     assert len(recorded) == COUNT  # once, not twice
     assert ids == [r[0] for r in recorded] and stored == given
+
+
+@pytest.mark.parametrize(("start", "limit", "stop"), [(1, 10_000, 10_000), (5, 7, 9), (30, 100, COUNT + 50), (1, 4, None)])
+def test_pages_of_the_log_are_the_notifications_the_library_selects(database: Any, start: int, limit: int, stop: int | None) -> None:
+    _, recorder = database
+    recorder.insert_events(events())
+    library = recorders._Library.select_notifications.__wrapped__(recorder, start, limit, stop)
+    read = recorder.select_notifications(start=start, limit=limit, stop=stop)
+    assert read == library and [vars(n) for n in read] == [vars(n) for n in library] and read

@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.persistence import InterfaceError, Notification, OperationalError, StoredEvent
 from eventsourcing.postgres import ConnectionPool, PostgresApplicationRecorder, PostgresFactory
 from eventsourcing.utils import Environment, EnvType
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
 from projections.engine.unavailable import (
@@ -38,6 +39,7 @@ from projections.engine.unavailable import (
 from workers.eventstore.mapping import LeanStores
 
 _Library = PostgresApplicationRecorder
+_new = object.__new__
 # Events a statement of a streamed insert carries: small enough that the database starts
 # early, large enough that a statement's own cost stays a small share.
 STREAM_CHUNK = 48
@@ -60,6 +62,10 @@ class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
             "WHERE (originator_id, originator_version) IN "
             "(SELECT * FROM unnest(%b::{id_type}[], %b::bigint[]))"
         )
+        self.between_statement = self._on_events(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {schema}.{table} "
+            "WHERE notification_id>=%s AND notification_id <= %s ORDER BY notification_id LIMIT %s"
+        ).as_bytes()
 
     def _on_events(self, template: str) -> Any:
         """``template`` with the events table (``{schema}.{table}``) and its id type filled in."""
@@ -81,8 +87,34 @@ class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
     def select_events(self, *args: Any, **kwargs: Any) -> Any:
         return self._read(_Library.select_events.__wrapped__, *args, **kwargs)  # type: ignore[attr-defined]
 
-    def select_notifications(self, *args: Any, **kwargs: Any) -> Any:
-        return self._read(_Library.select_notifications.__wrapped__, *args, **kwargs)  # type: ignore[attr-defined]
+    def select_notifications(
+        self, start: int | None, limit: int, stop: int | None = None, topics: Sequence[str] = (), *,
+        inclusive_of_start: bool = True,
+    ) -> Any:
+        if start is None or stop is None or topics or not inclusive_of_start:
+            return self._read(
+                _Library.select_notifications.__wrapped__,  # type: ignore[attr-defined]
+                start, limit, stop, topics, inclusive_of_start=inclusive_of_start,
+            )
+        return self._read(TypedArrayApplicationRecorder._notifications_between, start, stop, limit)
+
+    def _notifications_between(self, start: int, stop: int, limit: int) -> list[Notification]:
+        """The library's ``select_notifications(start, limit, stop)``, the same notifications
+        made with less work a row (a log reader's pages: a rebuild reads the whole log): rows as
+        tuples, and each frozen ``Notification`` filled directly, not field by field."""
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            curs.execute(self.between_statement, (start, stop, limit), prepare=True)
+            rows = curs.fetchall()
+        notifications = []
+        append = notifications.append
+        for notification_id, originator_id, originator_version, topic, state in rows:
+            notification = _new(Notification)
+            notification.__dict__.update(
+                id=notification_id, originator_id=originator_id, originator_version=originator_version,
+                topic=topic, state=bytes(state),
+            )
+            append(notification)
+        return notifications
 
     def max_notification_id(self) -> int | None:
         return self._read(_Library.max_notification_id.__wrapped__)  # type: ignore[attr-defined]
