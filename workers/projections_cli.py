@@ -36,6 +36,10 @@ def subscribes(projector: Any) -> str:
 
 
 def run(settings: Settings, args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    if args.action == "rebuild" and args.all and settings.rebuild_workers > 1:
+        from workers.rebuild import pool_context
+
+        pool_context()  # the group processes' fork server loads the service while this process does
     from projections.engine.runner import NotificationSource
     from projections.engine.store import table_name
     from workers.bootstrap import build, read_projectors
