@@ -1,8 +1,10 @@
 """The projection runner: follows the notification log and keeps read models current.
 
 It reads the log in pages, decodes each event once, gives every projector the events past
-its own position, and commits each projector's row changes with its new position in one
-transaction. It reads through a ``LogFollower`` (``projections.engine.follower``): contiguous
+its own position, and commits each projector's row changes with its new position. A pass
+commits in two transactions: first the derived models (the office's feed) with the models
+they are made of, then the others (transcripts, pulls, usage, ...), folded after that
+commit, so what the office reads never waits for them. It reads through a ``LogFollower`` (``projections.engine.follower``): contiguous
 pages, the gap policy (a gap is waited for while an insert may fill it, at most
 ``gap_timeout``), and the wake-up after an append in this process or on PostgreSQL
 ``LISTEN`` from other processes; it polls otherwise.
@@ -183,22 +185,27 @@ class ProjectionRunner(FollowsLog):
             last = envs[-1].position
             self.stats.batches += 1
             self.stats.events_read += len(envs)
-            batches = []
-            for projector in active:
-                if not isinstance(projector, DerivedProjector):
-                    batch = self._fold(projector, positions[projector.name], envs)
-                    if batch is not None:
-                        batches.append(batch)
-            for projector in active:
-                if isinstance(projector, DerivedProjector):
-                    batch = self._derive(projector, positions, batches, last)
-                    if batch is not None:
-                        batches.append(batch)
+            # What a derived model is made of moves first: the derived models and their
+            # sources (the office's feed) are folded and committed before the others.
+            derived = [p for p in active if isinstance(p, DerivedProjector)]
+            sources = {name for p in derived for name in p.sources}
+            first = [p for p in active if p.name in sources]
+            rest = [p for p in active if p.name not in sources and not isinstance(p, DerivedProjector)]
+            batches = self._fold_all(first, positions, envs)
+            for projector in derived:
+                batch = self._derive(projector, positions, batches, last)
+                if batch is not None:
+                    batches.append(batch)
             applied = self._commit(batches, last)
+            applied += self._commit(self._fold_all(rest, positions, envs), last)
         with self._progress:
             self._passes += 1
             self._progress.notify_all()
         return applied
+
+    def _fold_all(self, projectors: list[Projector], positions: dict[str, int], envs: list[Envelope]) -> list[_Batch]:
+        folded = (self._fold(p, positions[p.name], envs) for p in projectors)
+        return [batch for batch in folded if batch is not None]
 
     def _remembered(self, name: str, position: int) -> DocCache:
         """The projector's document memory, lent to one fold.

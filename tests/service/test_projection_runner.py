@@ -12,6 +12,7 @@ from projections.engine.docs import Projector
 from projections.engine.envelope import Envelope
 from projections.engine.runner import NotificationSource, ProjectionRunner, contiguous
 from projections.engine.store import DocStore
+from projections.studio.feed_doc import FEED, SOURCES
 from tests.conftest import settings_for
 from tests.helpers import DEMO_LIKE, burn_a_position, drive_runs, eventually, log_positions
 from workers.bootstrap import Container, Services, build, read_projectors
@@ -102,6 +103,37 @@ def test_a_failing_projector_does_not_stop_the_others(container: Container) -> N
     assert positions["exploding"] < top
     status = runner.stats.statuses["exploding"]
     assert status.failures >= 1 and "broken projector" in status.last_error
+
+
+class Watching(Projector):
+    """Notes, as it folds each event, where the feed and its sources stand in the store."""
+
+    name = "watching"
+
+    def __init__(self, store: DocStore, names: tuple[str, ...]) -> None:
+        self.store, self.names, self.seen = store, names, []  # type: list[tuple[int, dict[str, int]]]
+
+    def apply(self, env: Envelope, docs) -> None:  # type: ignore[no-untyped-def]
+        stored = self.store.positions()
+        self.seen.append((env.position, {n: stored.get(n, 0) for n in self.names}))
+
+
+def test_the_feed_and_its_sources_are_committed_before_the_other_read_models_fold(container: Container) -> None:
+    """The office's feed moves first: a pass commits the derived feed with what it is made
+    of, then folds and commits the rest (the transcripts, the pulls, ...) after it."""
+    simulate(container, runs=1, ticks=5)
+    names = (FEED, *SOURCES)
+    watching = Watching(container.store, names)
+    runner = ProjectionRunner(NotificationSource(container.event_store), container.store,
+                              [*read_projectors(), watching], page_size=10)
+    passes = 0
+    while runner.run_once():
+        passes += 1
+    assert passes >= 2 and watching.seen
+    for position, stored in watching.seen:  # every event it folded: the feed's models already past it
+        assert all(at >= position for at in stored.values()), (position, stored)
+    top = container.event_store.max_position()
+    assert set(runner.positions().values()) == {top}
 
 
 class GappySource:
