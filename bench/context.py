@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
 
 from tests import infra
 from tests.conftest import ADMIN
@@ -26,6 +27,9 @@ class BenchContext:
         self.nats_url, nats_server = infra.nats_url()
         if nats_server is not None:
             self._stack.callback(nats_server.cleanup)
+        else:  # the machine's own NATS: the streams the benchmarks made go with them
+            before = asyncio.run(_bench_streams(self.nats_url))
+            self._stack.callback(lambda: asyncio.run(_bench_streams(self.nats_url, delete_except=before)))
         return self
 
     @contextlib.contextmanager
@@ -36,6 +40,20 @@ class BenchContext:
 
     def __exit__(self, *exc: Any) -> None:
         self._stack.close()
+
+
+async def _bench_streams(url: str, delete_except: set[str] | None = None) -> set[str]:
+    """The JetStream streams named ``BENCH_*``; with ``delete_except``, deletes the others
+    of them (those made since)."""
+    nc = await nats.connect(url, connect_timeout=2)
+    try:
+        js = nc.jetstream()
+        names = {s.config.name for s in await js.streams_info() if (s.config.name or "").startswith("BENCH_")}
+        for name in names - (delete_except if delete_except is not None else names):
+            await js.delete_stream(name)
+        return names
+    finally:
+        await nc.close()
 
 
 @contextlib.contextmanager
