@@ -39,10 +39,14 @@ def squad_at_work(url: str) -> str:
         app.studio.runs.request_execution(tenant=TENANT, run_id=run.run_id, requested_by="op")
         plane = SimulatorPlane(faults=FaultRates.none())
         app.studio.ticks.tick_runs(plane, start=[(TENANT, run.run_id)])
-        for _ in range(100):
-            if app.studio.runs.agent_session(app.studio.runs.get_run(TENANT, run.run_id), "planner").live_status == "working":
+        for _ in range(100):  # until the planner works and both testers have joined
+            current = app.studio.runs.get_run(TENANT, run.run_id)
+            live = {s.agent_id: s.live_status for s in app.studio.runs.all_sessions(current) if not s.ended}
+            if live.get("planner") == "working" and {"tester-admin", "tester-guest"} <= set(live):
                 break
             app.studio.ticks.tick_runs(plane, tick=[(TENANT, run.run_id)])
+        else:
+            raise AssertionError(f"the squad did not get to work: {live}")
         return run.run_id
     finally:
         container.close()
