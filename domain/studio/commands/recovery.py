@@ -9,6 +9,7 @@ adapters only read session facts and name the step.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ SANDBOX_START_RECOVERY = "sandbox_start_recovery"
 MAX_SELF_HEALS = 2
 
 
-class SessionPolicy:
+class SessionPolicy(ABC):
     """A policy that looks at each live session of the run on its own: at most one step a session."""
 
     name = ""
@@ -36,8 +37,9 @@ class SessionPolicy:
         steps = (self.step(run, s) for s in sessions if not s.ended)
         return [step for step in steps if step is not None]
 
+    @abstractmethod
     def step(self, run: Any, s: Any) -> ports.Step | None:
-        raise NotImplementedError
+        """The step this policy takes for the live session ``s`` (None: none)."""
 
 
 class FirstToolPolicy(SessionPolicy):
