@@ -136,4 +136,5 @@ if (publish) {
       out.dataset.state = "error";
     }
   });
+  publish.disabled = false; // the page came disabled: a click before this would do nothing
 }
