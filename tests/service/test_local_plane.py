@@ -173,7 +173,14 @@ def test_a_tick_whose_save_failed_is_planned_again_with_what_the_process_wrote(l
         ["tool", "Grep", {"pattern": "TODO"}], ["text", "found two"], ["hang", 120]]}]})
     run_id = start_run(local)
     app = local
-    until(local, run_id, lambda: plane.process_of(session(local, run_id, "curator").id) is not None)
+
+    def launched() -> bool:  # no tick once its process runs: what it writes waits for the plan below
+        if plane.process_of(session(local, run_id, "curator").id) is not None:
+            return True
+        tick(local, run_id)
+        return False
+
+    eventually(launched, interval=0.02)
     transcript = Path(local.settings.data_dir) / "agents" / TENANT / run_id / "curator" / "attempt-1.jsonl"
     eventually(lambda: transcript.exists() and len(transcript.read_text().splitlines()) >= 4)
 
