@@ -66,36 +66,34 @@ def test_an_agents_transcript_is_its_sessions_stream(http: tuple[TestClient, str
     assert missing.status_code == 404 and "agent_not_found" in missing.text
 
 
-READS = ("Read", "mcp__vcs__read_file")
-
-
 def test_each_tool_call_shows_its_result_under_it_and_a_long_one_folded(http: tuple[TestClient, str], container: Any) -> None:
     """The simulator's tools answer (a read: 40 numbered lines; anything else: a line or two),
     recorded with the call and read back from the transcripts read model."""
     client, run_id = http
     plane = SimulatorPlane()
 
-    def pages() -> dict[str, str]:
-        state = client.get(f"/v1/admin/studio/runs/{run_id}/session-state").json()["sessions"]
-        return {s["agent_id"]: client.get(f"/runs/{run_id}/agents/{s['agent_id']}").text for s in state}
+    def results() -> list[tuple[str, str]]:
+        """(the <details> tag, its text) of every call's result, on each agent's page."""
+        found_all: list[tuple[str, str]] = []
+        for session in client.get(f"/v1/admin/studio/runs/{run_id}/session-state").json()["sessions"]:
+            page = client.get(f"/runs/{run_id}/agents/{session['agent_id']}").text
+            calls = [item for item in re.findall(r'<li class="entry" data-kind="tool".*?</li>', page, re.S)]
+            assert len(calls) == session["tool_call_count"] + session["failed_tool_call_count"]
+            for call in calls:
+                found = re.search(r'(<details class="entry-result"[^>]*>)<summary>(.*?)</summary><pre>(.*?)</pre>', call, re.S)
+                assert found, call  # every simulated call answered something
+                found_all.append((found[1] + found[2], found[3]))
+        return found_all
 
-    for _ in range(60):  # the run goes on until one of its agents has read a file (tools are drawn)
-        if any(f"<code>{tool}</code>" in page for page in pages().values() for tool in READS):
+    # The run goes on until its agents have read a file and called another tool (tools are drawn).
+    for _ in range(60):
+        answered = results()
+        long = [(tag, text) for tag, text in answered if text.count("\n") == 39]
+        short = [(tag, text) for tag, text in answered if text.count("\n") < 8]
+        if long and short:
             break
         container.studio.ticks.tick_runs(plane, tick=[("default", run_id)])
         assert container.await_reads(container.event_store.max_position(), container.settings.min_position_wait_seconds)
-    state = client.get(f"/v1/admin/studio/runs/{run_id}/session-state").json()["sessions"]
-    results: list[tuple[str, str]] = []  # (the <details> tag, its text) of every call's result
-    for session in state:
-        page = client.get(f"/runs/{run_id}/agents/{session['agent_id']}").text
-        calls = [item for item in re.findall(r'<li class="entry" data-kind="tool".*?</li>', page, re.S)]
-        assert len(calls) == session["tool_call_count"] + session["failed_tool_call_count"]
-        for call in calls:
-            found = re.search(r'(<details class="entry-result"[^>]*>)<summary>(.*?)</summary><pre>(.*?)</pre>', call, re.S)
-            assert found, call  # every simulated call answered something
-            results.append((found[1] + found[2], found[3]))
-    long = [(tag, text) for tag, text in results if text.count("\n") == 39]
-    short = [(tag, text) for tag, text in results if text.count("\n") < 8]
     assert long and short
     for tag, text in long:  # folded: closed until asked, its size on the summary
         assert " open" not in tag and f"result · {len(text.encode()):,} bytes" in tag and text.endswith("line 40")
