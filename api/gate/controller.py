@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 import msgspec
@@ -16,7 +17,7 @@ from litestar import Router, get
 from litestar.datastructures import State
 from litestar.params import JSONBody, PathParameter
 
-from api.auth import EdgeJwt
+from api.auth import TENANT_HEADER, EdgeJwt
 from api.context import CallerDep, caller_dependency, part
 from api.errors import RequestInvalid
 from api.gate.dto import GateRunIn, GateRunList, GateRunOut
@@ -28,6 +29,7 @@ from projections.engine.store import DocStore
 from projections.gate.runs import gate_runs_partition
 
 KeyPath = Annotated[str, PathParameter(pattern=ID_PATTERN)]
+BRANCH_PART = re.compile(BRANCH_PART_PATTERN)
 # A thread's key names its branches (``squadops/gate/<thread_key>/run-<n>``): no leading ``-``.
 ThreadKeyPath = Annotated[str, PathParameter(pattern=BRANCH_PART_PATTERN, description="[A-Za-z0-9_-], not starting with -")]
 _run = msgspec.json.Decoder(GateRunOut)
@@ -46,6 +48,10 @@ def run_thread(
     tenant = data.tenant_id or caller.tenant
     if data.tenant_id is not None and caller.tenant not in (data.tenant_id, "default"):
         raise RequestInvalid(["body", "tenant_id"], "tenant_id differs from the request's tenant", "value_error", data.tenant_id)
+    if not BRANCH_PART.match(tenant):  # its branches name the tenant: no part git would read as an option
+        where = ["body", "tenant_id"] if data.tenant_id is not None else ["header", TENANT_HEADER]
+        raise RequestInvalid(where, f"a tenant publishing through the gate must match {BRANCH_PART_PATTERN}",
+                             "string_pattern_mismatch", tenant)
     # The body's other fields are the request's choices, by the same names.
     choices = msgspec.structs.asdict(data)
     del choices["tenant_id"]

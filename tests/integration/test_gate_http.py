@@ -145,6 +145,10 @@ def test_gate_errors(setup: tuple[TestClient, Path]) -> None:
     # A thread key names its branches: one git would read as an option is refused, not a 503.
     dash = client.post(f"{GATE}/threads/-/run", json={})
     assert dash.status_code == 422 and dash.json()["detail"][0]["loc"] == ["path", "thread_key"]
+    # So does the tenant (another tenant's branches name it), from the body or the header.
+    assert client.post(f"{GATE}/threads/t-1/run", json={"tenant_id": "-"}).json()["detail"][0]["loc"] == ["body", "tenant_id"]
+    dashed = client.post(f"{GATE}/threads/t-1/run", json={}, headers={"X-Squadops-Tenant-Id": "-t"})
+    assert dashed.status_code == 422 and dashed.json()["detail"][0]["loc"] == ["header", "X-Squadops-Tenant-Id"]
     assert client.post(f"{GATE}/threads/t-1/run", json={"publish": "yes"}).json()["detail"][0]["loc"] == ["body", "publish"]
     person = {"x-edge-claim-email": "dev@example.com", "x-edge-claim-groups": "/org/dev"}
     assert client.post(f"{GATE}/threads/t-1/run", json={}, headers=person).status_code == 403
