@@ -1,9 +1,10 @@
 """Relaying one model request: the alias mapped, the upstream's answer streamed back byte for
 byte as it arrives, and the request metered once its stream has ended.
 
-Nothing is buffered on the way back: each chunk the upstream sends is passed on as it is,
-after a look at its complete lines (SSE ``data:`` lines that can carry usage) or, for a
-whole JSON answer, at the body once it is complete. The meter records the request when the
+Nothing is buffered on the way back: each chunk the upstream sends is passed on as it is.
+The usage is read from the complete lines at a stream's start and end (SSE ``data:`` lines
+that can carry usage; see ``HEAD_BYTES``) or, for a whole JSON answer, from the body once it
+is complete. The meter records the request when the
 stream ends: whole, cut by the upstream (the delivered part, ``partial``), or abandoned by
 the caller (likewise). An upstream that cannot be reached is a 503 before anything is
 relayed, and nothing is recorded for it.
@@ -11,6 +12,7 @@ relayed, and nothing is recorded for it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import time
 import uuid
@@ -40,10 +42,18 @@ MAX_JSON_BYTES = 16 << 20  # a whole (non-streamed) answer read for its usage
 
 # What a stream's complete lines must hold for its tally to read one of them: the type of
 # an Anthropic event it reads (``"message_start"``, ``"message_delta"``, ``"message_stop"``),
-# the response object of an OpenAI Responses event; chat completions: the markers. Most of
-# a long stream is text deltas: a chunk without these is passed by after a search for a
-# long needle (fast), and in one with them only the lines holding them are looked at.
+# the response object of an OpenAI Responses event; chat completions: the markers.
 GATES = {MESSAGES: (b'"message_',), RESPONSES: (b'"response"',)}
+
+# Where a stream's usage stands: each of the three APIs reports it at the start of its stream
+# (Anthropic's ``message_start``, the Responses ``response.created``) and at its end (the
+# cumulative ``message_delta`` and ``message_stop``, ``response.completed``, the last chat
+# chunk); between them is text. So the scan reads the first ``HEAD_BYTES`` of a stream as
+# they pass, keeps (by reference, no copy) the chunks of at least its last ``TAIL_BYTES``
+# and reads their complete lines once the stream has ended or been cut: a long answer is
+# relayed without a search through every byte of its text.
+HEAD_BYTES = 64 << 10
+TAIL_BYTES = 64 << 10
 
 
 class Observer:
@@ -56,6 +66,9 @@ class Observer:
         self._rest = b""
         self._body: list[bytes] = []
         self._size = 0
+        self._tail: collections.deque[bytes] = collections.deque()
+        self._tail_size = 0
+        self._tail_cut = False  # chunks before the tail were let go: it starts inside a line
 
     def feed(self, chunk: bytes) -> None:
         if not self.sse:
@@ -63,6 +76,38 @@ class Observer:
             if self._size <= MAX_JSON_BYTES:
                 self._body.append(chunk)
             return
+        if self._size < HEAD_BYTES:
+            self._size += len(chunk)
+            self._scan(chunk)
+            return
+        self._tail.append(chunk)
+        self._tail_size += len(chunk)
+        while self._tail_size - len(self._tail[0]) >= TAIL_BYTES:
+            self._tail_size -= len(self._tail.popleft())
+            self._tail_cut = True
+
+    def end(self, whole: bool = True) -> None:
+        """The stream has ended (``whole``) or was cut: the tail's complete lines are read, and
+        the last line too when the stream is whole."""
+        if self.sse:
+            if self._tail:
+                tail = b"".join(self._tail)
+                if self._tail_cut:  # the line the tail begins inside is text, not usage
+                    self._rest = b""
+                    tail = tail[tail.find(b"\n") + 1:] if b"\n" in tail else b""
+                self._tail.clear()
+                self._scan(tail)
+            if whole:
+                self._line(self._rest)
+        elif whole and self._size <= MAX_JSON_BYTES and self._body:
+            try:
+                payload = msgspec.json.decode(b"".join(self._body))
+            except msgspec.DecodeError:
+                return
+            self.tally.observe(payload)
+
+    def _scan(self, chunk: bytes) -> None:
+        """Reads the lines ``chunk`` completes; keeps the unfinished last one."""
         end = chunk.rfind(b"\n")
         if end < 0:  # no whole line yet
             data = self._rest + chunk
@@ -88,16 +133,6 @@ class Observer:
         if line.startswith(b"data:") and any(m in line for m in MARKERS):
             with contextlib.suppress(msgspec.DecodeError):
                 self.tally.observe(msgspec.json.decode(line[5:].strip()))
-
-    def end(self) -> None:
-        if self.sse:
-            self._line(self._rest)
-        elif self._size <= MAX_JSON_BYTES and self._body:
-            try:
-                payload = msgspec.json.decode(b"".join(self._body))
-            except msgspec.DecodeError:
-                return
-            self.tally.observe(payload)
 
 
 def upstream_headers(headers: Any) -> list[tuple[str, str]]:
@@ -161,9 +196,9 @@ async def relay(
             async for chunk in answer.chunks():
                 observer.feed(chunk)
                 yield chunk
-            observer.end()
             whole = True
         finally:
+            observer.end(whole)
             with anyio.CancelScope(shield=True):
                 await answer.close()
                 partial = not whole or (answer.status == 200 and not tally.completed)

@@ -39,6 +39,38 @@ def test_the_usage_scan_reads_the_same_tally_however_the_stream_is_cut(size: int
     assert (tally.tokens_in, tally.cached_tokens, tally.tokens_out, tally.model, tally.completed) == (10, 3, 41, "up-1", True)
 
 
+LONG_TEXT = b"".join(frame("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+    "type": "text_delta", "text": f'{i} "message_delta" usage ' + "x" * 900}}) for i in range(400))  # ~370 KiB
+LONG_STREAM = MESSAGES_STREAM.replace(frame("message_delta", {"type": "message_delta", "usage": {"output_tokens": 41}}),
+                                      LONG_TEXT + frame("message_delta", {"type": "message_delta",
+                                                                          "usage": {"output_tokens": 441}}))
+
+
+@pytest.mark.parametrize("size", [1000, 4096, 65536, 100_003, len(LONG_STREAM)])
+def test_a_long_stream_is_read_at_its_start_and_its_end_the_same_however_it_is_cut(size: int) -> None:
+    """The text between the start and the last ``TAIL_BYTES`` is passed by; the usage at
+    both ends is read, whatever the chunks' sizes (lines crossing the head's and the tail's edges)."""
+    assert len(LONG_STREAM) > 4 * (64 << 10)
+    tally = Tally(MESSAGES)
+    observer = Observer(tally, "text/event-stream")
+    for at in range(0, len(LONG_STREAM), size):
+        observer.feed(LONG_STREAM[at:at + size])
+    observer.end()
+    assert (tally.tokens_in, tally.cached_tokens, tally.tokens_out, tally.model, tally.completed) == (10, 3, 441, "up-1", True)
+
+
+def test_a_long_stream_cut_keeps_what_its_start_and_its_last_whole_lines_reported() -> None:
+    """Cut after its cumulative ``message_delta`` but before ``message_stop``: the delta counts,
+    the answer is not whole, and the unfinished last line is not read."""
+    cut = LONG_STREAM[:LONG_STREAM.index(b"event: message_stop") + 30]
+    tally = Tally(MESSAGES)
+    observer = Observer(tally, "text/event-stream")
+    for at in range(0, len(cut), 8192):
+        observer.feed(cut[at:at + 8192])
+    observer.end(whole=False)
+    assert (tally.tokens_in, tally.tokens_out, tally.completed) == (10, 441, False)
+
+
 def test_the_usage_scan_of_a_cut_responses_stream_keeps_what_was_reported() -> None:
     stream = (frame("response.created", {"type": "response.created", "response": {"model": "up-2", "usage": None}})
               + frame("response.output_text.delta", {"type": "response.output_text.delta", "delta": '"usage"'}))
