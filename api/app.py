@@ -40,7 +40,7 @@ from api.workspaces.metrics import UsageCollector
 from api.workspaces.proxy import meter_router, model_proxy_router
 from api.workspaces.usage import usage_routers
 from domain.portal.copilot import ComposedAnswerer
-from domain.projects.sources import SourceCheck, SourceError
+from domain.projects.sources import SourceCheck, SourceError, SourcePolicy
 from projections.engine.copies import ReadCopies
 from projections.portal.relations import memory_graph, store_graph
 from projections.studio.time_travel import EventSelector, TimeTravel
@@ -49,6 +49,10 @@ from projections.workspaces.usage import record_ids as usage_record_ids
 
 def _no_probe(url: str, default_branch: str) -> None:
     raise SourceError("this service's vcs cannot bring existing repositories")
+
+
+def _no_addresses(host: str, port: int) -> list[str]:
+    return []  # (a vcs without a source policy brings nothing: _no_probe)
 
 
 def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = None) -> Litestar:
@@ -162,11 +166,13 @@ def create_app(container: ServiceParts, *, workers: tuple[str, ...] | None = Non
                 "job_reads": JobReads(container.store),
                 "gate": container.gate,
                 "reviews": container.reviews,  # pull requests' commits and diffs (git)
-                # What a binding's ``source_repository_url`` must pass (the policy, then git).
+                # What a binding's ``source_repository_url`` must pass (the policy, then git):
+                # the vcs adapter's own policy, the one its clone and fetches pass again.
                 "source_check": SourceCheck(
                     probe=getattr(container.gate.vcs, "probe", None) or _no_probe,
-                    forbidden_roots=tuple(
-                        Path(p) for p in (settings.data_dir, settings.vcs_path) if p
+                    policy=getattr(container.gate.vcs, "source_policy", None) or SourcePolicy(
+                        resolve=_no_addresses,
+                        forbidden_roots=tuple(Path(p) for p in (settings.data_dir, settings.vcs_path) if p),
                     ),
                 ),
                 "store": container.store,

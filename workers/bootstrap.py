@@ -41,7 +41,6 @@ from projections.studio.live_channel import Broker
 from workers.adapters.git_review import GitReviews
 from workers.adapters.local_cluster import LocalCluster
 from workers.adapters.local_connectors import LocalDirectoryConnectors
-from workers.adapters.local_git import LocalGitVcs
 from workers.adapters.model_proxy import ModelProxyAnswerer
 from workers.adapters.skill_files import DirectorySkills
 from workers.adapters.udp_power import UdpPowerDevice
@@ -51,6 +50,7 @@ from workers.builders import (
     build_notifications,
     build_plane,
     build_provisioning,
+    build_vcs,
     controller_config,
     eventsourcing_env,
     material_config,
@@ -118,7 +118,7 @@ class Adapters:
         return cls(
             connectors=LocalDirectoryConnectors(settings.connectors_path),
             power=UdpPowerDevice(settings.power_device_addr, timeout=settings.power_device_timeout_seconds),
-            vcs=LocalGitVcs(settings.vcs_path, settings.vcs_base_url),
+            vcs=build_vcs(settings),
             proposals=proposals,
         )
 

@@ -15,6 +15,7 @@ from api.workspaces.proxy import ROOT as MODEL_PROXY_ROOT
 from api.workspaces.proxy import ModelProxy
 from domain.portal.notifications import Inboxes, InboxWorkflow, NotificationWorkflow
 from domain.projects.provisioning import ProjectProvisioning, SurfacePorts
+from domain.projects.sources import SourcePolicy
 from domain.shared.event_store import EventStore
 from domain.shared.ids import run_key
 from domain.shared.retry import backoff
@@ -25,6 +26,7 @@ from domain.workspaces.ports import VolumeClaim
 from projections.engine.store import DocStore
 from workers.adapters.builtin_model import BuiltinModel
 from workers.adapters.error_tracking import NoDsn, SentryKeysDsn
+from workers.adapters.git_sources import resolve_host
 from workers.adapters.local_git import LocalGitVcs
 from workers.adapters.model_upstream import ANTHROPIC, OPENAI, HttpUpstream
 from workers.adapters.novu import NovuWorkflow
@@ -105,6 +107,24 @@ def notification_secret() -> str:
         return ""
 
 
+def source_policy(settings: Settings) -> SourcePolicy:
+    """The sources a binding may bring: never the service's own data, local ones under
+    ``SQUADOPS_SOURCE_LOCAL_ROOTS`` (``Settings.source_roots``), network ones on public
+    addresses unless ``SQUADOPS_SOURCE_PRIVATE_HOSTS``; host names resolved here."""
+    return SourcePolicy(
+        resolve=resolve_host,
+        forbidden_roots=tuple(Path(p) for p in (settings.data_dir, settings.vcs_path) if p),
+        local_roots=settings.source_roots,
+        private_hosts=settings.source_private_hosts,
+    )
+
+
+def build_vcs(settings: Settings) -> LocalGitVcs:
+    """The local git adapter (the factory's and the gate's repositories, and mirrors of the
+    sources bindings bring, under the source policy)."""
+    return LocalGitVcs(settings.vcs_path, settings.vcs_base_url, source_policy=source_policy(settings))
+
+
 def build_provisioning(
     settings: Settings, event_store: EventStore, clock: Callable[[], str], vcs: Any = None
 ) -> ProjectProvisioning:
@@ -114,7 +134,7 @@ def build_provisioning(
     dsn: Any = NoDsn()
     if settings.error_tracking_url:
         dsn = SentryKeysDsn(settings.error_tracking_url, settings.error_tracking_token, settings.error_tracking_org)
-    vcs = vcs if vcs is not None else LocalGitVcs(settings.vcs_path, settings.vcs_base_url)
+    vcs = vcs if vcs is not None else build_vcs(settings)
     surfaces = SurfacePorts(board=LocalBoard(), design=LocalDesign(), catalog=LocalCatalog())
     return ProjectProvisioning(event_store, vcs=vcs, dsn=dsn, clock=clock, surfaces=surfaces)
 

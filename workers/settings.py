@@ -166,6 +166,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     connector_dir: str = ""  # the local connector source; "" = <data_dir>/connectors
     vcs_dir: str = ""  # the gate's bare repositories; "" = <data_dir>/vcs
     vcs_base_url: str = "https://vcs.squadops.local"
+    # Sources a binding may bring (``domain.projects.sources``): ':'-separated absolute
+    # directories a local source must lie under ("": any path outside the service's data,
+    # none at all under SQUADOPS_ENV=production), and whether a network source may be a
+    # loopback, private or link-local address (an in-house git server).
+    source_local_roots: str = ""
+    source_private_hosts: bool = False
     gate_app_identity: str = "squadops-gate[bot]"
     gate_default_repo: str = "squadops/gate-default"
     power_device_addr: str = "127.0.0.1:9"
@@ -234,6 +240,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def vcs_path(self) -> Path:
         return Path(self.vcs_dir or Path(self.data_dir) / "vcs")
+
+    @property
+    def source_roots(self) -> tuple[Path, ...] | None:
+        """The directories a local source must lie under; None: anywhere outside the
+        service's data (unset, but for production, where unset means none)."""
+        roots = tuple(Path(p) for p in self.source_local_roots.split(":") if p)
+        if not roots and self.env != "production":
+            return None
+        return roots
 
     def replace(self, **changes: object) -> Settings:
         return msgspec.structs.replace(self, **changes)
@@ -403,6 +418,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         except ValueError as exc:
             raise SettingsError(f"SQUADOPS_LOCAL_AGENT_COMMAND cannot be shell-split: {exc}") from None
     _check_jobs(settings)
+    for path in settings.source_local_roots.split(":"):
+        if path and not path.startswith("/"):
+            raise SettingsError(f"SQUADOPS_SOURCE_LOCAL_ROOTS holds absolute directories (':'-separated), got {path!r}")
     _check_model_proxy(settings)
     _check_edge(settings)
     _check_keys(settings)

@@ -34,10 +34,10 @@ from typing import Any, TypeVar
 
 from domain.gate.policies import valid_repo
 from domain.gate.ports import Comment, Commit, PullRequest, VcsError
-from domain.projects.sources import GIT_ALLOW_PROTOCOL, Repository
+from domain.projects.sources import GIT_ALLOW_PROTOCOL, Repository, SourcePolicy
 from domain.shared.ids import is_valid_branch, is_valid_id
 from domain.shared.ports import BranchChanges
-from workers.adapters.git_sources import SourceMirrors
+from workers.adapters.git_sources import SourceMirrors, resolve_host
 from workers.paths import OutsideRoot, inside
 
 _EMAIL = re.compile(r"^(?P<name>.+?)\s*<(?P<email>[^<>@\s]+@[^<>\s]+)>$")
@@ -77,10 +77,15 @@ class LocalGitVcs(SourceMirrors):
 
     kind = "local_git"
 
-    def __init__(self, root: str | Path, base_url: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, root: str | Path, base_url: str, *, timeout: float = 30.0, source_policy: SourcePolicy | None = None
+    ) -> None:
         self.root = Path(root)
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        # The sources bindings may bring (``workers.builders.source_policy``); by default any
+        # local path outside these repositories, and public hosts only.
+        self.source_policy = source_policy or SourcePolicy(resolve=resolve_host, forbidden_roots=(self.root,))
 
     def for_tenant(self, tenant: str) -> LocalGitVcs:
         """The tenant's own repositories: ``<root>/<tenant>/…``; their URLs name the tenant
@@ -88,7 +93,7 @@ class LocalGitVcs(SourceMirrors):
         if not is_valid_id(tenant):
             raise VcsError(f"{tenant!r} is not a tenant id")
         base_url = self.base_url if tenant == "default" else f"{self.base_url}/{tenant}"
-        return LocalGitVcs(self.root / tenant, base_url, timeout=self.timeout)
+        return LocalGitVcs(self.root / tenant, base_url, timeout=self.timeout, source_policy=self.source_policy)
 
     # -- plumbing ---------------------------------------------------------------------------
 
