@@ -1,12 +1,20 @@
 """A team brings the repository it already has: the project factory mirrors an existing local
 repository as the binding's repository (a bare clone in the tenant's storage), refuses every
 source git must not read (422 with git's own first line, nothing created), and fetches the
-mirror again before each run, recording it."""
+mirror again before each run, recording it. The operator's source policy holds at the
+boundary: local sources under SQUADOPS_SOURCE_LOCAL_ROOTS only, network sources on public
+addresses only (SQUADOPS_SOURCE_PRIVATE_HOSTS allows an in-house server), no HTTP redirect
+followed, and a stored source a changed setting now refuses is not fetched at launch."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
 import shutil
+import socket
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,6 +52,14 @@ def make_origin(root: Path, files: dict[str, str], branch: str = "main") -> Path
 def served(tmp_path: Path) -> Iterator[tuple[TestClient, Path]]:
     data = tmp_path / "data"
     with admin_api(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(data)) as (http, _):
+        yield http, data
+
+
+@pytest.fixture
+def served_private(tmp_path: Path) -> Iterator[tuple[TestClient, Path]]:
+    """The service of an operator who lets bindings bring repositories from internal hosts."""
+    data = tmp_path / "data"
+    with admin_api(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(data), source_private_hosts=True) as (http, _):
         yield http, data
 
 
@@ -98,6 +114,12 @@ def test_a_source_git_cannot_read_is_a_422_with_gits_first_line(served: tuple[Te
     assert refused(http, data, "plain", str(plain))["msg"].startswith("fatal: ")
     origin = make_origin(tmp_path / "trunk-only", {"a.txt": "a\n"}, branch="trunk")
     assert "no branch 'main'" in refused(http, data, "nobranch", str(origin))["msg"]
+
+
+def test_an_internal_host_the_operator_allows_is_a_422_with_gits_first_line(
+    served_private: tuple[TestClient, Path],
+) -> None:
+    http, data = served_private
     unreachable = refused(http, data, "unreachable", "http://127.0.0.1:9/team/repo.git")
     assert unreachable["msg"].startswith("fatal: ") and "127.0.0.1" in unreachable["msg"]
     secret = refused(http, data, "secret", "http://bot:s3cret@127.0.0.1:9/team/repo.git")
@@ -160,6 +182,178 @@ def test_the_services_own_data_and_other_tenants_repositories_are_no_source(
     assert refused(http, data, "stealer", str(link))["msg"] == "source_repository_url must not lead into the service's own data"
 
 
+# -- the operator's source policy: local roots, public hosts, no redirects ---------------------
+
+PRIVATE_HOSTS_REFUSAL = (
+    "source_repository_url must name a public host: loopback, private, link-local and unspecified addresses "
+    "(and names resolving to one) are refused unless the operator sets SQUADOPS_SOURCE_PRIVATE_HOSTS=1"
+)
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[socket.socket, int]]:
+    """A port on this machine that records whether anything connected to it."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        server.setblocking(False)
+        yield server, server.getsockname()[1]
+
+
+def nobody_connected(server: socket.socket) -> bool:
+    try:
+        server.accept()[0].close()
+    except BlockingIOError:
+        return True
+    return False
+
+
+def test_a_tenant_cannot_make_the_service_probe_its_internal_network(
+    served: tuple[TestClient, Path], listener: tuple[socket.socket, int],
+) -> None:
+    """A contributor names loopback, private, link-local and metadata addresses in every
+    spelling git or libcurl would read: each is a 422 saying why, without git's output (no
+    oracle), nothing is created, and nothing connects to the port they named."""
+    http, data = served
+    http.headers.update(CONTRIBUTOR)
+    server, port = listener
+    sources = [
+        f"http://127.0.0.1:{port}/team.git", f"http://2130706433:{port}/team.git", f"http://0x7f.1:{port}/x",
+        f"http://0177.0.0.1:{port}/x", f"http://127.1:{port}/x", f"https://localhost:{port}/x",
+        f"git://localhost:{port}/x", f"http://[::ffff:127.0.0.1]:{port}/x", f"http://bot:s3cret@localhost:{port}/x",
+        "http://169.254.169.254/latest/meta-data/", "http://[fe80::1]/x", "http://10.0.0.1/x", "http://192.168.1.1/x",
+        "http://172.16.0.1/x", "http://[fd00::1]/x", "http://0.0.0.0/x", "http://[::]/x", "http://[::1]/x",
+    ]
+    for source in sources:
+        detail = refused(http, data, "probe", source)
+        assert detail["msg"] == PRIVATE_HOSTS_REFUSAL, (source, detail)
+        assert "s3cret" not in str(detail["input"])
+    assert nobody_connected(server)
+
+
+@contextlib.contextmanager
+def serve_http(root: Path, redirect_to: str = "") -> Iterator[int]:
+    """An http server on loopback: git's dumb protocol over ``root``, or (``redirect_to``) a
+    302 of every request to the same path there."""
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if not redirect_to:
+                super().do_GET()
+                return
+            self.send_response(302)
+            self.send_header("Location", f"{redirect_to}{self.path}")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_an_in_house_http_server_the_operator_allows_but_never_a_redirect(
+    served_private: tuple[TestClient, Path], tmp_path: Path,
+) -> None:
+    http, data = served_private
+    served_root = tmp_path / "served"
+    served_root.mkdir()
+    team = make_origin(tmp_path / "team", {"README.md": "# Team\n"})
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(team), str(served_root / "team.git")], check=True)
+    git(served_root / "team.git", "update-server-info")
+    with contextlib.ExitStack() as stack:
+        port = stack.enter_context(serve_http(served_root))
+        hop = stack.enter_context(serve_http(served_root, f"http://127.0.0.1:{port}"))
+        # A redirect (here to a server that would answer) is an error: git follows none.
+        detail = refused(http, data, "redirected", f"http://127.0.0.1:{hop}/team.git")
+        assert detail["msg"].startswith("fatal: ") and "302" in detail["msg"], detail
+        answer = http.post(PROJECTS, json=project("inhouse", f"http://127.0.0.1:{port}/team.git"))
+        assert answer.status_code == 201, answer.text
+    mirror = data / "vcs" / "default" / "inhouse" / "api.git"
+    assert git(mirror, "rev-parse", "refs/heads/main") == git(team, "rev-parse", "HEAD")
+
+
+def test_git_connects_to_the_addresses_the_policy_checked_not_its_own_resolution(tmp_path: Path) -> None:
+    """An http(s) host name is pinned (``http.curloptResolve``) to the addresses the policy
+    resolved: ``git.test`` (a reserved name no resolver answers) reaches the server only
+    because git was told where the policy found it, so a name rebound between the check and
+    git's connection would not move git."""
+    from domain.projects.sources import SourceError, SourcePolicy
+    from workers.adapters.local_git import LocalGitVcs
+
+    served_root = tmp_path / "served"
+    served_root.mkdir()
+    team = make_origin(tmp_path / "team", {"README.md": "# Team\n"})
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(team), str(served_root / "team.git")], check=True)
+    git(served_root / "team.git", "update-server-info")
+    checked = {"git.test": ["127.0.0.1"]}
+    policy = SourcePolicy(resolve=lambda host, port: checked.get(host, []), private_hosts=True)
+    vcs = LocalGitVcs(tmp_path / "vcs", "https://vcs.example", source_policy=policy)
+    with serve_http(served_root) as port:
+        url = f"http://git.test:{port}/team.git"
+        vcs.probe(url, "main")
+        mirrored = vcs.mirror_repository(tenant="default", repo_slug="acme/api", url=url, default_branch="main")
+        assert mirrored.node_id == git(team, "rev-parse", "HEAD")
+        assert vcs.fetch(tenant="default", repo_slug="acme/api", default_branch="main").head_sha == mirrored.node_id
+        checked["git.test"] = []  # the name resolves no more: nothing reads it
+        with pytest.raises(SourceError, match="does not resolve"):
+            vcs.fetch(tenant="default", repo_slug="acme/api", default_branch="main")
+
+
+def test_local_sources_lie_under_the_operators_roots(tmp_path: Path) -> None:
+    allowed, elsewhere, data = tmp_path / "allowed", tmp_path / "elsewhere", tmp_path / "data"
+    ours = make_origin(allowed / "team", {"README.md": "# Team\n"})
+    theirs = make_origin(elsewhere / "other-project", {"secret.txt": "not yours\n"})
+    (allowed / "escape").symlink_to(theirs)
+    with admin_api(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(data),
+                   source_local_roots=f"{tmp_path / 'nothing-here'}:{allowed}") as (http, _):
+        http.headers.update(CONTRIBUTOR)
+        for source in (str(theirs), f"file://{theirs}", str(allowed / "escape"), f"file://{allowed / 'escape'}",
+                       str(Path(__file__).resolve().parents[2])):  # the service's own checkout
+            detail = refused(http, data, "stealer", source)
+            assert detail["msg"] == "source_repository_url must lie under a directory SQUADOPS_SOURCE_LOCAL_ROOTS names"
+        answer = http.post(PROJECTS, json=project("acme", str(ours)))
+        assert answer.status_code == 201, answer.text
+        assert answer.json()["repository_bindings"][0]["metadata"]["vcs_repo_provision_status"] == "mirrored"
+
+
+def test_production_brings_no_local_source_unless_the_operator_names_roots(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    origin = make_origin(tmp_path / "team", {"README.md": "# Team\n"})
+    with admin_api(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(data), env="production") as (http, _):
+        detail = refused(http, data, "acme", str(origin))
+        assert detail["msg"] == ("local sources are refused here: SQUADOPS_SOURCE_LOCAL_ROOTS names no directory "
+                                 "a source may lie under")
+        assert refused(http, data, "acme", f"file://{origin}")["msg"] == detail["msg"]
+
+
+def test_a_source_a_changed_setting_refuses_is_not_fetched_at_launch(tmp_path: Path) -> None:
+    data, database = tmp_path / "data", f"sqlite:///{tmp_path / 'db.sqlite'}"
+    origin = make_origin(tmp_path / "team-repo", {"README.md": "# Team\n"})
+    base = git(origin, "rev-parse", "HEAD")
+    with admin_api(database, data_dir=str(data)) as (http, _):
+        assert http.post(PROJECTS, json=project("acme", str(origin))).status_code == 201
+    (origin / "CHANGELOG.md").write_text("a change made by the team meanwhile\n")
+    git(origin, "add", "CHANGELOG.md")
+    git(origin, "commit", "--quiet", "-m", "Meanwhile")
+    # The operator restarts the service with local sources confined elsewhere.
+    with admin_api(database, data_dir=str(data), source_local_roots=str(tmp_path / "approved")) as (http, _):
+        run = http.post("/v1/admin/studio/runs", json={"template_id": "delivery-core", "project_slug": "acme"})
+        assert run.status_code == 201, run.text
+        http.headers["X-Squadops-Min-Position"] = run.headers["X-Squadops-Position"]
+        fetch = http.get(f"{PROJECTS}/acme").json()["repository_bindings"][0]["metadata"]["last_fetch"]
+        assert (fetch["run_id"], fetch["status"], fetch["head_sha"]) == (run.json()["run_id"], "failed", "")
+        assert fetch["error"] == "source_repository_url must lie under a directory SQUADOPS_SOURCE_LOCAL_ROOTS names"
+    assert git(data / "vcs" / "default" / "acme" / "api.git", "rev-parse", "refs/heads/main") == base  # not fetched
+
+
 def test_openapi_documents_the_source(served: tuple[TestClient, Path]) -> None:
     http, _ = served
     schema = http.get("/openapi.json").json()
@@ -181,16 +375,30 @@ PARTICIPANTS = [
 ]
 
 
-@pytest.fixture
-def squad(tmp_path: Path) -> Iterator[tuple[TestClient, Path, object]]:
+@contextlib.contextmanager
+def open_squad(tmp_path: Path, **changes: object) -> Iterator[tuple[TestClient, Path, object]]:
     """The service with its projector and ticker on the simulator plane; lanes wait for review."""
     data = tmp_path / "data"
     with admin_api(
         f"sqlite:///{tmp_path / 'db.sqlite'}", workers=("projector", "ticker"), data_dir=str(data),
         simulator_review_calls=100_000,
         simulator_faults=False,  # a seeded fault (a lane skipping its pull request) is not this test's
+        **changes,
     ) as (http, container):
         yield http, data, container
+
+
+@pytest.fixture
+def squad(tmp_path: Path) -> Iterator[tuple[TestClient, Path, object]]:
+    with open_squad(tmp_path) as served:
+        yield served
+
+
+@pytest.fixture
+def squad_private(tmp_path: Path) -> Iterator[tuple[TestClient, Path, object]]:
+    """The squad of an operator who lets bindings bring repositories from internal hosts."""
+    with open_squad(tmp_path, source_private_hosts=True) as served:
+        yield served
 
 
 def start_run(http: TestClient, slug: str, source: str) -> tuple[str, dict]:
@@ -326,9 +534,9 @@ def git_daemon(root: Path) -> Iterator[str]:
 
 
 def test_an_origin_that_refuses_the_push_is_recorded_and_the_publication_stands(
-    squad: tuple[TestClient, Path, object], tmp_path: Path,
+    squad_private: tuple[TestClient, Path, object], tmp_path: Path,
 ) -> None:
-    http, _, _ = squad
+    http, _, _ = squad_private
     served_root = tmp_path / "served"
     team = make_origin(tmp_path / "team", {"README.md": "# Team\n"})
     served_root.mkdir()

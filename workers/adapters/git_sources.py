@@ -25,7 +25,15 @@ import socket
 from typing import Any
 
 from domain.gate.ports import VcsError
-from domain.projects.sources import Fetched, Pushed, Repository, SourceError, SourcePolicy, local_path, redact
+from domain.projects.sources import (
+    Fetched,
+    Pushed,
+    Repository,
+    SourceError,
+    SourcePolicy,
+    local_path,
+    redact,
+)
 from domain.shared.ids import is_valid_branch
 
 
