@@ -180,6 +180,9 @@ def test_the_services_own_data_and_other_tenants_repositories_are_no_source(
     link = tmp_path / "innocent-looking"
     link.symlink_to(other_repo)
     assert refused(http, data, "stealer", str(link))["msg"] == "source_repository_url must not lead into the service's own data"
+    # git decodes a file URL's escapes: '%76cs' would be read as 'vcs', past the path checked.
+    escaped = f"file://{data}/%76cs/other/secret/api.git"
+    assert refused(http, data, "stealer", escaped)["msg"] == "a file URL must not hold percent escapes; give the path as it is"
 
 
 # -- the operator's source policy: local roots, public hosts, no redirects ---------------------
