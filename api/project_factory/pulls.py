@@ -55,6 +55,7 @@ class PullPublication(msgspec.Struct, kw_only=True):
     push: Push | None
     error: str
     started_at: str
+    evidence_path: str = ""  # the evidence file in the repository (documents folded before it: "")
 
 
 class PullSummary(msgspec.Struct, kw_only=True):
@@ -132,6 +133,9 @@ class Evidence(msgspec.Struct, kw_only=True):
     kind: str
     url: str
     detail: str
+    # The evidence file's path in the repository (a gate publication's): what the page shows,
+    # since ``url`` is on the VCS host, which nobody opens.
+    path: str = ""
 
 
 class May(msgspec.Struct, kw_only=True):
@@ -211,7 +215,7 @@ def _agents(state: State, tenant: str, doc: dict[str, Any]) -> list[Agent]:
 
 def _evidence(state: State, tenant: str, doc: dict[str, Any]) -> list[Evidence]:
     found = [
-        Evidence(kind="gate_publication", url=p["evidence_url"] or p["pr_url"],
+        Evidence(kind="gate_publication", url=p["evidence_url"] or p["pr_url"], path=p.get("evidence_path", ""),
                  detail=f"gate run {p['attempt']}: {p['status']}" + (f", push {p['push']['status']}" if p["push"] else ""))
         for p in doc["publications"]
     ]

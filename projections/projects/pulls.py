@@ -166,7 +166,7 @@ def fold_publication(doc: dict[str, Any], thread_key: str, e: Any) -> None:
     if isinstance(e, gate.RunStarted):
         doc["publications"].append({
             "thread_key": thread_key, "attempt": e.attempt, "status": "running", "actor": e.actor,
-            "branch_name": "", "pr_url": "", "head_sha": "", "evidence_url": "", "push": None, "error": "",
+            "branch_name": "", "pr_url": "", "head_sha": "", "evidence_url": "", "evidence_path": "", "push": None, "error": "",
             "started_at": e.at,
         })
         return
@@ -183,7 +183,7 @@ def fold_publication(doc: dict[str, Any], thread_key: str, e: Any) -> None:
         publication["push"] = {"status": e.status, "origin": e.origin, "branch": e.branch_name,
                                "head_sha": e.head_sha, "error": e.error}
     elif isinstance(e, gate.EvidenceRecorded):
-        publication["evidence_url"] = e.evidence_url
+        publication.update(evidence_url=e.evidence_url, evidence_path=e.artifact_path)
     elif isinstance(e, gate.RunCompleted):
         publication["status"] = e.status
         if e.status == "published":

@@ -5,6 +5,10 @@ a gate run is then a live event of that run (``event_kind`` ``gate``) and a runt
 line of source ``gate``. Steps of a thread tied to no studio run, and steps stored before
 they named their run, belong to no run and show nowhere. One pure mapping, used by the
 log dock and the live fan-out alike, so both always agree.
+
+A line names no address on the VCS host (``vcs.squadops.local`` by default, which nobody
+opens): the pull request is reviewed on its page here, which the office's badge links, and
+the evidence is named by its path in the repository.
 """
 
 from __future__ import annotations
@@ -65,7 +69,8 @@ class _Lines(Handlers):
 
     @handles(gate.PullRequestPublished)
     def pull_request_published(self, e: gate.PullRequestPublished) -> Line:
-        return Line("info", f"Gate run {e.attempt} published pull request {e.pr_url} as {e.author}.", "gate:pull_request")
+        return Line("info", f"Gate run {e.attempt} published the pull request of {e.repo} at {e.head_sha[:12]} as {e.author}.",
+                    "gate:pull_request")
 
     @handles(gate.CheckRunRecorded)
     def check_run_recorded(self, e: gate.CheckRunRecorded) -> Line:
@@ -75,12 +80,12 @@ class _Lines(Handlers):
 
     @handles(gate.CommentPosted)
     def comment_posted(self, e: gate.CommentPosted) -> Line:
-        return Line("info", f"Gate run {e.attempt} posted its summary comment {e.comment_url}.", "gate:comment")
+        return Line("info", f"Gate run {e.attempt} posted its summary comment on the pull request.", "gate:comment")
 
     @handles(gate.EvidenceRecorded)
     def evidence_recorded(self, e: gate.EvidenceRecorded) -> Line:
         warning = "" if e.scope == "implementation" else ORCHESTRATION
-        return Line("warn" if warning else "info", f"Gate run {e.attempt} recorded {e.scope} evidence {e.evidence_url}.",
+        return Line("warn" if warning else "info", f"Gate run {e.attempt} recorded {e.scope} evidence in {e.artifact_path}.",
                     f"gate:evidence:{e.scope}", warning=warning)
 
     @handles(gate.PromotionDecided)

@@ -63,7 +63,9 @@ def test_the_office_shows_the_gate_publishing_its_run_live(service: LiveServer, 
                 "#dock-list li:not([hidden])", "els => els.map(e => [e.dataset.source, e.dataset.level, e.textContent])"
             )
             assert len(shown) == 11 and {(s, level) for s, level, _ in shown} == {("gate", "info")}
-            assert any(pr_url in text for _, _, text in shown)
+            # The published pull request by its repository and head: no line names the VCS host (it goes nowhere).
+            assert any(gate.json()["publication"]["head_sha"][:12] in text for _, _, text in shown)
+            assert not [text for _, _, text in shown if pr_url in text or "vcs.squadops.local" in text]
             assert shown[0][2].endswith("Gate run 1 published.")  # newest first: the run's end
             assert page.evaluate("window.__samePage") == "yes"
     finally:

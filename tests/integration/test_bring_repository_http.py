@@ -517,6 +517,16 @@ def test_a_lane_works_in_the_mirror_its_pull_request_is_reviewed_commented_and_p
     mine = next(p for p in listed if p["number"] == number)
     assert mine["state"] == "published" and mine["publications"][0]["push"]["status"] == "pushed"
     assert number not in [p["number"] for p in http.get(f"{PROJECTS}/acme/overview").json()["pulls"]]
+    # What a person sees names no address on the VCS host (which goes nowhere): the page
+    # names the evidence by its path in the published branch, the office's gate lines too.
+    evidence = mine["publications"][0]["evidence_path"]
+    assert git(origin, "show", f"{push['branch']}:{evidence}").startswith("{")
+    page = http.get(pull["page_url"], headers=VIEWER)
+    assert page.status_code == 200 and f"<code>{evidence}</code>" in page.text
+    feed = http.get("/control-plane/studio/observability-feed", params={"project_slug": "acme", "run_id": run_id}).json()
+    lines = [x["message"] for x in feed["runtime_logs"] if x["source"] == "gate"]
+    assert any(f"evidence in {evidence}" in line for line in lines), lines
+    assert "vcs.squadops.local" not in page.text and not [line for line in lines if "vcs.squadops.local" in line]
 
 
 def git_daemon(root: Path) -> Iterator[str]:

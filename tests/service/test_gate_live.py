@@ -105,7 +105,9 @@ def test_a_gate_run_for_a_studio_run_is_live_on_its_topic_and_in_its_log_dock(da
         assert [i["event_name"] for i in items] == STEPS
         assert {(i["event_kind"], i["run_id"], i["agent_id"]) for i in items} == {("gate", run.run_id, "")}
         assert [i["event_id"] for i in items] == [str(p) for p in tied]
-        assert record["pr_url"] in items[3]["summary"]
+        # The published pull request by its repository and head, not its address on the VCS host (it goes nowhere).
+        assert record["publication"]["head_sha"][:12] in items[3]["summary"]
+        assert not [i["summary"] for i in items if record["pr_url"] in i["summary"] or "vcs.squadops.local" in i["summary"]]
         # The lonely thread published for no studio run: nothing of it went out.
         assert not any(own_run_id(TENANT, "lonely-thread") in m.subject for m in broker.published)
         fan_out(container, broker)
@@ -120,7 +122,8 @@ def test_a_gate_run_for_a_studio_run_is_live_on_its_topic_and_in_its_log_dock(da
         lines = [entry for entry in shown["runtime_logs"] if entry["source"] == "gate"]
         assert [entry["event_id"] for entry in lines] == [str(p) for p in reversed(tied)]
         assert {entry["level"] for entry in lines} == {"info"}  # every check passed, promoted
-        assert any(record["pr_url"] in entry["message"] for entry in lines)
+        assert any(record["publication"]["head_sha"][:12] in entry["message"] for entry in lines)
+        assert not [entry for entry in lines if "vcs.squadops.local" in entry["message"]]
         assert shown["event_count"] == before["event_count"] + len(tied)
         position = container.event_store.max_position()
         reads = FeedReads(container.store, TimeTravel(EventSelector(container.event_store)), container.event_store.max_position)
