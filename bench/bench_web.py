@@ -71,7 +71,8 @@ def run(ctx: object) -> list[str]:
                 (pull,) = httpx.get(f"{url}/v1/project-factory/projects/shop/pulls", headers=ADMIN, timeout=30).json()["items"]
                 address = f"{url}/projects/shop/pulls/{pull['number']}"
                 size = httpx.get(address, headers=ADMIN, timeout=30).text.count('<div class="ln ')
-                paints, ends = loads(browser, address, "#diff .ln", lambda page: page.evaluate(FIRST_PAINT_OF, "diff"))
+                # A line in view (a hunk's rows, not those of a closed fold).
+                paints, ends = loads(browser, address, "#diff .hunk > .ln", lambda page: page.evaluate(FIRST_PAINT_OF, "diff"))
                 found.append(line(f"first diff painted, pull request of {size} diff lines", paints, ends))
                 address = f"{url}/runs/{run_id}/agents/{author}"
                 entries = httpx.get(address, headers=ADMIN, timeout=30).text.count('<li class="entry"')

@@ -295,3 +295,63 @@ def test_the_office_runs_under_its_own_content_security_policy(crowded: tuple[st
         page.goto(f"{url}/runs/{run_id}")
         expect(page.locator("[data-agent-id]")).to_have_count(len(feed(url, run_id)["pixel_agents"]))
         assert refused == []
+
+
+def test_a_diff_with_folded_code_is_reached_and_walked_by_keyboard(crowded: tuple[str, str], browser: Browser, tmp_path: Path) -> None:
+    """A pull request's page over a real diff whose hunk opens with a fold (the code above the
+    change): the diff's tab stop is its first line in view, the arrow keys pass the closed
+    fold by, and once the fold is opened (Enter on its summary) they walk into it. The page
+    is rendered as the service renders it; its script comes from the served service."""
+    import subprocess
+
+    from api.web.diff_view import KEEP, files_view
+    from api.web.pages import environment
+    from workers.adapters.git_review import commits, file_diffs
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com", *args], cwd=tmp_path,
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "--quiet", "--initial-branch=main")
+    code = [f"def f_{n}():\n    return {n}\n" for n in range(30)]
+    (tmp_path / "app.py").write_text("".join(code))
+    git("add", "--all")
+    git("commit", "--quiet", "-m", "base")
+    base = git("rev-parse", "HEAD")
+    code[15] = "def f_15():\n    return 'changed'\n"
+    (tmp_path / "app.py").write_text("".join(code))
+    git("commit", "--quiet", "--all", "-m", "change")
+    head = git("rev-parse", "HEAD")
+    files = file_diffs(tmp_path / ".git", base, head)
+    pull = {"number": 3, "run_id": "run-1", "agent_id": "backend", "repository_key": "backend", "opened_at": "", "state": "open",
+            "publications": []}
+    detail = {"pull": pull, "base_sha": base, "head_sha": head, "commits": commits(tmp_path / ".git", base, head), "files": files,
+              "evidence": [], "agents": [], "may": {"comment": True, "publish": False}, "comment_closed": ""}
+    html = environment().get_template("pull.html").render(
+        page="pull", title="PR", who="", script=True, config={"project_slug": "crowd", "number": 3}, initial="",
+        project_slug="crowd", pull=pull, detail=detail, files=files_view(files), may=detail["may"],
+    )
+    url, _ = crowded
+    changed = 2 * 15 + 2  # the line of f_15's return
+    first_shown = changed - KEEP
+    with opened(browser) as page:
+        page.route(f"{url}/pull-with-folds", lambda route: route.fulfill(body=html, content_type="text/html"))
+        page.goto(f"{url}/pull-with-folds")
+        expect(page.locator(f'#diff .ln[tabindex="0"][data-line="{first_shown}"]')).to_have_count(1)
+        page.locator("#diff summary").first.wait_for()
+        for _ in range(12):  # Tab from the page's start reaches the diff
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.classList.contains('ln')"):
+                break
+        assert page.evaluate("document.activeElement.dataset.line") == str(first_shown)
+        page.keyboard.press("ArrowUp")  # the fold above is closed: nowhere to go
+        assert page.evaluate("document.activeElement.dataset.line") == str(first_shown)
+        page.keyboard.press("ArrowDown")
+        assert page.evaluate("document.activeElement.dataset.line") == str(first_shown + 1)
+        page.locator("#diff details.fold summary").first.focus()
+        page.keyboard.press("Enter")
+        page.locator(f'#diff .ln[data-line="{first_shown + 1}"]').focus()
+        for _ in range(2):
+            page.keyboard.press("ArrowUp")
+        assert page.evaluate("document.activeElement.dataset.line") == str(first_shown - 1)
+        assert page.locator("#diff details.fold").first.evaluate("d => d.open")

@@ -5,7 +5,9 @@ and a pull request's diff rendered with every text escaped."""
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from api.web.diff_view import FOLD_OVER, KEEP, files_view
 from api.web.pages import environment
 from tests.conftest import ADMIN, settings_for
 from tests.helpers import DEMO_LIKE, drive_runs
+from workers.adapters.git_review import CONTEXT_LINES, commits, file_diffs
 from workers.bootstrap import build
 from workers.planes.simulator import SimulatorPlane
 
@@ -163,6 +166,60 @@ def test_a_diff_with_html_in_it_is_escaped_and_coloured() -> None:
     assert "&lt;script&gt;alert(&#34;old&#34;)&lt;/script&gt;" in text
     assert re.search(r'<span class="n[a-z]*">', html), "HTML is coloured by its lexer"
     assert 'id="publish"' in html and 'id="comment-form"' in html
+
+
+def test_a_diff_read_from_a_repository_shows_html_escaped_code_coloured_and_the_code_around_changes_folded(tmp_path: Path) -> None:
+    """The page over what git itself answers: a change in the middle of a long Python file and
+    one in an HTML page, committed with markup for a message."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-c", "user.name=Dev", "-c", "user.email=dev@example.com", *args],
+                              cwd=tmp_path, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    git("init", "--quiet", "--initial-branch=main")
+    code = [f"def f_{n}():\n    return {n}\n" for n in range(30)]
+    (tmp_path / "app.py").write_text("".join(code))
+    (tmp_path / "page.html").write_text("<html>\n<body>\n<p>old</p>\n</body>\n</html>\n")
+    git("add", "--all")
+    git("commit", "--quiet", "-m", "base")
+    base = git("rev-parse", "HEAD")
+    code[15] = "def f_15():\n    return 'changed'\n"
+    (tmp_path / "app.py").write_text("".join(code))
+    (tmp_path / "page.html").write_text('<html>\n<body>\n<script>alert("x")</script>\n</body>\n</html>\n')
+    git("commit", "--quiet", "--all", "-m", "<script>alert(1)</script>")
+    head = git("rev-parse", "HEAD")
+
+    repo = tmp_path / ".git"
+    files = file_diffs(repo, base, head)
+    assert [f["path"] for f in files] == ["app.py", "page.html"]
+    (python,) = files_view(files[:1])[0].hunks
+    # Unchanged code around the change: KEEP lines next to it in view, the rest folded, not missing.
+    assert [block.folded for block in python.blocks] == [True, False, True]
+    folded_before = python.blocks[0].lines
+    changed = 2 * 15 + 2  # the line of f_15's return
+    assert [x.new_no for x in folded_before] == list(range(changed - CONTEXT_LINES, changed - KEEP))
+    assert all(x.kind == "context" for x in folded_before)
+    shown = python.blocks[1].lines
+    assert [x.kind for x in shown].count("context") == 2 * KEEP and "'changed'" in "".join(x.text for x in shown)
+
+    html = render_pull(files, {"comment": True, "publish": True}) + render_pull_commits(commits(repo, base, head))
+    assert '<details class="fold"><summary>' in html and "unchanged lines</summary>" in html
+    assert re.search(r'<span class="k">def</span>', html), "Python is coloured by its lexer"
+    for raw in ('<script>alert("x")', "<script>alert(1)"):
+        assert raw not in html
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in re.sub(r"<[^>]+>", "", html)
+    assert "<strong>&lt;script&gt;alert(1)&lt;/script&gt;</strong>" in html
+
+
+def render_pull_commits(found: list[dict]) -> str:
+    """The page's commit list for ``found`` (its other parts as render_pull draws them)."""
+    assert found
+    pull = {"number": 3, "run_id": "run-1", "repository_key": "backend", "opened_at": "", "state": "open", "publications": []}
+    detail = {"pull": pull, "base_sha": "b" * 40, "head_sha": "a" * 40, "commits": found, "files": [], "evidence": [], "agents": [],
+              "may": {"comment": False, "publish": False}, "comment_closed": ""}
+    context = {"page": "pull", "title": "PR", "who": "", "script": False, "config": {}, "initial": "", "project_slug": "acme"}
+    return environment().get_template("pull.html").render(**context, pull=pull, detail=detail, files=[], may=detail["may"])
 
 
 def test_a_viewer_gets_the_diff_without_controls() -> None:

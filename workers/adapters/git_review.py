@@ -27,6 +27,11 @@ HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 STATUS = {"A": "added", "M": "modified", "D": "deleted", "R": "renamed", "C": "copied", "T": "modified"}
 TIMEOUT = 30.0
 LOG_FORMAT = "%H%x00%an%x00%ae%x00%aI%x00%s%x00%b%x1e"
+# Unchanged lines read around each change: the page shows three of them next to it and folds
+# the rest (api.web.diff_view), so a reader can unfold the code around a change. With git's
+# default three nothing would be left to fold: the lines between two changes further apart
+# than six would simply be missing.
+CONTEXT_LINES = 20
 
 
 def _git(repo: Path, *args: str) -> bytes:
@@ -104,9 +109,9 @@ def parse_patch(lines: list[str]) -> tuple[list[dict[str, Any]], bool]:
 
 
 def file_diffs(repo: Path, base: str, head: str) -> list[dict[str, Any]]:
-    """Each changed file with its hunks (``git diff``, three lines of context, renames found)."""
+    """Each changed file with its hunks (``git diff``, CONTEXT_LINES of context, renames found)."""
     names = changed_files(repo, base, head)
-    patch = _git(repo, "diff", "-M", "--no-color", "--no-ext-diff", "--no-textconv", "--unified=3", base, head).decode(errors="replace")
+    patch = _git(repo, "diff", "-M", "--no-color", "--no-ext-diff", "--no-textconv", f"--unified={CONTEXT_LINES}", base, head).decode(errors="replace")
     chunks: list[list[str]] = []
     for line in patch.split("\n"):
         if line.startswith("diff --git "):

@@ -16,7 +16,9 @@ const result = document.getElementById("comment-result");
 let current = null; // the line the form is open on
 
 function lines() {
-  return [...diff.querySelectorAll(".ln")].filter((line) => line.offsetParent !== null); // not folded away
+  // Not folded away: Chromium lays out a closed <details>' content (content-visibility), so
+  // offsetParent does not tell; a closed fold around the line does.
+  return [...diff.querySelectorAll(".ln")].filter((line) => !line.closest("details:not([open])"));
 }
 
 function focusLine(line) {
@@ -59,7 +61,7 @@ function closeForm() {
 }
 
 if (diff) {
-  const first = diff.querySelector(".ln");
+  const [first] = lines(); // the diff's tab stop: its first line in view (a hunk may open with a fold)
   if (first) first.tabIndex = 0;
   diff.addEventListener("keydown", (event) => {
     const line = event.target.closest?.(".ln");
