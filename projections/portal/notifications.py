@@ -5,9 +5,17 @@
   relay worker (workers.notify_relay) delivers, and the inbox records each notification id
   once, so a rebuild or a replay of this model re-fires nothing.
 - ``inbox``: each subscriber's notifications, from the inbox's events.
+
+A notification links a page a person opens: a pull request's review page, else its run's
+office. Notifications stored before that linked the run's feed (the API's JSON) and named a
+pull request by its address on the VCS host, which goes nowhere; the inbox shows those with
+the office's link and without that address (the stored events stay as they are).
 """
 
 from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from domain.portal import events as pv
 from domain.studio import events as ev
@@ -18,6 +26,23 @@ from projections.projects.pulls import number_pull_request, pull_page_url
 OUTBOX = "notify_outbox"
 INBOX = "inbox"
 FEED = "/control-plane/studio/observability-feed"
+
+
+def office_url(run_id: str) -> str:
+    return f"/runs/{run_id}"
+
+
+def shown(note: dict[str, Any]) -> dict[str, Any]:
+    """A stored notification as a person sees it: an older one's feed link becomes its run's
+    office, and a body that is only the pull request's VCS address is dropped (the title and
+    the link say which)."""
+    url, body = str(note.get("url", "")), str(note.get("body", ""))
+    if url.startswith(FEED + "?"):
+        run_id = (parse_qs(urlsplit(url).query).get("run_id") or [""])[0]
+        url = office_url(run_id) if run_id else url
+    if note.get("kind") == "delivery" and "://" in body and " " not in body.strip():
+        body = ""
+    return {**note, "url": url, "body": body}
 
 
 def outbox_key(position: int) -> str:
@@ -57,7 +82,7 @@ class NotifyOutboxProjector(Projector):
 
     @staticmethod
     def _raise(env: Envelope, docs: Docs, kind: str, title: str, body: str, *, pr_number: int | None = None) -> None:
-        """A notification of the run's project, linking its feed (a pull request's: its review
+        """A notification of the run's project, linking its office (a pull request's: its review
         page, not the unreachable vcs host)."""
         tenant, run_id = env.tenant, env.run_id
         link = docs.get(f"outbox-run/{tenant}/{run_id}")
@@ -70,7 +95,7 @@ class NotifyOutboxProjector(Projector):
             "kind": kind,
             "title": title,
             "body": body,
-            "url": f"{FEED}?project_slug={slug}&run_id={run_id}" if pr_number is None else pull_page_url(slug, pr_number),
+            "url": office_url(run_id) if pr_number is None else pull_page_url(slug, pr_number),
             "source_ref": f"event:{env.position}",
         }
         docs.put(outbox_key(env.position), doc, partition="outbox", sort_key=f"{env.position:012d}")
@@ -82,7 +107,7 @@ class InboxProjector(Projector):
     @handles(pv.NotificationRaised)
     def notification_raised(self, e: pv.NotificationRaised, env: Envelope, docs: Docs) -> None:
         tenant, subject, note = env.tenant, ":".join(env.scope[2:]), e.notification
-        doc = {**note, "via": e.via, "created_at": e.at, "read_at": ""}
+        doc = {**shown(note), "via": e.via, "created_at": e.at, "read_at": ""}
         docs.put(f"inbox/{tenant}/{subject}/{note['notification_id']}", doc,
                  partition=inbox_partition(tenant, subject), sort_key=f"{e.at}|{note['notification_id']}", status="unread")
 

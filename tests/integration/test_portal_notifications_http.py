@@ -13,6 +13,7 @@ import pytest
 from litestar.testing import TestClient
 
 from api.app import create_app
+from domain.portal.events import Notification
 from domain.portal.notifications import subscriber_hash
 from tests.conftest import ADMIN, settings_for
 from tests.feed_scenarios import Scenario, apply_all
@@ -96,8 +97,12 @@ def test_run_events_notify_once_and_a_rebuild_fires_nothing(world) -> None:
     relay = container.notify_relay
     assert relay is not None and relay.relay_once() > 0
     assert container.runner.wait_for(container.event_store.max_position(), timeout=20)
-    kinds = sorted(n["kind"] for n in http.get(INBOX, headers=owner).json()["notifications"])
+    notes = http.get(INBOX, headers=owner).json()["notifications"]
+    kinds = sorted(n["kind"] for n in notes)
     assert "blocker" in kinds and "delivery" in kinds
+    # Each links a page a person opens: the run's office, a pull request's review page.
+    assert {n["url"] for n in notes if n["kind"] == "blocker"} == {f"/runs/{run_id}"}
+    assert all(n["url"].startswith("/projects/acme/pulls/") for n in notes if n["kind"] == "delivery")
     assert http.get(INBOX, headers=DEV).json()["count"] == 0  # a contributor is not notified
     before = container.event_store.max_position()
     assert container.runner.wait_for(before, timeout=20)
@@ -110,3 +115,17 @@ def test_run_events_notify_once_and_a_rebuild_fires_nothing(world) -> None:
     assert fresh.relay_once() == 0 and relay.relay_once() == 0
     assert container.event_store.max_position() == before
     assert sorted(n["kind"] for n in http.get(INBOX, headers=owner).json()["notifications"]) == kinds
+
+    # Notifications stored before linked the run's feed (JSON) and had the pull request's VCS
+    # address for a body: the inbox shows them with the office's link and without it.
+    for nid, kind, url, body in (
+        ("ntf-0000000000000001", "blocker", f"/control-plane/studio/observability-feed?project_slug=acme&run_id={run_id}", "x: y"),
+        ("ntf-0000000000000002", "delivery", "/projects/acme/pulls/7", "https://vcs.squadops.local/acme/api/pull/7"),
+    ):
+        note = Notification(notification_id=nid, kind=kind, title="Older", body=body, url=url, source_ref="event:1",
+                            project_slug="acme")
+        relay.workflow.trigger(tenant="default", subscriber="lead@example.com", note=note)
+    seen = {**owner, "x-squadops-min-position": str(container.event_store.max_position())}
+    older = {n["notification_id"]: n for n in http.get(INBOX, headers=seen).json()["notifications"]}
+    assert (older["ntf-0000000000000001"]["url"], older["ntf-0000000000000001"]["body"]) == (f"/runs/{run_id}", "x: y")
+    assert (older["ntf-0000000000000002"]["url"], older["ntf-0000000000000002"]["body"]) == ("/projects/acme/pulls/7", "")
