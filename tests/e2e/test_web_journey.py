@@ -172,6 +172,12 @@ def test_bring_a_repository_launch_review_comment_and_publish(served: str, origi
         page.goto(f"{url}/runs/{run_id}/agents/{author_id(page, url, number)}")
         expect(page.locator("#entries .entry").first).to_be_visible()
         assert page.evaluate(CONTRAST_JS) == []
+        # The office: the run and its verbs are seen, none can be sent (the role is said why).
+        page.goto(f"{url}/runs/{run_id}")
+        verbs = page.locator("#run-verbs button.verb")
+        expect(verbs.first).to_be_visible()
+        assert verbs.count() == verbs.and_(page.locator("[disabled]")).count() > 0
+        assert "does not include control" in (verbs.first.get_attribute("title") or "")
     with opened(browser, extra_http_headers=STRANGER) as page:
         for path_ in (f"/projects/shop/pulls/{number}", "/projects/shop", f"/runs/{run_id}/agents/planner"):
             answer = page.goto(f"{url}{path_}")

@@ -50,11 +50,16 @@ export function showAnswer(output, verb, { status, body }) {
 }
 
 /** A verb button with its hint; destructive verbs ask for a second click. */
+export const NO_CONTROL =
+  "Your role on this project does not include control (owner or maintainer): the verbs are shown, not sent.";
+
 export function verbButton(verb, level, send) {
   const hint = needs(verb);
   const button = h(
     "button",
-    { type: "button", class: "verb", "data-verb": verb, "data-level": level },
+    // A caller whose role cannot control sees the verbs, not a button the service would refuse.
+    { type: "button", class: "verb", "data-verb": verb, "data-level": level, disabled: !config.may_control,
+      title: config.may_control ? null : NO_CONTROL },
     h("span", { class: "verb-label" }, config.verbs.labels[verb] || verb),
     h("code", { class: "verb-code" }, verb),
     hint.length ? h("span", { class: "verb-needs" }, `needs ${hint.join(", ")}`) : null,
@@ -123,7 +128,7 @@ export class Panel {
     t.denied = h(
       "p",
       { class: "notice", hidden: config.may_control },
-      "Your role on this project does not include control (owner or maintainer); the service will refuse verbs with 403.",
+      NO_CONTROL,
     );
     t.inputs = {};
     const form = h("form", { class: "verb-fields", "aria-label": "Verb fields" });
