@@ -5,7 +5,7 @@ process (``bench.model_upstream``): the same request straight to the upstream, a
 ``squadops serve`` (its own process, PostgreSQL, its projector another process) at ``/v1/model-proxy/v1/messages`` under
 an agent's proxy token, alternating. First byte: the time until the first body bytes of a
 short streamed answer arrive. Throughput: a long streamed answer (``LONG_DELTAS`` deltas of
-1 KiB) read whole, in MiB/s; alternating with those two, the same answer through a relay
+1 KiB, about 64 MiB) read whole, in MiB/s, and each round's ratio to the round's direct answer; alternating with those two, the same answer through a relay
 with no framework (``bench.bare_relay``), the ceiling of a Python relay on this machine.
 Beside each rate, the CPU time each process spent per MiB (the client, the upstream, the
 relay): on 2 cores, three busy processes share what two had straight to the upstream.
@@ -36,8 +36,10 @@ from tests.processes import ServiceProcess, service_env
 
 KEY = "bench-proxy-signing-key-0123456789abcdef"
 FIRST_BYTE_ROUNDS = int(os.environ.get("BENCH_PROXY_ROUNDS", "400"))
-LONG_DELTAS = 16 * 1024  # about 16 MiB of SSE per answer
-THROUGHPUT_ROUNDS = 5
+# About 64 MiB of SSE per answer, 15 of each: an answer of 16 MiB streams in ~15 ms, where
+# one scheduling hiccup of three processes on two cores moved a 5-answer ratio by 0.3.
+LONG_DELTAS = 64 * 1024
+THROUGHPUT_ROUNDS = 15
 
 
 @contextlib.contextmanager
@@ -153,6 +155,8 @@ def run(ctx: BenchContext) -> list[str]:
                 rates_bare.append(costs["bare"].measure(lambda: streamed_size(http, bare, {}, long)))
     added = [p - d for p, d in zip(through, straight, strict=True)]
     ratio = statistics.median(rates_proxy) / statistics.median(rates_direct)
+    paired = sorted(p / d for p, d in zip(rates_proxy, rates_direct, strict=True))  # each round's own ratio
+    paired_bare = sorted(b / d for b, d in zip(rates_bare, rates_direct, strict=True))
     return [
         f"first byte, direct: p50 {percentile(straight, 50):.2f} ms, p99 {percentile(straight, 99):.2f} ms; "
         f"through the proxy: p50 {percentile(through, 50):.2f} ms, p99 {percentile(through, 99):.2f} ms",
@@ -161,9 +165,11 @@ def run(ctx: BenchContext) -> list[str]:
         f"p99 {percentile(added, 99):.2f}) (target p99 < 5 ms; {FIRST_BYTE_ROUNDS} requests each)",
         f"streamed throughput: direct {statistics.median(rates_direct):.0f} MiB/s, through the proxy "
         f"{statistics.median(rates_proxy):.0f} MiB/s: {ratio:.2f} of direct (target >= 0.9; "
-        f"{THROUGHPUT_ROUNDS} answers of {LONG_DELTAS} KiB each)",
+        f"{THROUGHPUT_ROUNDS} answers of {LONG_DELTAS} KiB each; each round's ratio: median "
+        f"{statistics.median(paired):.2f}, from {paired[0]:.2f} to {paired[-1]:.2f})",
         f"a relay with no framework (bench.bare_relay), same run: {statistics.median(rates_bare):.0f} MiB/s: "
-        f"{statistics.median(rates_bare) / statistics.median(rates_direct):.2f} of direct",
+        f"{statistics.median(rates_bare) / statistics.median(rates_direct):.2f} of direct (each round's: median "
+        f"{statistics.median(paired_bare):.2f}, from {paired_bare[0]:.2f} to {paired_bare[-1]:.2f})",
         f"CPU ms per MiB: direct ({costs['direct'].line()}); through the proxy ({costs['proxy'].line()}); "
         f"no framework ({costs['bare'].line()}); load average {os.getloadavg()[0]:.1f}",
     ]
