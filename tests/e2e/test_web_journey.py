@@ -178,6 +178,7 @@ def test_bring_a_repository_launch_review_comment_and_publish(served: str, origi
         expect(verbs.first).to_be_visible()
         assert verbs.count() == verbs.and_(page.locator("[disabled]")).count() > 0
         assert "does not include control" in (verbs.first.get_attribute("title") or "")
+        expect(page.locator("#run-verbs-denied")).to_contain_text("does not include control")
     with opened(browser, extra_http_headers=STRANGER) as page:
         for path_ in (f"/projects/shop/pulls/{number}", "/projects/shop", f"/runs/{run_id}/agents/planner"):
             answer = page.goto(f"{url}{path_}")

@@ -2,11 +2,11 @@
 // time, steerable with the control verbs. Reads only the service's own endpoints.
 
 import { ApiError, config, getJSON, postJSON } from "./lib/api.js";
-import { setAttr, setText, sleep } from "./lib/dom.js";
+import { h, setAttr, setText, sleep } from "./lib/dom.js";
 import { Dock } from "./office/dock.js";
 import { Floor } from "./office/floor.js";
 import { LiveStream } from "./office/live.js";
-import { Panel, showAnswer, verbButton } from "./office/panel.js";
+import { NO_CONTROL, Panel, showAnswer, verbButton } from "./office/panel.js";
 import { Surfaces } from "./office/surfaces.js";
 import { Timeline } from "./office/timeline.js";
 
@@ -163,6 +163,7 @@ for (const verb of config.verbs.run) {
     }),
   );
 }
+if (!config.may_control) runVerbs.append(h("p", { class: "notice", id: "run-verbs-denied" }, NO_CONTROL));
 
 // -- start -------------------------------------------------------------------------------------
 
