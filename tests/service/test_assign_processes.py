@@ -29,17 +29,25 @@ def env(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def squad_at_work(url: str) -> str:
-    """A run whose planner works in its workspace and whose testers joined by the proof gate."""
+    """A run whose planner works in its workspace and whose testers joined by the proof gate (and
+    wait, paused, so that they are still there to switch)."""
     container = build(settings_for(url))
     app = container
     try:
         app.projects.create_project(tenant=TENANT, request=DEMO_LIKE, created_by="owner@example.com")
         run, _ = app.studio.runs.launch_run(tenant=TENANT, template_id="delivery-core", project_slug="acme", launched_by="op")
         app.studio.control.control_run(tenant=TENANT, run_id=run.run_id, intent=ControlIntent(verb="verify_wave"), actor="op")
+        # The testers hold until the planner works: a tester proves its suit in 4-7 tool calls
+        # and, in a run whose planner is slow to its first tool, was done (ended, so not
+        # switched) before the planner worked (seed of run-9669f99f0e9c8255).
+        for tester in ("tester-admin", "tester-guest"):
+            app.studio.control.control_session(
+                tenant=TENANT, run_id=run.run_id, agent_id=tester, intent=ControlIntent(verb="pause_session"), actor="op"
+            )
         app.studio.runs.request_execution(tenant=TENANT, run_id=run.run_id, requested_by="op")
         plane = SimulatorPlane(faults=FaultRates.none())
         app.studio.ticks.tick_runs(plane, start=[(TENANT, run.run_id)])
-        for _ in range(100):  # until the planner works and both testers have joined
+        for _ in range(100):  # until the planner works (the testers joined, paused)
             current = app.studio.runs.get_run(TENANT, run.run_id)
             live = {s.agent_id: s.live_status for s in app.studio.runs.all_sessions(current) if not s.ended}
             if live.get("planner") == "working" and {"tester-admin", "tester-guest"} <= set(live):
