@@ -7,7 +7,7 @@ from collections import Counter
 from domain.shared.event_store import EventStore
 from tests.helpers import drive_runs
 from workers.bootstrap import Services, wire_services
-from workers.planes.simulator import Draws, SimulatorPlane
+from workers.planes.simulator import Draws, Faults, SimulatorPlane
 
 MEMORY = {
     "PERSISTENCE_MODULE": "eventsourcing.sqlite",
@@ -37,7 +37,21 @@ def test_same_run_state_same_steps() -> None:
 
 
 def test_squads_grow_by_handoff_deliver_and_misbehave() -> None:
-    app, ids = simulate(160, runs=8)
+    app, ids = simulate(0, runs=7)
+    # A first-tool stall is a draw of the run's seed (12% of processes): eight runs of random
+    # ids drew none in one batch of two hundred swept. The eighth run is one whose planner draws it.
+    plane, faults = SimulatorPlane(), Faults(None)
+    for _ in range(200):  # its start does not fail first (a container-creation corruption)
+        run, _ = app.studio.runs.launch_run(tenant="default", template_id="delivery-core", project_slug="acme", launched_by="op")
+        if faults.stalls_first_tool(run.seed, "planner", 1) and not faults.corrupt_container(run.seed, "planner", 0, 0):
+            break
+    else:
+        raise AssertionError("no planner of 200 runs drew a first-tool stall")
+    app.studio.runs.request_execution(tenant="default", run_id=run.run_id, requested_by="op")
+    ids.append(run.run_id)
+    app.studio.ticks.tick_runs(plane, start=[("default", run.run_id)])
+    for _ in range(160):
+        app.studio.ticks.tick_runs(plane, tick=[("default", r) for r in ids])
     blockers: Counter[str] = Counter()
     agents: Counter[str] = Counter()
     prs = completed = 0
