@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from workers.bootstrap import Services
+    from workers.planes.simulator import FaultRates
 
 T = TypeVar("T")
 
@@ -35,15 +36,19 @@ def eventually(probe: Callable[[], T | None], timeout: float = 20.0, interval: f
     raise AssertionError(f"condition not met within {timeout}s; last answer: {last!r}")
 
 
-def drive_runs(app: Services, *, runs: int, ticks: int, project: dict[str, Any] | None = None) -> list[str]:
-    """Launches and executes ``runs`` runs of the project, then ticks them with the simulator."""
+def drive_runs(
+    app: Services, *, runs: int, ticks: int, project: dict[str, Any] | None = None, faults: FaultRates | None = None
+) -> list[str]:
+    """Launches and executes ``runs`` runs of the project, then ticks them with the simulator
+    (its default fault rates unless ``faults`` are given: ``FaultRates.none()`` for a test whose
+    subject is not the faults, since a run's seeded faults may wall its whole squad)."""
     from workers.planes.simulator import SimulatorPlane
 
     request = project or DEMO_LIKE
     slug = str(request["project_key"])
     if app.projects.get_project("default", slug) is None:
         app.projects.create_project(tenant="default", request=request, created_by="op@example.com")
-    plane = SimulatorPlane()
+    plane = SimulatorPlane(faults=faults)
     ids = []
     for _ in range(runs):
         run, _ = app.studio.runs.launch_run(tenant="default", template_id="delivery-core", project_slug=slug, launched_by="op")

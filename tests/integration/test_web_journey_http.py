@@ -20,7 +20,7 @@ from tests.conftest import ADMIN, settings_for
 from tests.helpers import DEMO_LIKE, drive_runs
 from workers.adapters.git_review import CONTEXT_LINES, commits, file_diffs
 from workers.bootstrap import build
-from workers.planes.simulator import SimulatorPlane
+from workers.planes.simulator import FaultRates, SimulatorPlane
 
 STRANGER = {"x-edge-claim-email": "stranger@example.com", "x-edge-claim-groups": ""}
 MEMBERS = {
@@ -46,7 +46,9 @@ def container(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 def http(container: Any) -> Iterator[tuple[TestClient, str]]:
     with TestClient(create_app(container, workers=("projector",))) as client:
         client.headers.update(ADMIN)
-        (run_id,) = drive_runs(container, runs=1, ticks=15, project=MEMBERS)
+        # No seeded faults: the pages are the subject, and a run whose planner drew a corrupt
+        # checkout and whose curator drew a first-tool stall made no tool call at all.
+        (run_id,) = drive_runs(container, runs=1, ticks=15, project=MEMBERS, faults=FaultRates.none())
         assert container.await_reads(container.event_store.max_position(), container.settings.min_position_wait_seconds)
         yield client, run_id
 
@@ -73,7 +75,7 @@ def test_each_tool_call_shows_its_result_under_it_and_a_long_one_folded(http: tu
     """The simulator's tools answer (a read: 40 numbered lines; anything else: a line or two),
     recorded with the call and read back from the transcripts read model."""
     client, run_id = http
-    plane = SimulatorPlane()
+    plane = SimulatorPlane(faults=FaultRates.none())  # as the run's first ticks
 
     def results() -> list[tuple[str, str]]:
         """(the <details> tag, its text) of every call's result, on each agent's page."""
