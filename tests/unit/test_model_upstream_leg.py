@@ -29,13 +29,19 @@ MESSAGES_STREAM = (
 )
 
 
-@pytest.mark.parametrize("size", [1, 2, 7, 64, 333, len(MESSAGES_STREAM)])
-def test_the_usage_scan_reads_the_same_tally_however_the_stream_is_cut(size: int) -> None:
+def observed(stream: bytes, size: int, *, whole: bool = True) -> Tally:
+    """The tally of an Anthropic Messages ``stream`` fed to the scan in chunks of ``size``."""
     tally = Tally(MESSAGES)
     observer = Observer(tally, "text/event-stream")
-    for at in range(0, len(MESSAGES_STREAM), size):
-        observer.feed(MESSAGES_STREAM[at:at + size])
-    observer.end()
+    for at in range(0, len(stream), size):
+        observer.feed(stream[at:at + size])
+    observer.end(whole)
+    return tally
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 64, 333, len(MESSAGES_STREAM)])
+def test_the_usage_scan_reads_the_same_tally_however_the_stream_is_cut(size: int) -> None:
+    tally = observed(MESSAGES_STREAM, size)
     assert (tally.tokens_in, tally.cached_tokens, tally.tokens_out, tally.model, tally.completed) == (10, 3, 41, "up-1", True)
 
 
@@ -51,23 +57,14 @@ def test_a_long_stream_is_read_at_its_start_and_its_end_the_same_however_it_is_c
     """The text between the start and the last ``TAIL_BYTES`` is passed by; the usage at
     both ends is read, whatever the chunks' sizes (lines crossing the head's and the tail's edges)."""
     assert len(LONG_STREAM) > 4 * (64 << 10)
-    tally = Tally(MESSAGES)
-    observer = Observer(tally, "text/event-stream")
-    for at in range(0, len(LONG_STREAM), size):
-        observer.feed(LONG_STREAM[at:at + size])
-    observer.end()
+    tally = observed(LONG_STREAM, size)
     assert (tally.tokens_in, tally.cached_tokens, tally.tokens_out, tally.model, tally.completed) == (10, 3, 441, "up-1", True)
 
 
 def test_a_long_stream_cut_keeps_what_its_start_and_its_last_whole_lines_reported() -> None:
     """Cut after its cumulative ``message_delta`` but before ``message_stop``: the delta counts,
     the answer is not whole, and the unfinished last line is not read."""
-    cut = LONG_STREAM[:LONG_STREAM.index(b"event: message_stop") + 30]
-    tally = Tally(MESSAGES)
-    observer = Observer(tally, "text/event-stream")
-    for at in range(0, len(cut), 8192):
-        observer.feed(cut[at:at + 8192])
-    observer.end(whole=False)
+    tally = observed(LONG_STREAM[:LONG_STREAM.index(b"event: message_stop") + 30], 8192, whole=False)
     assert (tally.tokens_in, tally.tokens_out, tally.completed) == (10, 441, False)
 
 
