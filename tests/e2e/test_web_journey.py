@@ -155,6 +155,7 @@ def test_bring_a_repository_launch_review_comment_and_publish(served: str, origi
         page.wait_for_function("document.getElementById('portal').dataset.portal !== 'loading'")
         review = page.locator(f'#reviews a[href="/projects/shop/pulls/{number}"]')
         expect(review).to_be_visible()
+        assert "· 1 file ·" in page.inner_text("#reviews")  # the lane changed one file
         shot(page, "portal")
         review.click()
         page.click("#publish")
