@@ -32,6 +32,8 @@ SCRIPTS = {
     ],
     "backend": [
         ("write", "orders.py", "ORDERS: list[dict] = []\n"),
+        # Nothing committed yet: the squad's server refuses the pull request and says why.
+        ("squad", "open_pull_request", {"title": "Too early"}),
         ("shell", "git add orders.py && git commit -m 'Orders API'"),
         ("squad", "open_pull_request", {"title": "Orders API"}),
         ("say", "Opened the pull request."),
@@ -106,6 +108,16 @@ def test_real_clis_deliver_committed_work(database_url: str) -> None:
         handoffs = [(e["agent_id"], e["target_agent_id"]) for e in feed["live_events"] if e["event_name"] == "handed_off"]
         assert handoffs == [("planner", "backend")]
         assert feed["delivery"]["pr_url"]
+        # What the squad's server answered Codex, as Codex printed it: the early call refused
+        # with the uncommitted file named; the accepted one names the branch and where people
+        # review it, and no number the project's pages do not show.
+        proposals = [e for e in reversed(feed["live_events"])
+                     if e["agent_id"] == "backend" and e["tool_name"] == "mcp__squadops__open_pull_request"]
+        assert [e["event_name"] for e in proposals] == ["tool_call_failed", "tool_called"], proposals
+        assert "empty_pull_request" in proposals[0]["result"] and "orders.py" in proposals[0]["result"]
+        answered = json.loads(proposals[1]["result"])
+        assert answered["head_branch"] == f"squad/{run_id}/backend" and answered["changed_paths"] == ["orders.py"]
+        assert answered["pull_requests"] == "/projects/acme/pulls" and "pr_number" not in answered
 
         # The gate publishes the agent's real change (and its evidence) to the project's vcs.
         answer = svc.http.post(f"/v1/admin/gate/threads/{run_id}/run",

@@ -55,16 +55,19 @@ class AgentToolCalls:
                 session.pull_requests + 1, args["repository_key"],
             )
             changes = self._changes(run, session.agent_id)
+            # No number: the project numbers its pull requests when the call is recorded (the
+            # plane's own number is no number people see), so the agent is told where to look.
+            pulls = f"/projects/{run.project_slug}/pulls"
             return {
                 "accepted": True,
                 "repository_key": target.repository_key,
                 "head_branch": changes.branch,
                 "head_sha": changes.head_sha,
                 "changed_paths": list(changes.paths),
-                "pr_owner": target.pr_owner,
-                "pr_repo": target.pr_repo,
-                "pr_number": target.pr_number,
                 "title": args["title"],
+                "pull_requests": pulls,
+                "note": f"The pull request takes project {run.project_slug}'s next number when the squad "
+                        f"records this call; people review it from {pulls}.",
             }
         return {
             "accepted": True,
