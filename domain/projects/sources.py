@@ -8,13 +8,16 @@ whitespace. A local path must not lead into the service's own data (the caller o
 ``source_problem`` names those roots): another tenant's repositories, the event store, the
 agents' worktrees; and, when the operator names them (``SQUADOPS_SOURCE_LOCAL_ROOTS``), it
 must lie under one of the directories a source may come from (after symlinks are resolved).
+The same rule holds for every place git reads the repository from (``place_problem``): the
+adapter finds them as git does (a ``.git`` file, ``commondir``, alternates, symlinks inside),
+so a repository under a root cannot hand git another tenant's objects.
 A network source's host must be, and resolve only to, public addresses (``SourcePolicy``):
 loopback, private, link-local, unspecified and reserved ones (the cloud metadata address
 among them) are refused unless the operator allows them (``SQUADOPS_SOURCE_PRIVATE_HOSTS``),
 so a tenant cannot make the service probe its own network. The adapter runs git with
 ``GIT_ALLOW_PROTOCOL`` set to the same list and ``--`` before the URL, so a redirect or a
-submodule cannot reach another transport, with HTTP redirects refused and an http(s) name
-pinned to the addresses checked here (``Admitted.addresses``)."""
+submodule cannot reach another transport, with HTTP redirects refused and a host name
+(http, https or git) pinned to the addresses checked here (``Admitted.addresses``)."""
 
 from __future__ import annotations
 
@@ -37,14 +40,22 @@ class SourceError(Exception):
     """Git could not read the source (its error's first line), or the source is refused."""
 
 
-def local_path(url: str) -> Path | None:
-    """The local path a source names (a path or a ``file://`` URL), else None."""
+def local_source(url: str) -> str | None:
+    """The local path a source names (a path or a ``file://`` URL) spelled as git is handed it,
+    else None. Not normalized: git tries ``<it>/.git``, ``<it>``, ``<it>.git/.git`` and
+    ``<it>.git`` on this very string (``/a/b/.`` leads to ``/a/b/..git``)."""
     if url.startswith("/"):
-        return Path(url)
+        return url
     if url.startswith("file://"):
         parts = urlsplit(url)
-        return Path(parts.path) if parts.netloc in ("", "localhost") else None
+        return parts.path if parts.netloc in ("", "localhost") else None
     return None
+
+
+def local_path(url: str) -> Path | None:
+    """The local path a source names (a path or a ``file://`` URL), else None."""
+    spelled = local_source(url)
+    return None if spelled is None else Path(spelled)
 
 
 LOCAL_ROOTS_SETTING = "SQUADOPS_SOURCE_LOCAL_ROOTS"
@@ -129,23 +140,36 @@ def source_problem(
         return None  # its host: SourcePolicy.admit
     if scheme is not None and "%" in url:  # git decodes them, so the path checked would not be the one read
         return "a file URL must not hold percent escapes; give the path as it is"
+    if scheme is not None and ("?" in url or "#" in url):  # git reads them as part of the path
+        return "a file URL must not hold '?' or '#'; give the path as it is"
     path = local_path(url)
     if path is None:
         return "a file URL must name a local path (file:///…)"
     if ".." in path.parts:
         return "source_repository_url must not hold '..'"
+    return place_problem(path, forbidden_roots, local_roots)
+
+
+def place_problem(
+    path: Path | str, forbidden_roots: Iterable[Path] = (), local_roots: Iterable[Path] | None = None,
+    what: str = "source_repository_url",
+) -> str | None:
+    """Why git may not read a local source at ``path`` (``what`` leads there: the source
+    itself, or its ``.git`` file, ``commondir``, alternates or symlinks), or None. Judged
+    once symlinks are resolved: never inside ``forbidden_roots``, and under one of
+    ``local_roots`` unless that is None."""
     real = Path(os.path.realpath(path))
     for root in forbidden_roots:
         base = Path(os.path.realpath(root))
         if real == base or base in real.parents:
-            return "source_repository_url must not lead into the service's own data"
+            return f"{what} must not lead into the service's own data"
     if local_roots is None:
         return None
     roots = [Path(os.path.realpath(root)) for root in local_roots]
     if not roots:
         return f"local sources are refused here: {LOCAL_ROOTS_SETTING} names no directory a source may lie under"
     if not any(real == root or root in real.parents for root in roots):
-        return f"source_repository_url must lie under a directory {LOCAL_ROOTS_SETTING} names"
+        return f"{what} must lie under a directory {LOCAL_ROOTS_SETTING} names"
     return None
 
 
@@ -200,8 +224,9 @@ Resolver = Callable[[str, int], Iterable[str]]  # (host, port) -> its addresses 
 
 @dataclass(frozen=True)
 class Admitted:
-    """A source the policy lets git read: for an http(s) URL naming a host, that host and
-    port and the addresses it was checked at, which git must connect to (not resolve again)."""
+    """A source the policy lets git read: for an http, https or git URL naming a host, that
+    host and port and the addresses it was checked at, which git must connect to (not
+    resolve again)."""
 
     url: str
     host: str = ""
@@ -229,6 +254,11 @@ class SourcePolicy:
         if scheme is None or scheme.group(1).lower() == "file":
             return Admitted(url)
         return self._admit_host(url, scheme.group(1).lower())
+
+    def place_problem(self, path: Path | str, what: str) -> str | None:
+        """Why git may not read a local source's repository at ``path``, reached through
+        ``what`` (its ``.git`` file, ``commondir``, alternates, …), or None."""
+        return place_problem(path, self.forbidden_roots, self.local_roots, what)
 
     def problem(self, url: str) -> str | None:
         try:
@@ -264,8 +294,6 @@ class SourcePolicy:
             return self._refuse(internal)  # (a name that does not resolve is not told apart from an internal one)
         if not addresses or None in addresses:
             return self._refuse("source_repository_url's host does not resolve")
-        if scheme not in ("http", "https"):
-            return Admitted(url)
         return Admitted(url, host, port, tuple(sorted({str(a) for a in addresses if a is not None})))
 
     @staticmethod

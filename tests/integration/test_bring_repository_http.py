@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import os
 import shutil
 import socket
 import subprocess
@@ -310,6 +311,34 @@ def test_git_connects_to_the_addresses_the_policy_checked_not_its_own_resolution
             vcs.fetch(tenant="default", repo_slug="acme/api", default_branch="main")
 
 
+def test_a_git_url_is_read_and_pushed_at_the_address_the_policy_checked(tmp_path: Path) -> None:
+    """``git://`` has no curloptResolve: git is handed the URL with the host replaced by the
+    address checked (``url.<it>.insteadOf``). ``rebind.test`` (a reserved name no resolver
+    answers) reaches the daemon for the probe, the clone, the fetch and the push only because
+    git connected where the policy found it; the mirror's origin and the push keep the name."""
+    from domain.projects.sources import SourcePolicy
+    from workers.adapters.local_git import LocalGitVcs
+
+    served_root = tmp_path / "served"
+    served_root.mkdir()
+    team = make_origin(tmp_path / "team", {"README.md": "# Team\n"})
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(team), str(served_root / "team.git")], check=True)
+    policy = SourcePolicy(resolve=lambda host, port: ["127.0.0.1"] if host == "rebind.test" else [], private_hosts=True)
+    vcs = LocalGitVcs(tmp_path / "vcs", "https://vcs.example", source_policy=policy)
+    for base_url in git_daemon(served_root, writable=True):
+        url = base_url.replace("127.0.0.1", "rebind.test") + "/team.git"
+        vcs.probe(url, "main")
+        mirrored = vcs.mirror_repository(tenant="default", repo_slug="acme/api", url=url, default_branch="main")
+        assert mirrored.node_id == git(team, "rev-parse", "HEAD")
+        mirror = tmp_path / "vcs" / "default" / "acme" / "api.git"
+        assert git(mirror, "config", "--get", "remote.origin.url") == url
+        assert vcs.fetch(tenant="default", repo_slug="acme/api", default_branch="main").head_sha == mirrored.node_id
+        git(mirror, "branch", "squad/feature", "main")
+        pushed = vcs.for_tenant("default").push_upstream("acme/api", "squad/feature")
+        assert pushed is not None and (pushed.status, pushed.origin) == ("pushed", url), pushed
+        assert git(served_root / "team.git", "rev-parse", "refs/heads/squad/feature") == mirrored.node_id
+
+
 def test_local_sources_lie_under_the_operators_roots(tmp_path: Path) -> None:
     allowed, elsewhere, data = tmp_path / "allowed", tmp_path / "elsewhere", tmp_path / "data"
     ours = make_origin(allowed / "team", {"README.md": "# Team\n"})
@@ -325,6 +354,104 @@ def test_local_sources_lie_under_the_operators_roots(tmp_path: Path) -> None:
         answer = http.post(PROJECTS, json=project("acme", str(ours)))
         assert answer.status_code == 201, answer.text
         assert answer.json()["repository_bindings"][0]["metadata"]["vcs_repo_provision_status"] == "mirrored"
+
+
+def attacker_repositories(allowed: Path, theirs: Path, sha: str) -> dict[str, str]:
+    """Repositories a tenant who may write under an allowed root crafts there, each of which
+    would have git read another tenant's mirror (``theirs``, holding commit ``sha``) from
+    the service's data: the source passes the path check, git follows where it leads."""
+    allowed.mkdir(parents=True, exist_ok=True)
+
+    def bare(name: str) -> Path:
+        repo = allowed / name
+        subprocess.run(["git", "init", "--quiet", "--bare", str(repo)], check=True)
+        return repo
+
+    def pointing(name: str) -> Path:  # a ref at their commit, the objects to come from elsewhere
+        repo = bare(name)
+        (repo / "refs" / "heads" / "main").write_text(f"{sha}\n")
+        return repo
+
+    (allowed / "gitfile").mkdir()
+    (allowed / "gitfile" / ".git").write_text(f"gitdir: {theirs}\n")
+    (allowed / "relative" / "deeper").mkdir(parents=True)
+    (allowed / "relative" / "deeper" / ".git").write_text(f"gitdir: {os.path.relpath(theirs, allowed / 'relative' / 'deeper')}")
+    (allowed / "linked").mkdir()
+    (allowed / "linked" / ".git").symlink_to(theirs)
+    (bare("commondir.git") / "commondir").write_text(f"{os.path.relpath(theirs, allowed / 'commondir.git')}\n")
+    (bare("gitfile-in-bare.git") / ".git").write_text(f"gitdir: {theirs}\n")
+    (allowed / "suffixed.git").symlink_to(theirs)  # git tries <path>.git when <path> is none
+    (allowed / "dotted").mkdir()
+    (allowed / "dotted" / "..git").symlink_to(theirs)  # '<path>/.' + '.git'
+    (pointing("alternates.git") / "objects" / "info" / "alternates").write_text(f"{theirs / 'objects'}\n")
+    relative = os.path.relpath(theirs / "objects", allowed / "alternates-relative.git" / "objects")
+    (pointing("alternates-relative.git") / "objects" / "info" / "alternates").write_text(f"# a comment\n{relative}\n")
+    (bare("hop.git") / "objects" / "info" / "alternates").write_text(f"{theirs / 'objects'}\n")
+    (pointing("alternates-chained.git") / "objects" / "info" / "alternates").write_text("../../hop.git/objects\n")
+    linked_objects = pointing("objects-linked.git")
+    shutil.rmtree(linked_objects / "objects")
+    (linked_objects / "objects").symlink_to(theirs / "objects")
+    fanned = pointing("fanout-linked.git")  # every loose-object directory a name may have
+    for prefix in range(256):
+        (fanned / "objects" / f"{prefix:02x}").symlink_to(theirs / "objects" / f"{prefix:02x}")
+    return {
+        "gitfile": str(allowed / "gitfile"), "relative": str(allowed / "relative" / "deeper"),
+        "linked": f"file://{allowed / 'linked'}", "commondir": str(allowed / "commondir.git"),
+        "gitfile-in-bare": str(allowed / "gitfile-in-bare.git"), "suffixed": str(allowed / "suffixed"),
+        "dotted": f"{allowed / 'dotted'}/.", "alternates": str(allowed / "alternates.git"),
+        "alternates-relative": str(allowed / "alternates-relative.git"),
+        "alternates-chained": str(allowed / "alternates-chained.git"), "objects-linked": str(allowed / "objects-linked.git"),
+        "fanout-linked": str(allowed / "fanout-linked.git"),
+    }
+
+
+@pytest.mark.parametrize("roots", [False, True])
+def test_a_repository_under_an_allowed_root_cannot_lead_git_into_another_tenants_mirror(tmp_path: Path, roots: bool) -> None:
+    """A ``.git`` file (absolute or relative), a ``.git`` symlink, ``commondir``, git's
+    ``<path>.git`` and ``<path>/.`` spellings, alternates (absolute, relative, chained) and
+    symlinked object directories: each a 422 naming what leads out, nothing created, nothing
+    read (before these checks, each was cloned: 201 with the other tenant's commit)."""
+    data, allowed = tmp_path / "data", tmp_path / "allowed"
+    settings = {"source_local_roots": str(allowed)} if roots else {}
+    with admin_api(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(data), **settings) as (http, _):
+        theirs = http.post(PROJECTS, headers=OTHER_TENANT, json={
+            "project_key": "secret", "repository_bindings": [{"repository_key": "backend", "vcs_repo_slug": "secret/api"}]})
+        assert theirs.status_code == 201, theirs.text
+        their_repo = data / "vcs" / "other" / "secret" / "api.git"
+        sources = attacker_repositories(allowed, their_repo, git(their_repo, "rev-parse", "refs/heads/main"))
+        http.headers.update(CONTRIBUTOR)
+        for name, source in sources.items():
+            detail = refused(http, data, "stealer", source)
+            assert detail["msg"].startswith("source_repository_url's ") and detail["msg"].endswith(
+                "must not lead into the service's own data"), (name, detail)
+        # git reads '?' and '#' in a file URL as part of the path: '<root>/x#/../../data/…'.
+        (allowed / "x#").mkdir()
+        escaped = f"file://{allowed}/x#/../../data/vcs/other/secret/api.git"
+        assert refused(http, data, "stealer", escaped)["msg"] == "a file URL must not hold '?' or '#'; give the path as it is"
+        # Alternates and a .git file within the allowed roots are a repository like any other.
+        ours = make_origin(allowed / "ours", {"README.md": "# Ours\n"})
+        fork = allowed / "fork.git"
+        subprocess.run(["git", "clone", "--quiet", "--bare", "--shared", str(ours), str(fork)], check=True)
+        (allowed / "checkout").mkdir()
+        (allowed / "checkout" / ".git").write_text("gitdir: ../fork.git\n")
+        for slug, source in (("fork", str(fork)), ("checkout", str(allowed / "checkout"))):
+            answer = http.post(PROJECTS, json=project(slug, source))
+            assert answer.status_code == 201, answer.text
+            assert git(data / "vcs" / "default" / slug / "api.git", "rev-parse", "refs/heads/main") == git(ours, "rev-parse", "HEAD")
+
+
+def test_a_local_repository_under_a_root_that_leads_elsewhere_is_refused(tmp_path: Path) -> None:
+    """Under SQUADOPS_SOURCE_LOCAL_ROOTS, a repository whose alternates or .git file lead
+    outside the roots (not only into the data) is refused the same way."""
+    data, allowed, elsewhere = tmp_path / "data", tmp_path / "allowed", tmp_path / "elsewhere"
+    outside = make_origin(elsewhere / "other-project", {"secret.txt": "not yours\n"})
+    sources = attacker_repositories(allowed, outside / ".git", git(outside, "rev-parse", "HEAD"))
+    with admin_api(f"sqlite:///{tmp_path / 'db.sqlite'}", data_dir=str(data), source_local_roots=str(allowed)) as (http, _):
+        http.headers.update(CONTRIBUTOR)
+        for name in ("gitfile", "alternates-relative", "objects-linked", "suffixed"):
+            detail = refused(http, data, "stealer", sources[name])
+            assert detail["msg"].startswith("source_repository_url's ") and detail["msg"].endswith(
+                "must lie under a directory SQUADOPS_SOURCE_LOCAL_ROOTS names"), (name, detail)
 
 
 def test_production_brings_no_local_source_unless_the_operator_names_roots(tmp_path: Path) -> None:
@@ -529,13 +656,14 @@ def test_a_lane_works_in_the_mirror_its_pull_request_is_reviewed_commented_and_p
     assert "vcs.squadops.local" not in page.text and not [line for line in lines if "vcs.squadops.local" in line]
 
 
-def git_daemon(root: Path) -> Iterator[str]:
-    """A read-only git server (git://): the origin cannot be pushed to."""
+def git_daemon(root: Path, writable: bool = False) -> Iterator[str]:
+    """A git server (git://), read-only unless ``writable``: the origin cannot be pushed to."""
     from tests.infra import free_port, reachable
 
     port = free_port()
     daemon = subprocess.Popen(
-        ["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={root}", "--listen=127.0.0.1", f"--port={port}", str(root)],
+        ["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={root}", "--listen=127.0.0.1", f"--port={port}",
+         *(["--enable=receive-pack"] if writable else []), str(root)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:

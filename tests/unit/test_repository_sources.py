@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from domain.projects.sources import SourceError, SourcePolicy, ipv4_literal, redact, source_problem
 from workers.adapters.git_review import parse_patch
 from workers.adapters.git_sources import source_options
+from workers.adapters.local_git import LocalGitVcs, git_environment
 from workers.settings import SettingsError, load_settings
 
 ROOT = Path("/srv/squadops-data")
@@ -35,6 +36,8 @@ def test_paths_and_the_allowed_transports_pass(url: str) -> None:
     ("/srv/squadops-data/vcs/other/x/y.git", "own data"), ("file:///srv/squadops-data", "own data"),
     # git decodes a file URL's escapes: the path checked would not be the path read
     ("file:///srv/squadops-dat%61/vcs/other/x.git", "percent"), ("file:///srv/a/%2e%2e/squadops-data", "percent"),
+    # and reads '?' and '#' as part of the path, where a URL parser sees a query or fragment
+    ("file:///srv/git/x#/../../squadops-data/vcs", "'#'"), ("file:///srv/git/x?/../../squadops-data", "'?'"),
     ("http://[::1/x", "no host name"),
 ])
 def test_everything_else_is_refused_with_its_reason(url: str, why: str) -> None:
@@ -141,7 +144,7 @@ def test_a_public_host_is_admitted_with_the_addresses_it_was_checked_at() -> Non
     assert (admitted.host, admitted.port) == ("git.example.com", 443) and asked == [("git.example.com", 443)]
     assert admitted.addresses == ("2606:2800:220:1:248:1893:25c8:1946", "93.184.216.34")
     assert PUBLIC.admit("http://GIT.example.com:8080/x").port == 8080
-    assert PUBLIC.admit("git://git.example.com/x").addresses == ()  # git:// is not pinned (README)
+    assert PUBLIC.admit("git://git.example.com/x").addresses == ("2606:2800:220:1:248:1893:25c8:1946", "93.184.216.34")
     assert PUBLIC.admit("https://93.184.216.34/x").addresses == ()  # a literal is not resolved
     assert PUBLIC.admit("https://[2606:4700::1111]/x").addresses == ()
     # git gets them pinned, and never follows a redirect.
@@ -150,6 +153,15 @@ def test_a_public_host_is_admitted_with_the_addresses_it_was_checked_at() -> Non
         "-c", "http.curloptResolve=git.example.com:443:[2606:2800:220:1:248:1893:25c8:1946],93.184.216.34",
     ]
     assert source_options(PUBLIC, "/srv/git/team.git") == ["-c", "http.followRedirects=false"]
+    # git:// has no such option: git is handed the URL with the host replaced by one checked
+    # address (IPv4 first), the port and the rest kept, whatever the URL spells after it.
+    assert source_options(PUBLIC, "git://git.example.com:9419/team/repo.git?x=y") == [
+        "-c", "http.followRedirects=false",
+        "-c", "url.git://93.184.216.34:9419.insteadOf=git://git.example.com:9419",
+    ]
+    assert source_options(PRIVATE_ALLOWED, "git://v6local.example.com/x") == [
+        "-c", "http.followRedirects=false", "-c", "url.git://[fd12::1].insteadOf=git://v6local.example.com"]
+    assert source_options(PUBLIC, "git://93.184.216.34/x") == ["-c", "http.followRedirects=false"]  # a literal
 
 
 def test_the_operator_may_allow_internal_hosts() -> None:
@@ -161,6 +173,39 @@ def test_the_operator_may_allow_internal_hosts() -> None:
     # The rest of the policy holds all the same.
     assert "own data" in (PRIVATE_ALLOWED.problem(f"file://{ROOT}/vcs") or "")
     assert "'ssh' protocol" in (PRIVATE_ALLOWED.problem("ssh://127.0.0.1/x") or "")
+
+
+def test_git_connects_to_the_address_the_check_resolved_not_a_rebound_one(tmp_path: Path) -> None:
+    """A name that answers a public address at the check and a private one afterwards: git is
+    told the first, and the name is resolved once per operation, by the policy (the clone,
+    fetch and push against a git daemon: the integration test)."""
+    answers = iter([["93.184.216.34"], ["127.0.0.1"]])
+    policy = SourcePolicy(resolve=lambda host, port: next(answers), forbidden_roots=(ROOT,))
+    commands: list[tuple[str, ...]] = []
+
+    class Recording(LocalGitVcs):
+        def run_git(self, *args: str, **kwargs: object):  # type: ignore[no-untyped-def, override]
+            commands.append(args)
+            return super().run_git("--version")
+
+    vcs = Recording(tmp_path / "vcs", "https://vcs.example", source_policy=policy)
+    vcs.probe("git://rebinding.example.com/team.git", "main")
+    assert commands == [("-c", "http.followRedirects=false",
+                         "-c", "url.git://93.184.216.34.insteadOf=git://rebinding.example.com",
+                         "ls-remote", "--heads", "--", "git://rebinding.example.com/team.git", "refs/heads/main")]
+    with pytest.raises(SourceError, match=INTERNAL):  # the next operation resolves again, and is refused
+        vcs.probe("git://rebinding.example.com/team.git", "main")
+    assert len(commands) == 1
+
+
+def test_git_runs_with_no_repository_named_by_the_environment() -> None:
+    environ = {"PATH": "/usr/bin", "HOME": "/home/squadops", "GIT_SSL_CAINFO": "/etc/ca.pem",
+               "GIT_ALTERNATE_OBJECT_DIRECTORIES": "/srv/squadops-data/vcs/other/x.git/objects",
+               "GIT_DIR": "/srv/x.git", "GIT_COMMON_DIR": "/srv/x.git", "GIT_OBJECT_DIRECTORY": "/srv/x.git/objects",
+               "GIT_WORK_TREE": "/srv/x", "GIT_INDEX_FILE": "/tmp/i", "GIT_NAMESPACE": "other",
+               "GIT_CONFIG_PARAMETERS": "'core.hookspath'='/tmp/h'", "GIT_CONFIG_COUNT": "1",
+               "GIT_CONFIG_KEY_0": "core.hooksPath", "GIT_CONFIG_VALUE_0": "/tmp/h"}
+    assert git_environment(environ) == {"PATH": "/usr/bin", "HOME": "/home/squadops", "GIT_SSL_CAINFO": "/etc/ca.pem"}
 
 
 def test_ipv4_literals_read_as_inet_aton_reads_them() -> None:

@@ -10,19 +10,28 @@ a local source goes through git's transport (``--no-local``), not hard links.
 
 Every read of an origin and every push to it (the probe, the clone, the fetch before a run,
 the push-back) first passes the operator's source policy (``SourcePolicy.admit``): a source
-a changed setting now refuses is neither fetched nor pushed to. Git then follows no HTTP
-redirect (``http.followRedirects=false``: a public URL cannot send it into the internal
-network), and an http(s) host name is pinned to the addresses the policy checked
-(``http.curloptResolve``), so git does not resolve it again. A ``git://`` host is resolved
-again by git itself (no such option): DNS rebinding between the check and git's connection
-stays open there.
+a changed setting now refuses is neither fetched nor pushed to. A local source passes it
+again for every place git would read it from (``git_reads``): the repository git picks
+for the path, the directory a ``.git`` file names, ``commondir``, the object stores
+``objects/info/alternates`` adds (recursively) and whatever a symlink inside these leads
+to, so a repository under an allowed root cannot hand git another tenant's mirror.
+Git then follows no HTTP redirect (``http.followRedirects=false``: a public URL cannot send
+it into the internal network, and the dumb HTTP client follows no ``http-alternates``
+either), and a host name is pinned to the addresses the policy checked, so git does not
+resolve it again: http(s) through ``http.curloptResolve``, ``git://`` through
+``url.<the URL with that address>.insteadOf`` (the stored origin keeps the name). What
+stays open: a local repository changed between the check and git's read of it.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
+import stat
+from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 from domain.gate.ports import VcsError
 from domain.projects.sources import (
@@ -32,6 +41,7 @@ from domain.projects.sources import (
     SourceError,
     SourcePolicy,
     local_path,
+    local_source,
     redact,
 )
 from domain.shared.ids import is_valid_branch
@@ -56,12 +66,138 @@ def resolve_host(host: str, port: int) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
+# Where git looks for the repository a local path names, in its order (``enter_repo``).
+GIT_DIR_SUFFIXES = ("/.git", "", ".git/.git", ".git")
+MAX_ENTRIES = 100_000  # files and directories looked at for one source, all stores together
+MAX_FILE = 1 << 16  # a .git file, commondir or alternates file
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
+def _small_text(path: str, what: str) -> str | None:
+    """The text of the regular file at ``path`` (None: none there); never blocks on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = file.read(MAX_FILE + 1)
+    if len(data) > MAX_FILE or b"\0" in data:
+        raise SourceError(f"source_repository_url's {what} must be a small text file")
+    return os.fsdecode(data)
+
+
+def git_reads(spelled: str) -> Iterator[tuple[str, str]]:
+    """Every place git may read the local source ``spelled`` from (as git is handed it), as
+    (what leads there, its real path): each of ``<it>/.git``, ``<it>``, ``<it>.git/.git``
+    and ``<it>.git`` git may pick (a file, or a directory holding ``HEAD``), the directory a
+    ``.git`` file names (relative to the file's directory), its ``commondir`` (relative to
+    it), the object stores its alternates add, recursively (relative to the store naming
+    them), and the target of every symlink inside these. SourceError for what cannot be
+    judged: a quoted alternates entry, a binary or huge file, more than ``MAX_ENTRIES``."""
+    budget, walked = [MAX_ENTRIES], set[str]()
+
+    def symlinks(top: str) -> Iterator[tuple[str, str]]:
+        """The targets of the symlinks under ``top``; a linked directory is walked in turn."""
+        folders = [top]
+        while folders:
+            folder = folders.pop()
+            try:
+                with os.scandir(folder) as listing:
+                    entries = list(listing)
+            except OSError:
+                continue
+            budget[0] -= len(entries)
+            if budget[0] < 0:
+                raise SourceError("source_repository_url's repository holds too many files to check")
+            for entry in entries:
+                if entry.is_symlink():
+                    target = _real(entry.path)
+                    yield "symlinks", target
+                    if os.path.isdir(target) and target not in walked:
+                        walked.add(target)
+                        folders.append(target)
+                elif entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+
+    def stores(objects: str, seen: set[str]) -> Iterator[tuple[str, str]]:
+        for line in (_small_text(os.path.join(objects, "info", "alternates"), "alternates") or "").split("\n"):
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith('"'):
+                raise SourceError("source_repository_url's alternates must not hold quoted paths")
+            store = _real(os.path.join(objects, line))
+            yield "alternates", store
+            if store not in seen:
+                seen.add(store)
+                if store not in walked:
+                    walked.add(store)
+                    yield from symlinks(store)
+                yield from stores(store, seen)
+
+    def git_dir(path: str) -> Iterator[tuple[str, str]]:
+        common = path
+        named = _small_text(os.path.join(path, "commondir"), "commondir")
+        if named is not None:
+            common = _real(os.path.join(path, named.rstrip("\r\n")))
+            yield "commondir", common
+        for top in dict.fromkeys((path, common)):
+            if top not in walked:
+                walked.add(top)
+                yield from symlinks(top)
+        objects = _real(os.path.join(common, "objects"))
+        yield from stores(objects, {objects})
+
+    base = spelled.rstrip("/") or "/"
+    for suffix in GIT_DIR_SUFFIXES:
+        candidate = base + suffix
+        try:
+            mode = os.stat(candidate).st_mode
+        except OSError:
+            continue
+        if stat.S_ISREG(mode):
+            yield "repository", _real(candidate)
+            text = _small_text(candidate, ".git file") or ""
+            if text.startswith("gitdir: "):
+                target = _real(os.path.join(os.path.dirname(candidate), text[8:].rstrip("\r\n")))
+                yield ".git file", target
+                yield from git_dir(target)
+        elif stat.S_ISDIR(mode) and os.path.lexists(os.path.join(candidate, "HEAD")):
+            yield "repository", _real(candidate)
+            yield from git_dir(_real(candidate))
+
+
+def pinned_git_url(url: str, address: str) -> tuple[str, str]:
+    """``(base, prefix)`` for ``url.<base>.insteadOf=<prefix>``: the ``git://`` URL's scheme and
+    host part, and the same with the host replaced by ``address`` (the port kept)."""
+    parts = urlsplit(url)
+    prefix = url[: url.index("://") + 3 + len(parts.netloc)]
+    host = f"[{address}]" if ":" in address else address
+    return url[: url.index("://")] + "://" + host + (f":{parts.port}" if parts.port else ""), prefix
+
+
 def source_options(policy: SourcePolicy, url: str) -> list[str]:
-    """git's ``-c`` options to read or push to ``url``, once the policy admits it (else
-    SourceError): no HTTP redirect followed, an http(s) name pinned to its checked addresses."""
+    """git's ``-c`` options to read or push to ``url``, once the policy admits it and every
+    place git would read a local one from (else SourceError): no HTTP redirect followed, a
+    host name pinned to an address it was checked at (http(s): all of them; git: one, IPv4
+    first)."""
     admitted = policy.admit(url)
+    spelled = local_source(url)
+    if spelled is not None:
+        for what, place in git_reads(spelled):
+            problem = policy.place_problem(place, f"source_repository_url's {what}")
+            if problem is not None:
+                raise SourceError(problem)
     options = ["-c", "http.followRedirects=false"]
-    if admitted.addresses:
+    if admitted.addresses and url.lower().startswith("git://"):
+        address = min(admitted.addresses, key=lambda a: ":" in a)
+        base, prefix = pinned_git_url(url, address)
+        options += ["-c", f"url.{base}.insteadOf={prefix}"]
+    elif admitted.addresses:
         pinned = ",".join(f"[{a}]" if ":" in a else a for a in admitted.addresses)
         options += ["-c", f"http.curloptResolve={admitted.host}:{admitted.port}:{pinned}"]
     return options

@@ -44,6 +44,23 @@ _EMAIL = re.compile(r"^(?P<name>.+?)\s*<(?P<email>[^<>@\s]+@[^<>\s]+)>$")
 _SLUG = re.compile(r"[^a-z0-9]+")
 _SHA = re.compile(r"[0-9a-f]{40}")
 T = TypeVar("T")
+# What would point git at another repository, object store, configuration or namespace than
+# the one its command line names (``git rev-parse --local-env-vars`` and their kin): never
+# taken from the service's environment (``GIT_ALTERNATE_OBJECT_DIRECTORIES`` would lend a
+# mirror another tenant's objects, ``GIT_DIR`` would redirect every command).
+REPOSITORY_VARIABLES = frozenset({
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE",
+    "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX", "GIT_INTERNAL_SUPER_PREFIX",
+    "GIT_SHALLOW_FILE", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_QUARANTINE_PATH", "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_CONFIG_SYSTEM", "GIT_ATTR_SOURCE",
+})
+
+
+def git_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without ``REPOSITORY_VARIABLES`` (nor ``GIT_CONFIG_KEY_<n>``/``_VALUE_<n>``)."""
+    return {name: value for name, value in environ.items()
+            if name not in REPOSITORY_VARIABLES and not name.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))}
 
 
 def identity(author: str) -> tuple[str, str]:
@@ -115,10 +132,11 @@ class LocalGitVcs(SourceMirrors):
     def run_git(
         self, *args: str, cwd: Path | None = None, author: str = "", data: bytes | None = None
     ) -> subprocess.CompletedProcess[bytes]:
-        """git with no user or system configuration, no hooks, no prompt, and only the
-        transports a source may use (``domain.projects.sources``); its exit status is the caller's."""
+        """git with no user or system configuration, no hooks, no prompt, no repository named
+        by the environment (``git_environment``), and only the transports a source may use
+        (``domain.projects.sources``); its exit status is the caller's."""
         env = {
-            **os.environ,
+            **git_environment(os.environ),
             "GIT_CONFIG_GLOBAL": os.devnull,
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_TERMINAL_PROMPT": "0",
