@@ -4,6 +4,8 @@ read into numbered lines (``workers.adapters.git_review.parse_patch``)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from domain.projects.sources import SourceError, SourcePolicy, ipv4_literal, redact, source_problem
+from workers.adapters import git_sources
 from workers.adapters.git_review import parse_patch
 from workers.adapters.git_sources import source_options
 from workers.adapters.local_git import LocalGitVcs, git_environment
@@ -78,6 +81,50 @@ def test_a_local_source_must_lie_under_a_local_root_after_symlinks(tmp_path: Pat
     assert source_problem(str(elsewhere / "secret"), [ROOT], None) is None
     # Network sources are not local ones.
     assert source_problem("https://git.example.com/x", [ROOT], []) is None
+
+
+def test_what_git_reads_of_a_local_source_is_judged_without_being_misread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    allowed, data = tmp_path / "allowed", tmp_path / "data"
+    policy = SourcePolicy(resolve=resolve, forbidden_roots=(data,), local_roots=(allowed,))
+    theirs, repo = data / "vcs" / "other" / "x.git", allowed / "team.git"
+    for bare in (theirs, repo):
+        subprocess.run(["git", "init", "--quiet", "--bare", str(bare)], check=True)
+    plain = ["-c", "http.followRedirects=false"]
+    assert source_options(policy, str(repo)) == plain
+    alternates = repo / "objects" / "info" / "alternates"
+    # git unquotes a quoted entry ('\057' is '/'): refused rather than read otherwise than git does
+    alternates.write_text('"' + str(theirs / "objects").replace("/", "\\057") + '"\n')
+    with pytest.raises(SourceError, match="alternates must not hold quoted paths"):
+        source_options(policy, str(repo))
+    # git reads no further than a NUL: what follows one is not checked, so the file is refused
+    alternates.write_bytes(b"../../elsewhere\0" + str(theirs / "objects").encode())
+    with pytest.raises(SourceError, match="alternates must be a small text file"):
+        source_options(policy, str(repo))
+    # a FIFO where git expects a file is not waited on
+    alternates.unlink()
+    os.mkfifo(alternates)
+    assert source_options(policy, f"file://{repo}") == plain
+    # a link to a directory is followed, and what lies inside it judged in turn
+    alternates.unlink()
+    (allowed / "hop").mkdir()
+    (allowed / "hop" / "pack").symlink_to(theirs / "objects" / "pack")
+    (repo / "objects" / "hop").symlink_to(allowed / "hop")
+    with pytest.raises(SourceError, match="symlinks must not lead into the service's own data"):
+        source_options(policy, str(repo))
+    (repo / "objects" / "hop").unlink()
+    # a bundle is no .git file; a repository too large to walk is refused, not half-checked
+    team = allowed / "team"
+    subprocess.run(["git", "clone", "--quiet", str(repo), str(team)], check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(team), "-c", "user.name=a", "-c", "user.email=a@b", "commit", "--quiet",
+                    "--allow-empty", "-m", "x"], check=True)
+    subprocess.run(["git", "-C", str(team), "bundle", "create", str(allowed / "team.bundle"), "--all"],
+                   check=True, capture_output=True)
+    assert source_options(policy, str(allowed / "team.bundle")) == plain
+    monkeypatch.setattr(git_sources, "MAX_ENTRIES", 5)
+    with pytest.raises(SourceError, match="too many files to check"):
+        source_options(policy, str(repo))
 
 
 def test_the_local_roots_setting() -> None:

@@ -76,8 +76,9 @@ def _real(path: str) -> str:
     return os.path.realpath(path)
 
 
-def _small_text(path: str, what: str) -> str | None:
-    """The text of the regular file at ``path`` (None: none there); never blocks on a FIFO."""
+def _small_text(path: str, what: str, signature: bytes = b"") -> str | None:
+    """The text of the regular file at ``path`` that starts with ``signature`` (None: no such
+    file there); never blocks on a FIFO."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError:
@@ -86,6 +87,8 @@ def _small_text(path: str, what: str) -> str | None:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         data = file.read(MAX_FILE + 1)
+    if not data.startswith(signature):
+        return None
     if len(data) > MAX_FILE or b"\0" in data:
         raise SourceError(f"source_repository_url's {what} must be a small text file")
     return os.fsdecode(data)
@@ -161,8 +164,8 @@ def git_reads(spelled: str) -> Iterator[tuple[str, str]]:
             continue
         if stat.S_ISREG(mode):
             yield "repository", _real(candidate)
-            text = _small_text(candidate, ".git file") or ""
-            if text.startswith("gitdir: "):
+            text = _small_text(candidate, ".git file", b"gitdir: ")  # (else not read as one: a bundle, …)
+            if text is not None:
                 target = _real(os.path.join(os.path.dirname(candidate), text[8:].rstrip("\r\n")))
                 yield ".git file", target
                 yield from git_dir(target)
@@ -172,8 +175,9 @@ def git_reads(spelled: str) -> Iterator[tuple[str, str]]:
 
 
 def pinned_git_url(url: str, address: str) -> tuple[str, str]:
-    """``(base, prefix)`` for ``url.<base>.insteadOf=<prefix>``: the ``git://`` URL's scheme and
-    host part, and the same with the host replaced by ``address`` (the port kept)."""
+    """``(base, prefix)`` for ``url.<base>.insteadOf=<prefix>``: ``prefix`` the ``git://`` URL
+    up to the end of its host and port, ``base`` the same with the host replaced by
+    ``address`` (the port kept; user information, which git:// does not use, dropped)."""
     parts = urlsplit(url)
     prefix = url[: url.index("://") + 3 + len(parts.netloc)]
     host = f"[{address}]" if ":" in address else address
