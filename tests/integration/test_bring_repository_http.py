@@ -339,6 +339,39 @@ def test_a_git_url_is_read_and_pushed_at_the_address_the_policy_checked(tmp_path
         assert git(served_root / "team.git", "rev-parse", "refs/heads/squad/feature") == mirrored.node_id
 
 
+def test_a_push_to_a_local_origin_runs_nothing_its_configuration_names(tmp_path: Path) -> None:
+    """Whoever can write under a root controls a local origin's hooks and configuration, and
+    receive-pack runs there as the service's user: the push-back runs none of its hooks and
+    none of the commands its configuration names, and still lands the branch."""
+    from domain.projects.sources import SourcePolicy
+    from workers.adapters.local_git import LocalGitVcs
+
+    team = make_origin(tmp_path / "team", {"README.md": "# Team\n"})
+    origin = tmp_path / "team.git"
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(team), str(origin)], check=True)
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    hooks = ("pre-receive", "update", "post-receive", "post-update", "reference-transaction", "proc-receive",
+             "push-to-checkout", "pre-auto-gc")
+    for hook in hooks:
+        script = origin / "hooks" / hook
+        script.write_text(f"#!/bin/sh\ncat >/dev/null\ntouch {ran / hook}\n")
+        script.chmod(0o755)
+    git(origin, "config", "core.alternateRefsCommand", f"touch {ran / 'alternate-refs'}; true")
+    git(origin, "config", "receive.autogc", "true")
+    git(origin, "config", "gc.auto", "1")
+    git(origin, "config", "core.fsmonitor", f"touch {ran / 'fsmonitor'}; true")
+
+    policy = SourcePolicy(resolve=lambda host, port: [], local_roots=(tmp_path.resolve(),))
+    vcs = LocalGitVcs(tmp_path / "vcs", "https://vcs.example", source_policy=policy)
+    mirrored = vcs.mirror_repository(tenant="default", repo_slug="acme/api", url=str(origin), default_branch="main")
+    git(tmp_path / "vcs" / "default" / "acme" / "api.git", "branch", "squad/feature", "main")
+    pushed = vcs.for_tenant("default").push_upstream("acme/api", "squad/feature")
+    assert pushed is not None and pushed.status == "pushed", pushed
+    assert git(origin, "rev-parse", "refs/heads/squad/feature") == mirrored.node_id
+    assert sorted(p.name for p in ran.iterdir()) == []
+
+
 def test_local_sources_lie_under_the_operators_roots(tmp_path: Path) -> None:
     allowed, elsewhere, data = tmp_path / "allowed", tmp_path / "elsewhere", tmp_path / "data"
     ours = make_origin(allowed / "team", {"README.md": "# Team\n"})

@@ -21,6 +21,16 @@ either), and a host name is pinned to the addresses the policy checked, so git d
 resolve it again: http(s) through ``http.curloptResolve``, ``git://`` through
 ``url.<the URL with that address>.insteadOf`` (the stored origin keeps the name). What
 stays open: a local repository changed between the check and git's read of it.
+
+A push to a local origin runs ``git receive-pack`` in that repository, as the service's user
+and under the repository's own configuration, which whoever can write under the root
+controls (and git passes the pusher's ``-c`` settings no further than its own process). So
+the push names its own ``receive-pack`` command (``RECEIVE_PACK``) whose ``-c`` settings
+outrank the origin's: no hook runs (the team's ``post-receive`` neither: an origin that must
+run hooks on push is served over http(s) or git://), no alternate-refs command, no fsmonitor,
+no checkout into a working tree, no garbage collection. Reading a local origin runs
+``upload-pack``, which git keeps safe in an untrusted repository (its command hook is read
+from the user's and system configuration only).
 """
 
 from __future__ import annotations
@@ -207,6 +217,15 @@ def source_options(policy: SourcePolicy, url: str) -> list[str]:
     return options
 
 
+# The receive-pack a push to a local origin runs there (see the module): each setting that
+# could make it run a command the origin's configuration names, overridden.
+RECEIVE_PACK = " ".join([
+    "git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.alternateRefsCommand=true",
+    "-c", "receive.denyCurrentBranch=refuse", "-c", "receive.denyDeleteCurrent=refuse", "-c", "receive.autogc=false",
+    "-c", "gc.auto=0", "receive-pack",
+])
+
+
 class SourceMirrors:
     """Mirror, fetch and push-back for ``LocalGitVcs`` (whose ``run_git``, paths and
     ``source_policy`` it uses)."""
@@ -278,7 +297,9 @@ class SourceMirrors:
             options = source_options(self.source_policy, origin)
         except SourceError as exc:  # an origin the policy refuses now is not pushed to
             return Pushed("not_writable", redact(origin), branch, head, str(exc))
-        done = self.run_git(*options, "--git-dir", str(bare), "push", "--quiet", "origin", f"refs/heads/{branch}:refs/heads/{branch}")
+        receive = [f"--receive-pack={RECEIVE_PACK}"] if local_path(origin) is not None else []
+        done = self.run_git(*options, "--git-dir", str(bare), "push", "--quiet", *receive, "origin",
+                            f"refs/heads/{branch}:refs/heads/{branch}")
         if done.returncode != 0:
             return Pushed("not_writable", redact(origin), branch, head, first_line(done.stderr))
         return Pushed("pushed", redact(origin), branch, head)
