@@ -164,6 +164,7 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
         host_tmp = Path("/tmp") / f"hostile-{uuid.uuid4().hex[:8]}"
         home_file = Path.home() / f"hostile-{uuid.uuid4().hex[:8]}"
         targets = [data / "hostile.txt", ROOT / "HOSTILE_WAS_HERE", home_file, host_tmp]
+        escape = data / "git-filter-ran-on-the-host"
         shell = {
             "store": f"cat {store}",
             "other_worktree": f"cat {other_tree}/.git {other_tree}/SOURCES.md",
@@ -178,6 +179,13 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
             "port": f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener.port}), 3)\"",
             # The service's own database (PostgreSQL of the test machine) is no nearer.
             "database_port": "python3 -c \"import socket; socket.create_connection(('127.0.0.1', 5432), 3)\"",
+            # Once its work is committed: a repository of its own, with a clean filter that runs
+            # a command, named in the worktree's .git, and a file left uncommitted, for the
+            # plane's git on the host (which keeps uncommitted work at the session's end).
+            "git_escape": "git init -q .evil-src && mv .evil-src/.git .evil && rmdir .evil-src && "
+                          f"git --git-dir=.evil config filter.x.clean 'touch {escape}; cat' && "
+                          "printf '* filter=x\\n' > .gitattributes && printf 'notes\\n' > NOTES.md && "
+                          "printf 'gitdir: %s/.evil\\n' \"$PWD\" > .git",
         }
         # Claude Code refuses a plain `cat` outside its working directory by itself; the sandbox
         # must hold whatever the CLI does, so the commands run through a script it cannot read.
@@ -187,11 +195,12 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
                  " errors='replace')\n"
                  "print(done.stdout + done.stderr + f'exit={done.returncode}')\n"
                  "sys.exit(done.returncode)\n")
-        attempts = {name: f"python3 .probe.py {name}" for name in shell}
+        attempts = {name: f"python3 .probe.py {name}" for name in shell if name != "git_escape"}
         scripts = {
             "planner": [("write", ".probe.py", probe)] + [("shell", command) for command in attempts.values()] + [
                 ("write", "PLAN.md", "# Orders\n"),
                 ("shell", "git add PLAN.md && git commit -m 'Plan the orders slice'"),
+                ("shell", "python3 .probe.py git_escape"),
                 ("say", "Planned."),
             ],
             "curator": [("write", "SOURCES.md", OTHER_MARKER + "\n"), ("say", "Mapped.")],
@@ -256,6 +265,11 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
             # Its own work landed on its branch, by its own commit, and the record says how it ran.
             assembly = data / "repos" / "default" / "acme" / "assembly.git"
             assert show(assembly, f"squad/{run_id}/planner", "PLAN.md") == "# Orders\n"
+            # The repository it planted was not the plane's: its filter never ran on the host, and
+            # what it left uncommitted was kept on its branch in the lane's repository.
+            assert results["python3 .probe.py git_escape"][0] is False, results["python3 .probe.py git_escape"]
+            eventually(lambda: show(assembly, f"squad/{run_id}/planner", "NOTES.md") == "notes\n", timeout=30)
+            assert not escape.exists()
             confinement = done["confinement"]
             assert confinement["kind"] == "bwrap"
             assert confinement["reachable_addresses"] == [f"{http.base_url.host}:{http.base_url.port}",

@@ -34,8 +34,12 @@ GIT_IDENTITY = {
 
 
 # The plane runs git on the host in repositories whose metadata its sandboxed agents may write
-# (hooks, configuration): none of their hooks, and no fsmonitor command, runs here.
-HOST_SAFE = ("-c", f"core.hooksPath={os.devnull}", "-c", "core.fsmonitor=false")
+# (hooks, configuration): none of their hooks, no fsmonitor command, no signing program and
+# no submodule (whose own configuration an agent writes) runs here.
+HOST_SAFE = (
+    "-c", f"core.hooksPath={os.devnull}", "-c", "core.fsmonitor=false", "-c", "commit.gpgSign=false",
+    "-c", "diff.ignoreSubmodules=all", "-c", "submodule.recurse=false", "-c", "status.submoduleSummary=false",
+)
 
 
 class WorktreeError(Exception):
@@ -208,8 +212,8 @@ class Worktrees:
                 n += 1
                 target = self.root / "kept" / rel.parent / f"{rel.name}-{n}"
             target.parent.mkdir(parents=True, exist_ok=True)
+            repo = self._repository_of(path)
             shutil.move(str(path), str(target))
-            repo = self._repository_of(target)
             if repo is not None and repo.exists():
                 with contextlib.suppress(WorktreeError):
                     git("worktree", "prune", cwd=repo)
@@ -222,20 +226,22 @@ class Worktrees:
         if not (path / ".git").exists():
             return ""
         with self._lock:
+            env = self._git_env(path)
             commit = ""
-            if git("status", "--porcelain", "--untracked-files=all", cwd=path):
-                git("add", "--all", "--", ".", cwd=path)
-                if git("diff", "--cached", "--name-only", cwd=path):
-                    git("commit", "--no-verify", "--quiet", "-m", message, cwd=path, identity=author)
-                    commit = git("rev-parse", "HEAD", cwd=path)
-            if subprocess.run(["git", "symbolic-ref", "-q", "HEAD"], cwd=path, capture_output=True,
-                              check=False).returncode != 0:
-                head = git("rev-parse", "HEAD", cwd=path)
-                git("update-ref", f"refs/squadops/kept/{path.parent.name}/{path.name}/{head}", head, cwd=path)
+            if git("status", "--porcelain", "--untracked-files=all", cwd=path, env=env):
+                git("add", "--all", "--", ".", cwd=path, env=env)
+                if git("diff", "--cached", "--name-only", cwd=path, env=env):
+                    git("commit", "--no-verify", "--quiet", "-m", message, cwd=path, identity=author, env=env)
+                    commit = git("rev-parse", "HEAD", cwd=path, env=env)
+            try:
+                git("symbolic-ref", "-q", "HEAD", cwd=path, env=env)
+            except WorktreeError:  # a detached HEAD
+                head = git("rev-parse", "HEAD", cwd=path, env=env)
+                git("update-ref", f"refs/squadops/kept/{path.parent.name}/{path.name}/{head}", head, cwd=path, env=env)
             return commit
 
     def is_clean(self, path: Path) -> bool:
-        return not git("status", "--porcelain", "--untracked-files=all", cwd=path)
+        return not git("status", "--porcelain", "--untracked-files=all", cwd=path, env=self._git_env(path))
 
     def remove(self, path: Path) -> bool:
         """Removes a worktree once everything in it is in a ref (False: it stays, with the
@@ -254,9 +260,12 @@ class Worktrees:
             try:
                 if not self.is_clean(path):
                     return False
-                git("worktree", "remove", "--", str(path), cwd=repo)  # git itself refuses a dirty one
             except WorktreeError:
                 return False
+            # Not ``git worktree remove``: its own check runs git in the worktree through the
+            # folder's ``commondir``, which the agent could write. Clean, the files go, and
+            # prune drops the folder of a worktree that is gone.
+            shutil.rmtree(path)
             git("worktree", "prune", cwd=repo)
             return True
 
@@ -287,7 +296,8 @@ class Worktrees:
             uncommitted = ""
             if (path / ".git").exists():
                 with contextlib.suppress(WorktreeError):
-                    uncommitted = git("status", "--porcelain", "-z", "--untracked-files=all", cwd=path, raw=True)
+                    uncommitted = git("status", "--porcelain", "-z", "--untracked-files=all", cwd=path, raw=True,
+                                      env=self._git_env(path))
         return ports.BranchChanges(
             branch=branch, base_sha=base, head_sha=head, repository=str(repo.path),
             paths=tuple(p for p in paths.split("\0") if p),
@@ -333,12 +343,8 @@ class Worktrees:
         """The git metadata a commit in the worktree writes: the repository it belongs to (objects,
         refs) and the worktree's own folder in it (index, HEAD). Codex's sandbox keeps a
         worktree's git folder read-only unless it is a writable root by itself."""
-        repo = self._repository_of(path)
-        if repo is None:
-            return []
-        admin = Path((path / ".git").read_text().strip().removeprefix("gitdir:").strip())
-        return [repo, admin]
-
+        located = self._located(path)
+        return [] if located is None else list(located)
     def runs_on_disk(self) -> list[tuple[str, str]]:
         """``(tenant, run_id)`` of every run that has a worktree folder here."""
         root = self.root / "worktrees"
@@ -350,16 +356,56 @@ class Worktrees:
         )
 
     def is_worktree(self, path: Path) -> bool:
-        return (path / ".git").is_file() and self._repository_of(path) is not None
+        return self._located(path) is not None
 
-    @staticmethod
-    def _repository_of(path: Path) -> Path | None:
-        """The repository a worktree belongs to, read from its ``.git`` file."""
-        marker = path / ".git"
-        if not marker.is_file():
+    def _repository_of(self, path: Path) -> Path | None:
+        located = self._located(path)
+        return None if located is None else located[0]
+
+    def _located(self, path: Path) -> tuple[Path, Path] | None:
+        """(repository, the worktree's folder in it) of the worktree at ``path`` (under
+        ``worktrees/`` or ``kept/``): one of the plane's own lane repositories of the worktree's
+        tenant, never wherever the worktree's ``.git`` file points. The agent writes that file
+        and its folder's ``commondir`` (both in reach of its sandbox): they would hand the
+        plane's git, on the host, a configuration of the agent's (a filter, a signing program)
+        or hand the next sandbox a writable folder anywhere. The folder is found among the lane
+        repositories' ``worktrees/*`` by the worktree it names (git's own ``gitdir`` record)."""
+        try:
+            rel = path.resolve().relative_to(self.root)
+        except ValueError:
             return None
-        text = marker.read_text().strip()
-        if not text.startswith("gitdir:"):
+        if len(rel.parts) != 4 or rel.parts[0] not in ("worktrees", "kept") or not (path / ".git").is_file():
             return None
-        admin = Path(text.removeprefix("gitdir:").strip())
-        return admin.parent.parent if admin.parent.name == "worktrees" else None
+        marker = str(path / ".git")
+        repos = self.root / "repos" / rel.parts[1]
+        found = []
+        for admin in sorted(repos.glob("*/*.git/worktrees/*")) if repos.is_dir() else []:
+            record = admin / "gitdir"
+            if admin.is_symlink() or admin.parent.parent.is_symlink() or not record.is_file():
+                continue
+            with contextlib.suppress(OSError):
+                if record.read_text(errors="replace").strip() == marker:
+                    found.append(admin)
+        if not found:
+            return None
+        with contextlib.suppress(OSError):  # two claim it (a record rewritten): the one .git names
+            named = Path(Path(marker).read_text(errors="replace").strip().removeprefix("gitdir:").strip())
+            found.sort(key=lambda admin: admin != named)
+        return found[0].parent.parent, found[0]
+
+    def _git_env(self, path: Path) -> dict[str, str]:
+        """git's repository, folder and work tree for the worktree at ``path``, named outright
+        (see ``_located``); WorktreeError when it belongs to no lane repository of the plane's."""
+        located = self._located(path)
+        if located is None:
+            raise WorktreeError(f"{path} is no worktree of a lane repository")
+        repo, admin = located
+        # git's ref store follows the folder's ``commondir`` file even where GIT_COMMON_DIR
+        # names the repository (files-backend reads the file): it is put back as git wrote it,
+        # replaced (never written through, it may be a link), so refs land in the repository.
+        commondir = admin / "commondir"
+        if commondir.is_symlink() or not commondir.is_file() or commondir.read_text(errors="replace") != "../..\n":
+            fresh = admin / f"commondir.{os.getpid()}.{threading.get_ident()}"
+            fresh.write_text("../..\n")
+            os.replace(fresh, commondir)
+        return {"GIT_DIR": str(admin), "GIT_COMMON_DIR": str(repo), "GIT_WORK_TREE": str(path)}
