@@ -176,6 +176,8 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
             "all_environ": "cat /proc/*/environ",
             "env": "env",
             "write_outside": "touch " + " ".join(str(t) for t in targets),
+            # Lend its lane repository another's objects (the plane and the gate read it on the host).
+            "alternates": "echo /elsewhere/objects > \"$(git rev-parse --git-common-dir)/objects/info/alternates\"",
             "port": f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener.port}), 3)\"",
             # The service's own database (PostgreSQL of the test machine) is no nearer.
             "database_port": "python3 -c \"import socket; socket.create_connection(('127.0.0.1', 5432), 3)\"",
@@ -255,6 +257,8 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
             failed, text = results[attempts["write_outside"]]
             assert failed and "Read-only file system" in text, text
             assert not any(t.exists() for t in targets), [t for t in targets if t.exists()]
+            failed, text = results[attempts["alternates"]]
+            assert failed and "Read-only file system" in text, text
             # The other port is not reachable: refused inside, and the listener saw no one.
             failed, text = results[attempts["port"]]
             assert failed and "ConnectionRefusedError" in text, text

@@ -86,7 +86,7 @@ def test_paths_the_root_is_read_only_the_worktree_git_and_config_writable_the_re
     assert str(folder / "mcp.json") in shown and str(folder / "claude" / "settings.json") in shown
     # What decides which commands git runs in the lane repository (the plane's and the gate's
     # git run there on the host) is read-only on top of its writable folder.
-    assert {str(repo / "config"), str(repo / "hooks")} <= set(shown)
+    assert {str(repo / "config"), str(repo / "hooks"), str(repo / "objects" / "info")} <= set(shown)
     assert order["--bind"] < max(i for i, a in enumerate(argv) if a == str(repo / "config"))
     assert not any("attempt-" in p for p in shown)
     # The pinned CLIs at a neutral path, found there by the sandbox's PATH.

@@ -263,10 +263,15 @@ def agent_env(config: LocalConfig, run: Any, session: Any, token: str, folder: P
 
 def git_controls(git_dirs: Sequence[Path]) -> list[Path]:
     """The parts of the lane repository that decide what git runs (its configuration: filter
-    drivers, textconv, fsmonitor; its hooks), read-only inside the sandbox: the plane and
-    the gate run git on the host in that repository."""
+    drivers, textconv, fsmonitor; its hooks) and which object stores it reads (``objects/info``,
+    where ``alternates`` would lend it another repository's objects: another tenant's, should
+    the agent learn a commit's id), read-only inside the sandbox: the plane and the gate run
+    git on the host in that repository."""
     repo = git_dirs[0] if git_dirs else None
-    return [repo / name for name in ("config", "hooks") if repo is not None and (repo / name).exists()]
+    if repo is None:
+        return []
+    (repo / "objects" / "info").mkdir(parents=True, exist_ok=True)  # (git makes it; were it gone, the agent could)
+    return [repo / name for name in ("config", "hooks", "objects/info") if (repo / name).exists()]
 
 
 def agent_dir(config: LocalConfig, run: Any, agent_id: str) -> Path:
