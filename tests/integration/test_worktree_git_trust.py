@@ -8,7 +8,9 @@ the agent's branch all the same, and the next sandbox is given no folder the age
 
 from __future__ import annotations
 
+import os
 import subprocess
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -86,3 +88,23 @@ def test_a_git_file_naming_a_folder_elsewhere_gives_the_next_sandbox_nothing(tmp
     stray.mkdir()
     (stray / ".git").write_text(f"gitdir: {elsewhere}\n")
     assert worktrees.git_dirs(stray) == [] and not worktrees.is_worktree(stray)
+
+
+def test_a_fifo_among_the_records_never_holds_the_plane(tmp_path: Path) -> None:
+    """The agent can put a FIFO where the plane reads a record (another folder's ``gitdir``, its
+    own ``commondir``): reading one would wait for a writer forever, under the plane's lock."""
+    worktrees = Worktrees(tmp_path / "data")
+    tree = worktrees.ensure(RUN, "planner")
+    repo = worktrees.repository_for(RUN, "planner").path
+    (repo / "worktrees" / "zz").mkdir()
+    os.mkfifo(repo / "worktrees" / "zz" / "gitdir")
+    admin = repo / "worktrees" / "planner"
+    (admin / "commondir").unlink()
+    os.mkfifo(admin / "commondir")
+    (tree / "NOTES.md").write_text("notes\n")
+    done: list[str] = []
+    worker = threading.Thread(target=lambda: done.append(worktrees.preserve(tree, "p@x", "kept")), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert done and done[0], "the plane waited on a FIFO"
+    assert git("--git-dir", str(repo), "show", f"{done[0]}:NOTES.md", cwd=tmp_path) == "notes"

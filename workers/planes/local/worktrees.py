@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -75,6 +76,19 @@ def git(
     if done.returncode != 0:
         raise WorktreeError(f"git {' '.join(args[:2])} failed: {done.stderr.strip() or done.stdout.strip()}")
     return done.stdout if raw else done.stdout.strip()
+
+
+def small_text(path: Path, limit: int = 4096) -> str:
+    """A small regular file's text, read without following a link or waiting on a FIFO (an
+    agent writes these files): "" for anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return file.read(limit).decode(errors="replace")
 
 
 def _run(argv: list[str], data: bytes) -> bytes:
@@ -384,12 +398,12 @@ class Worktrees:
             if admin.is_symlink() or admin.parent.parent.is_symlink() or not record.is_file():
                 continue
             with contextlib.suppress(OSError):
-                if record.read_text(errors="replace").strip() == marker:
+                if small_text(record).strip() == marker:
                     found.append(admin)
         if not found:
             return None
         with contextlib.suppress(OSError):  # two claim it (a record rewritten): the one .git names
-            named = Path(Path(marker).read_text(errors="replace").strip().removeprefix("gitdir:").strip())
+            named = Path(small_text(Path(marker)).strip().removeprefix("gitdir:").strip())
             found.sort(key=lambda admin: admin != named)
         return found[0].parent.parent, found[0]
 
@@ -404,7 +418,7 @@ class Worktrees:
         # names the repository (files-backend reads the file): it is put back as git wrote it,
         # replaced (never written through, it may be a link), so refs land in the repository.
         commondir = admin / "commondir"
-        if commondir.is_symlink() or not commondir.is_file() or commondir.read_text(errors="replace") != "../..\n":
+        if small_text(commondir) != "../..\n":
             fresh = admin / f"commondir.{os.getpid()}.{threading.get_ident()}"
             fresh.write_text("../..\n")
             os.replace(fresh, commondir)
