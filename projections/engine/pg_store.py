@@ -49,7 +49,10 @@ class PostgresDocStore(DocStore):
             url, min_size=min_size, max_size=max_size, open=True, kwargs=kwargs, timeout=wait_seconds
         )
         with self.pool.connection() as conn:
-            self._create_tracking(conn)
+            if conn.execute("SELECT to_regclass(%s) IS NULL", (TRACKING,)).fetchone()[0]:
+                with conn.transaction():  # (processes starting at once on a fresh database)
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"squadops-{TRACKING}",))
+                    self._create_tracking(conn)
             row = conn.execute(LZ4).fetchone()
         self.columns = PG_COLUMNS.format(compression=" COMPRESSION lz4" if row and row[0] else "")
 

@@ -24,9 +24,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from eventsourcing.persistence import InterfaceError, Notification, OperationalError, StoredEvent
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    Notification,
+    OperationalError,
+    StoredEvent,
+)
 from eventsourcing.postgres import ConnectionPool, PostgresApplicationRecorder, PostgresFactory
 from eventsourcing.utils import Environment, EnvType
+from psycopg.errors import UniqueViolation
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
@@ -66,6 +73,25 @@ class TypedArrayApplicationRecorder(PostgresApplicationRecorder):
             "SELECT notification_id, originator_id, originator_version, topic, state FROM {schema}.{table} "
             "WHERE notification_id>=%s AND notification_id <= %s ORDER BY notification_id LIMIT %s"
         ).as_bytes()
+
+    def create_table(self) -> None:
+        """The library's, again when a type it creates in a transaction of its own was created
+        by another process at the same moment (a unique violation, not the ``DuplicateObject``
+        the library expects): the second pass finds the type and goes on."""
+        for attempt in range(3):
+            try:
+                super().create_table()
+                return
+            except (IntegrityError, UniqueViolation):
+                if attempt == 2:
+                    raise
+
+    def _create_table(self, curs: Any) -> None:
+        """The library's schema, created by one process at a time: two processes starting on a
+        fresh database (the API and its projector) would race in ``CREATE TABLE IF NOT
+        EXISTS``, which PostgreSQL does not guard (a unique violation on ``pg_type``)."""
+        curs.execute("SELECT pg_advisory_xact_lock(hashtext('squadops-event-store-schema'))")
+        super()._create_table(curs)
 
     def _on_events(self, template: str) -> Any:
         """``template`` with the events table (``{schema}.{table}``) and its id type filled in."""
