@@ -108,3 +108,20 @@ def test_a_fifo_among_the_records_never_holds_the_plane(tmp_path: Path) -> None:
     worker.join(timeout=60)
     assert done and done[0], "the plane waited on a FIFO"
     assert git("--git-dir", str(repo), "show", f"{done[0]}:NOTES.md", cwd=tmp_path) == "notes"
+
+
+def test_a_repository_inside_a_worktree_keeps_the_worktree(tmp_path: Path) -> None:
+    """The plane's git runs no submodule, so it cannot see what is uncommitted inside a
+    repository the agent made in its worktree (committed as a gitlink or not): the worktree
+    stays rather than go with that work."""
+    worktrees = Worktrees(tmp_path / "data")
+    tree = worktrees.ensure(RUN, "planner")
+    inner = tree / "vendor" / "lib"
+    git("init", "--quiet", str(inner), cwd=tree)
+    git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "--quiet", "--allow-empty", "-m", "lib", cwd=inner)
+    git("add", "vendor/lib", cwd=tree)  # the agent commits it, as a gitlink
+    git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "--quiet", "-m", "Vendor the lib", cwd=tree)
+    assert worktrees.is_clean(tree)
+    (inner / "draft.md").write_text("only here\n")
+    assert not worktrees.remove(tree)
+    assert (inner / "draft.md").read_text() == "only here\n"

@@ -78,6 +78,17 @@ def git(
     return done.stdout if raw else done.stdout.strip()
 
 
+def holds_repository(path: Path) -> bool:
+    """Whether a repository of its own lies inside the worktree (a ``.git`` below its top): the
+    plane's git does not look into one (no submodule is run), so what is uncommitted in it is
+    not seen, and the worktree is kept rather than removed with it."""
+    for folder, dirs, files in os.walk(path):
+        if folder != str(path) and (".git" in dirs or ".git" in files):
+            return True
+        dirs[:] = [d for d in dirs if d != ".git"]
+    return False
+
+
 def small_text(path: Path, limit: int = 4096) -> str:
     """A small regular file's text, read without following a link or waiting on a FIFO (an
     agent writes these files): "" for anything else."""
@@ -272,7 +283,7 @@ class Worktrees:
             if not repo.exists():
                 return False
             try:
-                if not self.is_clean(path):
+                if not self.is_clean(path) or holds_repository(path):
                     return False
             except WorktreeError:
                 return False
