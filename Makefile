@@ -8,6 +8,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# The installer is pinned too.
+PIP_VERSION := 26.3
 
 # The agent CLIs of the local execution plane (pinned in .clis/package-lock.json), put on PATH.
 CLIS := .clis
@@ -25,7 +27,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet pip==$(PIP_VERSION)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $@
