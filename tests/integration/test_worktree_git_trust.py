@@ -125,3 +125,24 @@ def test_a_repository_inside_a_worktree_keeps_the_worktree(tmp_path: Path) -> No
     (inner / "draft.md").write_text("only here\n")
     assert not worktrees.remove(tree)
     assert (inner / "draft.md").read_text() == "only here\n"
+
+
+def test_the_services_own_environment_naming_a_repository_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Started from inside a git hook (``GIT_DIR``, ``GIT_WORK_TREE`` and the like set, as git
+    sets them for its hooks), the plane's git still works in its own repositories."""
+    other = tmp_path / "other.git"
+    git("init", "--quiet", "--bare", str(other), cwd=tmp_path)
+    for name, value in (("GIT_DIR", other), ("GIT_WORK_TREE", tmp_path), ("GIT_INDEX_FILE", tmp_path / "index"),
+                        ("GIT_OBJECT_DIRECTORY", other / "objects")):
+        monkeypatch.setenv(name, str(value))
+    worktrees = Worktrees(tmp_path / "data")
+    tree = worktrees.ensure(RUN, "planner")
+    (tree / "NOTES.md").write_text("notes\n")
+    commit = worktrees.preserve(tree, "planner@agents.squadops.local", "squadops: work kept")
+    changes = worktrees.changes(RUN, "planner")
+    assert changes is not None and changes.head_sha == commit and changes.paths == ("NOTES.md",)
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"):
+        monkeypatch.delenv(name)
+    assert git("--git-dir", str(other), "for-each-ref", cwd=tmp_path) == ""

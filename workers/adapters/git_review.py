@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.shared.errors import Unavailable
+from workers.adapters.local_git import git_environment
 
 SHA = re.compile(r"[0-9a-f]{40}")
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -35,7 +36,8 @@ CONTEXT_LINES = 20
 
 
 def _git(repo: Path, *args: str) -> bytes:
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
+    env = {**git_environment(os.environ), "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_TERMINAL_PROMPT": "0"}
     try:
         done = subprocess.run(
             ["git", "--git-dir", str(repo), "-c", "core.quotePath=false", *args],

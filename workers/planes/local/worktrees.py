@@ -23,6 +23,7 @@ from domain.shared import ports
 from domain.shared.ids import is_valid_branch, is_valid_id
 from domain.studio.agent_tools import lane_binding
 from domain.studio.brief import branch_name
+from workers.adapters.local_git import git_environment
 from workers.paths import OutsideRoot, inside
 
 GIT_TIMEOUT = 120
@@ -62,7 +63,7 @@ def git(
     *args: str, cwd: Path | None = None, stdin: str = "", identity: str = "", raw: bool = False,
     env: dict[str, str] | None = None,
 ) -> str:
-    env = {**os.environ, **GIT_IDENTITY, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
+    env = {**git_environment(os.environ), **GIT_IDENTITY, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
     if identity:
         env.update(GIT_AUTHOR_NAME=identity, GIT_AUTHOR_EMAIL=identity,
                    GIT_COMMITTER_NAME=identity, GIT_COMMITTER_EMAIL=identity)
@@ -106,7 +107,8 @@ def _run(argv: list[str], data: bytes) -> bytes:
     """A git plumbing command fed ``data`` on stdin; its stdout (bytes)."""
     what = next((a for a in argv[1:] if a in ("pack-objects", "index-pack")), argv[0])
     try:
-        done = subprocess.run(argv, input=data, capture_output=True, timeout=GIT_TIMEOUT, check=False)
+        done = subprocess.run(argv, input=data, capture_output=True, timeout=GIT_TIMEOUT, check=False,
+                              env=git_environment(os.environ))
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise WorktreeError(f"git {what} failed: {exc}") from exc
     if done.returncode != 0:
@@ -206,7 +208,8 @@ class Worktrees:
             git("worktree", "prune", cwd=repo.path)
             branch = branch_name(run.run_id, agent_id)
             exists = subprocess.run(
-                ["git", "show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo.path, check=False
+                ["git", "show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo.path, check=False,
+                env=git_environment(os.environ),
             ).returncode == 0
             if exists:
                 git("worktree", "add", "--", str(path), branch, cwd=repo.path)
@@ -361,7 +364,7 @@ class Worktrees:
     @staticmethod
     def _rev(repository: Path, ref: str) -> str:
         done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", ref], cwd=repository, capture_output=True,
-                              text=True, check=False)
+                              text=True, check=False, env=git_environment(os.environ))
         return done.stdout.strip() if done.returncode == 0 else ""
 
     def git_dirs(self, path: Path) -> list[Path]:
