@@ -398,13 +398,14 @@ class Worktrees:
         plane's git, on the host, a configuration of the agent's (a filter, a signing program)
         or hand the next sandbox a writable folder anywhere. The folder is found among the lane
         repositories' ``worktrees/*`` by the worktree it names (git's own ``gitdir`` record)."""
+        real = path.resolve()
         try:
-            rel = path.resolve().relative_to(self.root)
+            rel = real.relative_to(self.root)
         except ValueError:
             return None
-        if len(rel.parts) != 4 or rel.parts[0] not in ("worktrees", "kept") or not (path / ".git").is_file():
+        if len(rel.parts) != 4 or rel.parts[0] not in ("worktrees", "kept") or not (real / ".git").is_file():
             return None
-        marker = str(path / ".git")
+        marker = str(real / ".git")  # as git records it (the real path)
         repos = self.root / "repos" / rel.parts[1]
         found = []
         for admin in sorted(repos.glob("*/*.git/worktrees/*")) if repos.is_dir() else []:
