@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from tests import infra
 from tests.conftest import settings_for
 from workers.bootstrap import build
+
+pytestmark = pytest.mark.pg
 
 STARTS = 4
 DATABASES = 3
