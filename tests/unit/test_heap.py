@@ -21,7 +21,8 @@ def test_what_startup_built_is_frozen_and_garbage_is_collected_first() -> None:
     try:
         frozen = freeze_startup_heap()
         assert gone() is None  # collected before freezing: not kept for the process's life
-        assert frozen == gc.get_freeze_count() > len(built_at_startup)
+        # (Frozen objects freed since, by another thread of this worker, leave the count.)
+        assert frozen >= gc.get_freeze_count() > len(built_at_startup)
         walked = {id(o) for o in gc.get_objects()}  # what a collection of any generation walks
         assert id(built_at_startup) not in walked
         assert not any(id(route) in walked for route in built_at_startup)
