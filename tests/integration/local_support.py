@@ -94,7 +94,12 @@ class Served:
         return self.data_dir / "worktrees" / "default" / run_id / agent_id
 
     def repository(self, key: str) -> Path:
+        """A lane's repository (where the plane brings each agent's branch)."""
         return self.data_dir / "repos" / "default" / "acme" / f"{key}.git"
+
+    def own_repository(self, run_id: str, agent_id: str) -> Path:
+        """The agent's own repository (its worktree's)."""
+        return self.data_dir / "agent-repos" / "default" / run_id / f"{agent_id}.git"
 
     def session_key(self, run_id: str, agent_id: str) -> str:
         return f"ses:default:{run_id}:{self.sessions(run_id)[agent_id]['session_id']}:{agent_id}"
@@ -133,7 +138,7 @@ def served(database_url: str, data_dir: Path, plan: dict[str, Any], **changes: A
 
 
 def worktree_list(repository: Path) -> list[str]:
-    """``git worktree list`` of a lane repository, one path per line."""
+    """``git worktree list`` of a repository, one path per line."""
     out = subprocess.run(["git", "-C", str(repository), "worktree", "list", "--porcelain"],
                          capture_output=True, text=True, check=True).stdout
     return [line.removeprefix("worktree ") for line in out.splitlines() if line.startswith("worktree ")]

@@ -9,6 +9,8 @@ default). The planner tries to:
 - read ``/proc/$PPID/environ`` (the exact attempt of issue 22), every ``/proc/*/environ``
   and ``env``, looking for the service's secrets;
 - write outside its worktree: the data dir, the checkout, a home and ``/tmp``;
+- move a branch in its lane's repository (another agent's, another run's live there), delete
+  the lane's objects, reach another agent's own repository;
 - connect to a local port that is neither the MCP server nor the model endpoint, and to the
   machine's PostgreSQL.
 Then it does its job: writes a file and commits it. The transcript, the files and the
@@ -165,6 +167,7 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
         home_file = Path.home() / f"hostile-{uuid.uuid4().hex[:8]}"
         targets = [data / "hostile.txt", ROOT / "HOSTILE_WAS_HERE", home_file, host_tmp]
         escape = data / "git-filter-ran-on-the-host"
+        lane = data / "repos" / "default" / "acme" / "assembly.git"
         shell = {
             "store": f"cat {store}",
             "other_worktree": f"cat {other_tree}/.git {other_tree}/SOURCES.md",
@@ -176,8 +179,13 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
             "all_environ": "cat /proc/*/environ",
             "env": "env",
             "write_outside": "touch " + " ".join(str(t) for t in targets),
-            # Lend its lane repository another's objects (the plane and the gate read it on the host).
+            # Lend its repository another's objects (the plane and the gate read it on the host).
             "alternates": "echo /elsewhere/objects > \"$(git rev-parse --git-common-dir)/objects/info/alternates\"",
+            # The lane's repository, which the curator's branch (and every other run's) lives in:
+            # move a branch there, delete its objects; and the curator's own repository.
+            "lane_branch": f"git --git-dir={lane} update-ref refs/heads/hostile HEAD",
+            "lane_objects": f"rm -r {lane}/objects/pack",
+            "other_repository": f"ls {data}/agent-repos/default/*/curator.git",
             "port": f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener.port}), 3)\"",
             # The service's own database (PostgreSQL of the test machine) is no nearer.
             "database_port": "python3 -c \"import socket; socket.create_connection(('127.0.0.1', 5432), 3)\"",
@@ -259,6 +267,12 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
             assert not any(t.exists() for t in targets), [t for t in targets if t.exists()]
             failed, text = results[attempts["alternates"]]
             assert failed and "Read-only file system" in text, text
+            failed, text = results[attempts["lane_branch"]]
+            assert failed and "not a git repository" in text, text
+            failed, text = results[attempts["lane_objects"]]
+            assert failed and "Read-only file system" in text, text
+            failed, text = results[attempts["other_repository"]]
+            assert failed and "No such file or directory" in text, text
             # The other port is not reachable: refused inside, and the listener saw no one.
             failed, text = results[attempts["port"]]
             assert failed and "ConnectionRefusedError" in text, text
@@ -267,8 +281,11 @@ def test_a_hostile_agent_reaches_nothing_but_its_worktree() -> None:
             assert failed and "ConnectionRefusedError" in text, text
 
             # Its own work landed on its branch, by its own commit, and the record says how it ran.
-            assembly = data / "repos" / "default" / "acme" / "assembly.git"
-            assert show(assembly, f"squad/{run_id}/planner", "PLAN.md") == "# Orders\n"
+            assembly = lane
+            eventually(lambda: show(assembly, f"squad/{run_id}/planner", "PLAN.md") == "# Orders\n", timeout=30)
+            eventually(lambda: show(assembly, f"squad/{run_id}/curator", "SOURCES.md") == OTHER_MARKER + "\n", timeout=30)
+            assert subprocess.run(["git", "--git-dir", str(assembly), "fsck", "--connectivity-only"],
+                                  capture_output=True, check=False).returncode == 0
             # The repository it planted was not the plane's: its filter never ran on the host, and
             # what it left uncommitted was kept on its branch in the lane's repository.
             assert results["python3 .probe.py git_escape"][0] is False, results["python3 .probe.py git_escape"]

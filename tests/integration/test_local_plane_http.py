@@ -204,9 +204,10 @@ def test_a_squad_of_real_processes_shows_exactly_what_the_clis_reported(database
         assert "## Mailbox\n- Please map the design system" in (curator_dir / "home" / "standin-brief-2.txt").read_text()
 
         # The run ended: its worktrees are gone; the lanes' branches keep what was committed.
-        # (A worktree's folder goes first, then git forgets it: both are waited for.)
+        # (A worktree's folder goes first, then the agent's repository: both are waited for.)
         eventually(lambda: not svc.worktree(run_id, "planner").exists() and not svc.worktree(run_id, "curator").exists())
+        eventually(lambda: not (svc.data_dir / "agent-repos" / "default" / run_id).exists())
         for key in ("assembly", "backend", "frontend"):
-            eventually(lambda key=key: worktree_list(svc.repository(key)) == [str(svc.repository(key).resolve())])
+            assert worktree_list(svc.repository(key)) == [str(svc.repository(key).resolve())]
         transcript = (curator_dir / "attempt-2.jsonl").read_text()
         assert '"thread_id": "thread-curator-2"' in transcript and (curator_dir / "mcp.json").exists()

@@ -58,7 +58,9 @@ def test_verbs_signal_the_agent_process(sqlite_url: str, tmp_path: Path) -> None
         pid = svc.pid(run_id, "planner")
         tree = svc.worktree(run_id, "planner")
         eventually(lambda: (tree / "notes.txt").exists())
-        assert str(tree.resolve()) in worktree_list(svc.repository("assembly"))
+        own = svc.own_repository(run_id, "planner")
+        assert worktree_list(own) == [str(own.resolve()), str(tree.resolve())]
+        assert worktree_list(svc.repository("assembly")) == [str(svc.repository("assembly").resolve())]
 
         # It runs in the agent sandbox (issue 25): bwrap, its init and the CLI in one process group.
         assert svc.sessions(run_id)["planner"]["confinement"]["kind"] == "bwrap"
@@ -115,6 +117,6 @@ def test_verbs_signal_the_agent_process(sqlite_url: str, tmp_path: Path) -> None
         assert answer.status_code == 202, answer.text
         eventually(lambda: gone(third))
         eventually(lambda: not tree.exists() and not svc.worktree(run_id, "curator").exists())
-        eventually(lambda: worktree_list(repository) == [str(repository.resolve())])  # then git forgets them
+        eventually(lambda: not own.exists())  # then its repository goes (its refs are in the lane)
         assert on_branch(repository, run_id, "planner", "late.txt") == "written before the cleanup\n"
         assert on_branch(repository, run_id, "planner", "notes.txt") == "draft, never committed\n"

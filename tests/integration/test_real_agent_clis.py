@@ -62,11 +62,13 @@ def test_real_clis_deliver_committed_work(database_url: str) -> None:
         assert {a: state[a]["live_status"] for a in ("planner", "curator", "backend")} == dict.fromkeys(
             ("planner", "curator", "backend"), "session_completed"), state
 
-        # Each file is committed on the agent's branch, by the agent's own git commit.
+        # Each file is committed on the agent's branch, by the agent's own git commit, in its own
+        # repository; the plane brings each branch into the lane's repository once the process
+        # has ended (or sooner, when it reads the branch for a pull request).
         assembly, backend = svc.repository("assembly"), svc.repository("backend")
-        assert show(assembly, f"squad/{run_id}/planner", "PLAN.md") == "# Orders\n- backend: the orders API\n"
-        assert show(assembly, f"squad/{run_id}/curator", "SOURCES.md") == "orders: none yet\n"
-        assert show(backend, f"squad/{run_id}/backend", "orders.py") == "ORDERS: list[dict] = []\n"
+        eventually(lambda: show(assembly, f"squad/{run_id}/planner", "PLAN.md") == "# Orders\n- backend: the orders API\n")
+        eventually(lambda: show(assembly, f"squad/{run_id}/curator", "SOURCES.md") == "orders: none yet\n")
+        eventually(lambda: show(backend, f"squad/{run_id}/backend", "orders.py") == "ORDERS: list[dict] = []\n")
         assert git(backend, "log", "-1", "--format=%s%n%ae", f"squad/{run_id}/backend") == (
             "Orders API\nbackend@agents.squadops.local")
 

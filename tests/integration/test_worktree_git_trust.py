@@ -1,10 +1,11 @@
 """The plane's git on the host never takes an agent's word for where a worktree's repository
 is: the sandboxed agent writes its worktree's ``.git`` file and its folder's ``commondir`` in
-the lane repository, and either could hand the plane's ``git add`` (run as the service's user,
+its repository, and either could hand the plane's ``git add`` (run as the service's user,
 outside the sandbox, to keep the agent's uncommitted work) a configuration of the agent's: a
 clean filter or a signing program that runs a command. The worktree's repository and folder
-are the plane's own lane repository's, found by the worktree they record; the work is kept on
-the agent's branch all the same, and the next sandbox is given no folder the agent named."""
+are the ones the plane made for the agent, found by the worktree they record; the work is
+kept on the agent's branch all the same (and brought into the lane), and the next sandbox is
+given no folder the agent named."""
 
 from __future__ import annotations
 
@@ -58,19 +59,21 @@ def test_the_plane_keeps_an_agents_work_without_running_its_git_configuration(tm
     worktrees = Worktrees(tmp_path / "data")
     tree = worktrees.ensure(RUN, "planner")
     repo = worktrees.repository_for(RUN, "planner").path
+    own = worktrees.own_repository("default", "run-1", "planner")
     marker = tmp_path / "ran-on-the-host"
     (tree / ".gitattributes").write_text("* filter=x\n")
     (tree / "NOTES.md").write_text("notes\n")
     plant(tree, marker)
 
-    assert worktrees.git_dirs(tree) == [repo, repo / "worktrees" / "planner"]
+    assert worktrees.git_dirs(tree) == [own, own / "worktrees" / "planner"]
     commit = worktrees.preserve(tree, "planner@agents.squadops.local", "squadops: work kept")
     assert not marker.exists()
     assert commit and git("--git-dir", str(repo), "rev-parse", "refs/heads/squad/run-1/planner", cwd=tmp_path) == commit
     assert git("--git-dir", str(repo), "show", f"{commit}:NOTES.md", cwd=tmp_path) == "notes"
     assert worktrees.changes(RUN, "planner") is not None
-    assert worktrees.remove(tree) and not tree.exists() and not marker.exists()
+    assert worktrees.remove(tree) and not tree.exists() and not marker.exists() and not own.exists()
     assert git("--git-dir", str(repo), "worktree", "list", "--porcelain", cwd=tmp_path).count("worktree ") == 1
+    assert git("--git-dir", str(repo), "show", "refs/heads/squad/run-1/planner:NOTES.md", cwd=tmp_path) == "notes"
 
 
 def test_a_git_file_naming_a_folder_elsewhere_gives_the_next_sandbox_nothing(tmp_path: Path) -> None:
@@ -78,11 +81,11 @@ def test_a_git_file_naming_a_folder_elsewhere_gives_the_next_sandbox_nothing(tmp
     writable folder of the agent's next sandbox (the service's data, its checkout ...)."""
     worktrees = Worktrees(tmp_path / "data")
     tree = worktrees.ensure(RUN, "planner")
-    repo = worktrees.repository_for(RUN, "planner").path
+    own = worktrees.own_repository("default", "run-1", "planner")
     elsewhere = tmp_path / "data" / "events" / "worktrees" / "x"
     elsewhere.mkdir(parents=True)
     (tree / ".git").write_text(f"gitdir: {elsewhere}\n")
-    assert worktrees.git_dirs(tree) == [repo, repo / "worktrees" / "planner"]
+    assert worktrees.git_dirs(tree) == [own, own / "worktrees" / "planner"]
     # A worktree no lane repository records is no worktree of the plane's at all.
     stray = tmp_path / "data" / "worktrees" / "default" / "run-1" / "stray"
     stray.mkdir()
@@ -96,9 +99,10 @@ def test_a_fifo_among_the_records_never_holds_the_plane(tmp_path: Path) -> None:
     worktrees = Worktrees(tmp_path / "data")
     tree = worktrees.ensure(RUN, "planner")
     repo = worktrees.repository_for(RUN, "planner").path
-    (repo / "worktrees" / "zz").mkdir()
-    os.mkfifo(repo / "worktrees" / "zz" / "gitdir")
-    admin = repo / "worktrees" / "planner"
+    own = worktrees.own_repository("default", "run-1", "planner")
+    (own / "worktrees" / "zz").mkdir()
+    os.mkfifo(own / "worktrees" / "zz" / "gitdir")
+    admin = own / "worktrees" / "planner"
     (admin / "commondir").unlink()
     os.mkfifo(admin / "commondir")
     (tree / "NOTES.md").write_text("notes\n")

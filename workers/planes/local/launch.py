@@ -281,13 +281,14 @@ def agent_dir(config: LocalConfig, run: Any, agent_id: str) -> Path:
 
 def prepare(
     config: LocalConfig, run: Any, session: Any, worktree: Path, token: str, stdin: str,
-    git_dirs: Sequence[Path] = (), sockets: Path | None = None,
+    git_dirs: Sequence[Path] = (), sockets: Path | None = None, lent_objects: Sequence[Path] = (),
 ) -> Launch:
     """Everything a launch needs; raises ``MissingCommand`` when no CLI fits the provider and
     ``sandbox.SandboxUnavailable`` when the sandbox cannot confine it.
 
     ``git_dirs`` are the worktree's git metadata folders (its own and the repository's),
-    which a sandboxed CLI must be able to write for ``git commit`` to work; ``sockets`` is the
+    which a sandboxed CLI must be able to write for ``git commit`` to work; ``lent_objects`` the
+    lane's object store that the agent's repository borrows (read-only); ``sockets`` is the
     folder of the forwarder's Unix sockets (the sandbox's only way out).
     """
     process = session.process or {}
@@ -331,7 +332,8 @@ def prepare(
         command = [sandboxing.resolve_program(config.sandbox, argv[0], os.environ.get("PATH", "")), *argv[1:]]
         argv = sandboxing.bwrap_argv(
             config.sandbox, command, cwd=worktree, writable=writable,
-            read_only_files=[folder / "mcp.json", settings_file, codex_file, *git_controls(git_dirs)], points=points,
+            read_only_files=[folder / "mcp.json", settings_file, codex_file, *git_controls(git_dirs), *lent_objects],
+            points=points,
             sockets=sockets if points else None, hosts=hosts,
         )
         env = sandboxing.sandbox_env(env)

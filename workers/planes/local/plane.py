@@ -317,7 +317,8 @@ class LocalPlane:
         sockets = Forwarder.folder() if self.config.sandbox.enabled else None
         try:
             launch = prepare(self.config, run, s, worktree, agent_tokens.sign(self.config.token_key, identity), brief(run, s),
-                             git_dirs=self.worktrees.git_dirs(worktree), sockets=sockets)
+                             git_dirs=self.worktrees.git_dirs(worktree), sockets=sockets,
+                             lent_objects=self.worktrees.lent_objects(worktree))
             argv = list(launch.sandbox.command) if launch.sandbox else launch.argv
             process = AgentProcess(launch, self.forwarder)
         except SandboxUnavailable as exc:

@@ -1,10 +1,21 @@
 """Git worktrees of the local plane: one per agent session, under the data directory.
 
 Each session works in ``<data>/worktrees/<tenant>/<run_id>/<agent_id>`` on branch
-``squad/<run_id>/<agent_id>`` of its lane's repository. Which repository that is, is
+``squad/<run_id>/<agent_id>``. Its commits are the plane's to bring into the lane's
+repository, where reviews and publishing read them. Which repository that is, is
 ``repository_for``'s one decision: the binding's ``vcs_repo_url`` when the project has one
 (cloned bare once into the data directory), else a local bare repository the plane creates
 for the lane with an initial commit.
+
+The worktree belongs to a repository of the agent's own
+(``<data>/agent-repos/<tenant>/<run_id>/<agent_id>.git``) that borrows the lane's objects
+(``objects/info/alternates``): the sandbox lets the agent write that repository (``git
+commit`` must work) and only read the lane's objects, so no agent can move, delete or
+rewrite another agent's branch or objects, of its run or of another run of the project. The
+plane brings the agent's branch (and whatever other refs it made) into the lane repository
+whenever it reads the branch (``changes``), keeps uncommitted work (``preserve``) or removes
+the worktree (``remove``): objects by ``pack-objects``/``index-pack``, refs by ``update-ref``,
+an earlier head the agent rewrote kept under ``refs/squadops/kept/``.
 """
 
 from __future__ import annotations
@@ -12,12 +23,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import stat
 import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import structlog
 
 from domain.shared import ports
 from domain.shared.ids import is_valid_branch, is_valid_id
@@ -25,27 +37,10 @@ from domain.studio.agent_tools import lane_binding
 from domain.studio.brief import branch_name
 from workers.adapters.local_git import git_environment
 from workers.paths import OutsideRoot, inside
+from workers.planes.local import agent_repos
+from workers.planes.local.host_git import GIT_IDENTITY, WorktreeError, git, plumbing, small_text
 
-GIT_TIMEOUT = 120
-GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "squadops",
-    "GIT_AUTHOR_EMAIL": "squadops@squadops.local",
-    "GIT_COMMITTER_NAME": "squadops",
-    "GIT_COMMITTER_EMAIL": "squadops@squadops.local",
-}
-
-
-# The plane runs git on the host in repositories whose metadata its sandboxed agents may write
-# (hooks, configuration): none of their hooks, no fsmonitor command, no signing program and
-# no submodule (whose own configuration an agent writes) runs here.
-HOST_SAFE = (
-    "-c", f"core.hooksPath={os.devnull}", "-c", "core.fsmonitor=false", "-c", "commit.gpgSign=false",
-    "-c", "diff.ignoreSubmodules=all", "-c", "submodule.recurse=false", "-c", "status.submoduleSummary=false",
-)
-
-
-class WorktreeError(Exception):
-    """A git command of the plane failed (the session's sources could not be materialized)."""
+log = structlog.get_logger("squadops.local_plane")
 
 
 @dataclass(frozen=True)
@@ -59,26 +54,6 @@ class Repository:
     refresh: bool = False
 
 
-def git(
-    *args: str, cwd: Path | None = None, stdin: str = "", identity: str = "", raw: bool = False,
-    env: dict[str, str] | None = None,
-) -> str:
-    env = {**git_environment(os.environ), **GIT_IDENTITY, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
-    if identity:
-        env.update(GIT_AUTHOR_NAME=identity, GIT_AUTHOR_EMAIL=identity,
-                   GIT_COMMITTER_NAME=identity, GIT_COMMITTER_EMAIL=identity)
-    try:
-        done = subprocess.run(
-            ["git", *HOST_SAFE, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
-            timeout=GIT_TIMEOUT, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise WorktreeError(f"git {args[0]} failed: {exc}") from exc
-    if done.returncode != 0:
-        raise WorktreeError(f"git {' '.join(args[:2])} failed: {done.stderr.strip() or done.stdout.strip()}")
-    return done.stdout if raw else done.stdout.strip()
-
-
 def holds_repository(path: Path) -> bool:
     """Whether a repository of its own lies inside the worktree (a ``.git`` below its top): the
     plane's git does not look into one (no submodule is run), so what is uncommitted in it is
@@ -88,32 +63,6 @@ def holds_repository(path: Path) -> bool:
             return True
         dirs[:] = [d for d in dirs if d != ".git"]
     return False
-
-
-def small_text(path: Path, limit: int = 4096) -> str:
-    """A small regular file's text, read without following a link or waiting on a FIFO (an
-    agent writes these files): "" for anything else."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return ""
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ""
-        return file.read(limit).decode(errors="replace")
-
-
-def _run(argv: list[str], data: bytes) -> bytes:
-    """A git plumbing command fed ``data`` on stdin; its stdout (bytes)."""
-    what = next((a for a in argv[1:] if a in ("pack-objects", "index-pack")), argv[0])
-    try:
-        done = subprocess.run(argv, input=data, capture_output=True, timeout=GIT_TIMEOUT, check=False,
-                              env=git_environment(os.environ))
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise WorktreeError(f"git {what} failed: {exc}") from exc
-    if done.returncode != 0:
-        raise WorktreeError(f"git {what} failed: {done.stderr.decode(errors='replace').strip()}")
-    return done.stdout
 
 
 class Worktrees:
@@ -187,8 +136,8 @@ class Worktrees:
         if head == have:
             return
         revs = f"{head}\n" + (f"^{have}\n" if have and Worktrees._rev(Path(repo.origin), have) else "")
-        pack = _run(["git", "--git-dir", repo.origin, "pack-objects", "--revs", "--stdout", "--quiet"], revs.encode())
-        _run(["git", "-c", f"core.hooksPath={os.devnull}", "--git-dir", str(repo.path), "index-pack", "--stdin",
+        pack = plumbing(["git", "--git-dir", repo.origin, "pack-objects", "--revs", "--stdout", "--quiet"], revs.encode())
+        plumbing(["git", "-c", f"core.hooksPath={os.devnull}", "--git-dir", str(repo.path), "index-pack", "--stdin",
               "--fix-thin"], pack)
         git("-c", f"core.hooksPath={os.devnull}", "--git-dir", str(repo.path), "update-ref", ref, head)
 
@@ -205,17 +154,16 @@ class Worktrees:
             if path.exists():
                 shutil.rmtree(path)
             path.parent.mkdir(parents=True, exist_ok=True)
-            git("worktree", "prune", cwd=repo.path)
             branch = branch_name(run.run_id, agent_id)
-            exists = subprocess.run(
-                ["git", "show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=repo.path, check=False,
-                env=git_environment(os.environ),
-            ).returncode == 0
-            if exists:
-                git("worktree", "add", "--", str(path), branch, cwd=repo.path)
-            else:
-                git("worktree", "add", "-b", branch, "--", str(path), repo.default_branch, cwd=repo.path)
+            own = agent_repos.make(self.own_repository(run.tenant, run.run_id, agent_id), repo.path,
+                                  repo.default_branch, branch)
+            git("worktree", "prune", cwd=own)
+            git("worktree", "add", "--", str(path), branch, cwd=own)
             return path
+
+    def own_repository(self, tenant: str, run_id: str, agent_id: str) -> Path:
+        """The agent's own repository (its worktree's; see the module doc)."""
+        return self._inside("agent-repos", tenant, run_id, agent_id, suffix=".git")
 
     def recreate(self, run: Any, agent_id: str, author: str = "", message: str = "") -> Path:
         """A fresh checkout of the session's branch. What the agent left uncommitted is
@@ -266,6 +214,7 @@ class Worktrees:
             except WorktreeError:  # a detached HEAD
                 head = git("rev-parse", "HEAD", cwd=path, env=env)
                 git("update-ref", f"refs/squadops/kept/{path.parent.name}/{path.name}/{head}", head, cwd=path, env=env)
+            self._bring_back_worktree(path)
             return commit
 
     def is_clean(self, path: Path) -> bool:
@@ -288,6 +237,7 @@ class Worktrees:
             try:
                 if not self.is_clean(path) or holds_repository(path):
                     return False
+                self._bring_back_worktree(path)  # everything of the agent's is in the lane first
             except WorktreeError:
                 return False
             # Not ``git worktree remove``: its own check runs git in the worktree through the
@@ -295,6 +245,8 @@ class Worktrees:
             # prune drops the folder of a worktree that is gone.
             shutil.rmtree(path)
             git("worktree", "prune", cwd=repo)
+            if self._is_own(repo) and not any((repo / "worktrees").glob("*")):
+                shutil.rmtree(repo)  # (its refs are in the lane now)
             return True
 
     def remove_run(self, tenant: str, run_id: str) -> tuple[list[Path], list[Path]]:
@@ -305,6 +257,9 @@ class Worktrees:
         kept = [p for p in paths if p not in removed]
         if not kept:
             shutil.rmtree(folder, ignore_errors=True)
+            own = self._inside("agent-repos", tenant, run_id)
+            if own.is_dir() and not any(own.glob("*.git/worktrees/*")):
+                shutil.rmtree(own, ignore_errors=True)
         return removed, kept
 
     def changes(self, run: Any, agent_id: str) -> ports.BranchChanges | None:
@@ -314,6 +269,12 @@ class Worktrees:
         if not (repo.path / "HEAD").exists():
             return None
         with self._lock:
+            own = self.own_repository(run.tenant, run.run_id, agent_id)
+            if (own / "HEAD").exists():
+                try:
+                    agent_repos.bring_back(own, repo.path, run.run_id, agent_id)
+                except WorktreeError as exc:  # the lane keeps what it had; the agent's repository stays
+                    log.warning("local_branch_not_brought_back", run_id=run.run_id, agent_id=agent_id, error=str(exc))
             try:
                 head = git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=repo.path)
                 base = git("merge-base", f"refs/heads/{repo.default_branch}", head, cwd=repo.path)
@@ -392,12 +353,13 @@ class Worktrees:
 
     def _located(self, path: Path) -> tuple[Path, Path] | None:
         """(repository, the worktree's folder in it) of the worktree at ``path`` (under
-        ``worktrees/`` or ``kept/``): one of the plane's own lane repositories of the worktree's
-        tenant, never wherever the worktree's ``.git`` file points. The agent writes that file
-        and its folder's ``commondir`` (both in reach of its sandbox): they would hand the
-        plane's git, on the host, a configuration of the agent's (a filter, a signing program)
-        or hand the next sandbox a writable folder anywhere. The folder is found among the lane
-        repositories' ``worktrees/*`` by the worktree it names (git's own ``gitdir`` record)."""
+        ``worktrees/`` or ``kept/``): the agent's own repository (``agent-repos/``; a worktree
+        the plane made before those, one of the tenant's lane repositories), never wherever the
+        worktree's ``.git`` file points. The agent writes that file and its folder's
+        ``commondir`` (both in reach of its sandbox): they would hand the plane's git, on the
+        host, a configuration of the agent's (a filter, a signing program) or hand the next
+        sandbox a writable folder anywhere. The folder is found among the repository's
+        ``worktrees/*`` by the worktree it names (git's own ``gitdir`` record)."""
         real = path.resolve()
         try:
             rel = real.relative_to(self.root)
@@ -405,22 +367,53 @@ class Worktrees:
             return None
         if len(rel.parts) != 4 or rel.parts[0] not in ("worktrees", "kept") or not (real / ".git").is_file():
             return None
-        marker = str(real / ".git")  # as git records it (the real path)
-        repos = self.root / "repos" / rel.parts[1]
-        found = []
-        for admin in sorted(repos.glob("*/*.git/worktrees/*")) if repos.is_dir() else []:
-            record = admin / "gitdir"
-            if admin.is_symlink() or admin.parent.parent.is_symlink() or not record.is_file():
-                continue
-            with contextlib.suppress(OSError):
-                if small_text(record).strip() == marker:
-                    found.append(admin)
-        if not found:
+        if not all(is_valid_id(part) for part in rel.parts[1:]):
             return None
-        with contextlib.suppress(OSError):  # two claim it (a record rewritten): the one .git names
-            named = Path(small_text(Path(marker)).strip().removeprefix("gitdir:").strip())
-            found.sort(key=lambda admin: admin != named)
-        return found[0].parent.parent, found[0]
+        marker = str(real / ".git")  # as git records it (the real path)
+        own = self.root / "agent-repos" / rel.parts[1] / rel.parts[2] / f"{rel.parts[3]}.git"
+        places = [own / "worktrees"] if rel.parts[0] == "worktrees" and own.is_dir() and not own.is_symlink() else []
+        lanes = self.root / "repos" / rel.parts[1]
+        places += sorted(lanes.glob("*/*.git/worktrees")) if lanes.is_dir() else []
+        for place in places:
+            found = []
+            for admin in sorted(place.glob("*")):
+                record = admin / "gitdir"
+                if place.is_symlink() or admin.is_symlink() or admin.parent.parent.is_symlink() or not record.is_file():
+                    continue
+                with contextlib.suppress(OSError):
+                    if small_text(record).strip() == marker:
+                        found.append(admin)
+            if found:
+                with contextlib.suppress(OSError):  # two claim it (a record rewritten): the one .git names
+                    named = Path(small_text(Path(marker)).strip().removeprefix("gitdir:").strip())
+                    found.sort(key=lambda admin: admin != named)
+                return found[0].parent.parent, found[0]
+        return None
+
+    def _is_own(self, repository: Path) -> bool:
+        return repository.parent.parent.parent == self.root / "agent-repos"
+
+    def lent_objects(self, path: Path) -> list[Path]:
+        """The lane's object store that the worktree's own repository borrows (read-only to the
+        agent; nothing for a worktree of a lane repository itself)."""
+        located = self._located(path)
+        if located is None or not self._is_own(located[0]):
+            return []
+        lane = agent_repos.lane_of(located[0], self.root / "repos")
+        return [] if lane is None else [lane / "objects"]
+
+    def _bring_back_worktree(self, path: Path) -> None:
+        """The worktree's own repository brought into its lane (see ``agent_repos``): its
+        branch and its other refs. (A worktree of the lane repository itself has nothing to
+        bring.) The caller holds the lock."""
+        located = self._located(path)
+        if located is None or not self._is_own(located[0]):
+            return
+        own = located[0]
+        lane = agent_repos.lane_of(own, self.root / "repos")
+        if lane is None:
+            raise WorktreeError(f"{own} borrows from no lane repository of this plane")
+        agent_repos.bring_back(own, lane, own.parent.name, own.name.removesuffix(".git"))
 
     def _git_env(self, path: Path) -> dict[str, str]:
         """git's repository, folder and work tree for the worktree at ``path``, named outright

@@ -1,0 +1,132 @@
+"""The agents' own repositories: one per agent of a run, whose worktree the agent works in.
+
+Each is bare, under ``<data>/agent-repos/<tenant>/<run_id>/<agent_id>.git``, and borrows the
+lane repository's objects (``objects/info/alternates``, read-only in the sandbox): what the
+agent commits lands in its own repository, and nothing it does there can reach the lane's
+refs or objects, nor another agent's. ``bring_back`` is the one way its work enters the lane:
+the objects the lane lacks as a pack (``index-pack`` checks every object's id), then the refs,
+by ``update-ref`` with the value read before (a head the agent rewrote stays under
+``refs/squadops/kept/``). The plane's git reads the agent's repository under its own
+configuration (written by the plane, read-only to the agent) and with ``host_git``'s guards.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+
+from domain.studio.brief import branch_name
+from workers.planes.local.host_git import WorktreeError, git, plumbing, small_text
+
+SHA = re.compile(r"[0-9a-f]{40}")
+NO_REF = "0" * 40
+# Refs of an agent's repository besides its branch (a tag, a stash, work on another branch)
+# are brought into the lane under ``refs/squadops/agents/<run>/<agent>/``: so many at most.
+AGENT_REF = re.compile(r"refs/[A-Za-z0-9._-][A-Za-z0-9._/-]{0,199}")
+MAX_REFS = 200
+
+
+def make(own: Path, lane: Path, default_branch: str, branch: str) -> Path:
+    """The agent's repository, made when missing: bare, borrowing the lane's objects, with the
+    agent's branch where the lane has it (else at the lane's default branch) and the default
+    branch beside it. Made under another name and renamed into place, so that a repository
+    found there is whole."""
+    if (own / "HEAD").exists():
+        return own
+    default = f"refs/heads/{default_branch}"
+    start = rev(lane, f"refs/heads/{branch}") or rev(lane, default)
+    if not start:
+        raise WorktreeError(f"the lane repository {lane.name} has no {default_branch} branch")
+    own.parent.mkdir(parents=True, exist_ok=True)
+    making = own.with_name(f".{own.name}.{os.getpid()}.{threading.get_ident()}")
+    shutil.rmtree(making, ignore_errors=True)
+    git("init", "--bare", "--quiet", f"--initial-branch={default_branch}", "--", str(making))
+    (making / "objects" / "info" / "alternates").write_text(f"{(lane / 'objects').resolve()}\n")
+    git("update-ref", f"refs/heads/{branch}", start, cwd=making)
+    if branch != default_branch and (tip := rev(lane, default)):
+        git("update-ref", default, tip, cwd=making)
+    shutil.rmtree(own, ignore_errors=True)  # (a folder without HEAD holds nothing of an agent's)
+    os.replace(making, own)
+    return own
+
+
+def lane_of(own: Path, repos: Path) -> Path | None:
+    """The lane repository whose objects ``own`` borrows: one under ``repos`` (the plane's lane
+    repositories of the data directory), else None."""
+    named = small_text(own / "objects" / "info" / "alternates").strip().splitlines()
+    if len(named) != 1:
+        return None
+    lane = Path(named[0]).parent
+    try:
+        rel = lane.resolve().relative_to(repos.resolve())
+    except (OSError, ValueError):
+        return None
+    if len(rel.parts) != 3 or not rel.parts[-1].endswith(".git") or not (lane / "HEAD").is_file():
+        return None
+    return lane
+
+
+def bring_back(own: Path, lane: Path, run_id: str, agent_id: str) -> dict[str, str]:
+    """Brings the agent's branch, and each other ref of its repository whose commit the lane
+    lacks, into the lane repository; answers the lane refs it moved and where to."""
+    branch = f"refs/heads/{branch_name(run_id, agent_id)}"
+    refs = _refs(own)
+    present = _present(lane, set(refs.values()))
+    moves: dict[str, str] = {}
+    for ref, sha in refs.items():
+        if ref == branch:
+            moves[branch] = sha
+        elif sha not in present:
+            moves[f"refs/squadops/agents/{run_id}/{agent_id}/{ref.removeprefix('refs/')}"] = sha
+    before = {ref: rev(lane, ref) for ref in moves}
+    moves = {ref: sha for ref, sha in moves.items() if before[ref] != sha}
+    if not moves:
+        return {}
+    lent = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str((own / "objects").resolve())}
+    wanted = git("rev-list", "--objects", *moves.values(), "--not", "--all", cwd=lane, env=lent, raw=True)
+    if wanted.strip():
+        pack = plumbing(["git", "--git-dir", str(lane), "pack-objects", "--stdout", "--quiet"], wanted.encode(), env=lent)
+        plumbing(["git", "-c", f"core.hooksPath={os.devnull}", "--git-dir", str(lane), "index-pack", "--stdin",
+                  "--fix-thin"], pack)
+    for ref, sha in moves.items():
+        old = before[ref]
+        if old and not _is_ancestor(lane, old, sha):  # rewritten: the earlier head stays in a ref
+            git("update-ref", f"refs/squadops/kept/{run_id}/{agent_id}/{old}", old, cwd=lane)
+        git("update-ref", ref, sha, old or NO_REF, cwd=lane)
+    return moves
+
+
+def rev(repository: Path, ref: str) -> str:
+    try:
+        return git("rev-parse", "--verify", "--quiet", ref, cwd=repository)
+    except WorktreeError:
+        return ""
+
+
+def _refs(own: Path) -> dict[str, str]:
+    """The agent repository's refs (named as git allows and this plane takes), by name."""
+    refs: dict[str, str] = {}
+    for line in git("for-each-ref", "--format=%(objectname) %(refname)", cwd=own).splitlines():
+        sha, _, ref = line.partition(" ")
+        if SHA.fullmatch(sha) and AGENT_REF.fullmatch(ref) and ".." not in ref and len(refs) < MAX_REFS:
+            refs[ref] = sha
+    return refs
+
+
+def _present(lane: Path, shas: set[str]) -> set[str]:
+    """Which of ``shas`` the lane repository holds (its own objects only)."""
+    if not shas:
+        return set()
+    answer = git("cat-file", "--batch-check", cwd=lane, stdin="".join(f"{sha}\n" for sha in sorted(shas)))
+    return {line.split()[0] for line in answer.splitlines() if line and not line.endswith(" missing")}
+
+
+def _is_ancestor(lane: Path, old: str, new: str) -> bool:
+    try:
+        git("merge-base", "--is-ancestor", old, new, cwd=lane)
+    except WorktreeError:
+        return False
+    return True
