@@ -10,6 +10,7 @@ repository, delete the lane's objects and write another agent's repository.
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -171,3 +172,62 @@ def test_in_its_sandbox_an_agent_commits_and_reaches_no_other_branch(tmp_path: P
     assert changes is not None and changes.paths == ("PLAN.md",)
     assert git("--git-dir", str(lane), "show", "squad/run-1/planner:PLAN.md", cwd=tmp_path) == "# Plan"
 
+
+
+def test_objects_the_agent_names_elsewhere_never_reach_the_lane(tmp_path: Path) -> None:
+    """Inside its sandbox the agent can swap its repository's ``objects`` folder (renaming it
+    takes the read-only ``objects/info`` with it) and name another tenant's objects in an
+    ``alternates`` file, or link a loose object there; given a commit id of that tenant's, a
+    bring-back made on the host would copy the commit into the agent's lane (for its next
+    session to read). The plane packs inside the sandbox, where those objects are not there."""
+    data = tmp_path / "data"
+    other = data / "repos" / "other-tenant" / "acme" / "assembly.git"
+    git("init", "--quiet", "--bare", str(other), cwd=tmp_path)
+    blob = subprocess.run(["git", "--git-dir", str(other), "hash-object", "-w", "--stdin"], input="secret\n",
+                          capture_output=True, text=True, check=True).stdout.strip()
+    tree = subprocess.run(["git", "--git-dir", str(other), "mktree"], input=f"100644 blob {blob}\tSECRET.md\n",
+                          capture_output=True, text=True, check=True).stdout.strip()
+    secret = git("--git-dir", str(other), *AGENT, "commit-tree", tree, "-m", "theirs", cwd=tmp_path)
+    worktrees = Worktrees(data, confine=sandbox.SandboxConfig(hidden=(data,)))
+    worktrees.ensure(RUN, "planner")
+    lane = worktrees.repository_for(RUN, "planner").path
+    own = worktrees.own_repository("default", "run-1", "planner")
+    # What the agent does in its sandbox, here on the host: its objects folder swapped for one
+    # that names the other tenant's, and its branch set to the other tenant's commit.
+    (own / "objects").rename(own / "objects-before")
+    (own / "objects" / "info").mkdir(parents=True)
+    (own / "objects" / "info" / "alternates").write_text(f"{lane / 'objects'}\n{other / 'objects'}\n")
+    git("--git-dir", str(own), "update-ref", "refs/heads/squad/run-1/planner", secret, cwd=tmp_path)
+
+    assert worktrees.changes(RUN, "planner") is None  # nothing brought: the lane has no such branch
+    done = subprocess.run(["git", "--git-dir", str(lane), "cat-file", "-e", blob], capture_output=True, check=False)
+    assert done.returncode != 0, "another tenant's object was copied into the lane"
+    # The same, unconfined, would have copied it (what the sandbox is there for).
+    Worktrees(data).changes(RUN, "planner")
+    assert ref(lane, "refs/heads/squad/run-1/planner") == secret
+
+
+def test_a_commondir_at_the_top_of_its_repository_names_no_configuration(tmp_path: Path) -> None:
+    """git takes a repository's configuration from wherever its ``commondir`` file points:
+    the agent's own repository is always named outright, so its configuration stays the
+    plane's (here a smudge filter and a clean filter would run a command on the host)."""
+    worktrees = Worktrees(tmp_path / "data")
+    tree = worktrees.ensure(RUN, "planner")
+    lane = worktrees.repository_for(RUN, "planner").path
+    own = worktrees.own_repository("default", "run-1", "planner")
+    marker = tmp_path / "ran-on-the-host"
+    commit(tree, ".gitattributes", "* filter=x\n", "Attributes")
+    evil = tree / ".evil"
+    subprocess.run(["cp", "-r", str(own), str(evil)], check=True)
+    for key in ("filter.x.clean", "filter.x.smudge"):
+        git("--git-dir", str(evil), "config", key, f"touch {marker}; cat", cwd=tmp_path)
+    (own / "commondir").write_text(f"{evil}\n")
+    (tree / "NOTES.md").write_text("notes\n")
+
+    worktrees.preserve(tree, "planner@agents.squadops.local", "kept")
+    assert git("--git-dir", str(lane), "show", "squad/run-1/planner:NOTES.md", cwd=tmp_path) == "notes"
+    (own / "commondir").write_text(f"{evil}\n")
+    shutil.rmtree(tree)  # a worktree gone without the plane: made again from the lane
+    again = worktrees.ensure(RUN, "planner")
+    assert (again / "NOTES.md").read_text() == "notes\n"
+    assert not marker.exists()

@@ -4,14 +4,22 @@ Each is bare, under ``<data>/agent-repos/<tenant>/<run_id>/<agent_id>.git``, and
 lane repository's objects (``objects/info/alternates``, read-only in the sandbox): what the
 agent commits lands in its own repository, and nothing it does there can reach the lane's
 refs or objects, nor another agent's. ``bring_back`` is the one way its work enters the lane:
-the objects the lane lacks as a pack (``index-pack`` checks every object's id), then the refs,
-by ``update-ref`` with the value read before (a head the agent rewrote stays under
-``refs/squadops/kept/``). The plane's git reads the agent's repository under its own
-configuration (written by the plane, read-only to the agent) and with ``host_git``'s guards.
+the objects the lane lacks as a pack, made inside the sandbox where only the agent's
+repository and the lane are there to read (the agent can plant links, an ``alternates`` file
+or a ``commondir`` in its repository, naming another tenant's objects: there they name
+nothing), which ``index-pack`` checks object by object on the host; then the refs, once the
+lane holds everything they reach, by ``update-ref`` with the value read before (a head the
+agent rewrote stays under ``refs/squadops/kept/``).
+
+What the agent can write is never taken as an instruction on the host: which lane a
+repository belongs to is the plane's own record beside it (``<agent_id>.lane``, out of the
+sandbox's reach), and git on the host names the repository outright (``git_env``: its
+configuration is the plane's, read-only to the agent, whatever ``commondir`` says).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -19,6 +27,7 @@ import threading
 from pathlib import Path
 
 from domain.studio.brief import branch_name
+from workers.planes.local import sandbox
 from workers.planes.local.host_git import WorktreeError, git, plumbing, small_text
 
 SHA = re.compile(r"[0-9a-f]{40}")
@@ -27,6 +36,9 @@ NO_REF = "0" * 40
 # are brought into the lane under ``refs/squadops/agents/<run>/<agent>/``: so many at most.
 AGENT_REF = re.compile(r"refs/[A-Za-z0-9._-][A-Za-z0-9._/-]{0,199}")
 MAX_REFS = 200
+# The pack of what the lane lacks, made where the sandbox lets git read only the agent's
+# repository and the lane (its private /tmp holds the list: a failed walk packs nothing).
+PACK = 'git rev-list --objects "$@" --not --all >/tmp/objects && git pack-objects --stdout --quiet </tmp/objects'
 
 
 def make(own: Path, lane: Path, default_branch: str, branch: str) -> Path:
@@ -50,16 +62,30 @@ def make(own: Path, lane: Path, default_branch: str, branch: str) -> Path:
         git("update-ref", default, tip, cwd=making)
     shutil.rmtree(own, ignore_errors=True)  # (a folder without HEAD holds nothing of an agent's)
     os.replace(making, own)
+    record(own).write_text(f"{lane.resolve()}\n")
     return own
 
 
+def record(own: Path) -> Path:
+    """The plane's record of the lane ``own`` belongs to (beside it, never in the sandbox)."""
+    return own.with_name(own.name.removesuffix(".git") + ".lane")
+
+
+def git_env(own: Path) -> dict[str, str]:
+    """git's repository for the plane's commands in ``own``, named outright; a ``commondir``
+    file the agent put at its top (git would take its configuration from there) goes."""
+    with contextlib.suppress(FileNotFoundError):
+        (own / "commondir").unlink()
+    return {"GIT_DIR": str(own), "GIT_COMMON_DIR": str(own)}
+
+
 def lane_of(own: Path, repos: Path) -> Path | None:
-    """The lane repository whose objects ``own`` borrows: one under ``repos`` (the plane's lane
-    repositories of the data directory), else None."""
-    named = small_text(own / "objects" / "info" / "alternates").strip().splitlines()
+    """The lane repository ``own`` was made from (the plane's record): one under ``repos``
+    (the plane's lane repositories of the data directory), else None."""
+    named = small_text(record(own)).strip().splitlines()
     if len(named) != 1:
         return None
-    lane = Path(named[0]).parent
+    lane = Path(named[0])
     try:
         rel = lane.resolve().relative_to(repos.resolve())
     except (OSError, ValueError):
@@ -69,34 +95,50 @@ def lane_of(own: Path, repos: Path) -> Path | None:
     return lane
 
 
-def bring_back(own: Path, lane: Path, run_id: str, agent_id: str) -> dict[str, str]:
+def bring_back(
+    own: Path, lane: Path, run_id: str, agent_id: str, confine: sandbox.SandboxConfig | None = None,
+) -> dict[str, str]:
     """Brings the agent's branch, and each other ref of its repository whose commit the lane
-    lacks, into the lane repository; answers the lane refs it moved and where to."""
+    lacks, into the lane repository; answers the lane refs it moved and where to. ``confine``
+    is the agents' sandbox (None: git reads the agent's repository unconfined, as the agents
+    ran)."""
     branch = f"refs/heads/{branch_name(run_id, agent_id)}"
     refs = _refs(own)
     present = _present(lane, set(refs.values()))
     moves: dict[str, str] = {}
+    if branch in refs:  # (first: a ref the lane refuses leaves the branch brought all the same)
+        moves[branch] = refs[branch]
     for ref, sha in refs.items():
-        if ref == branch:
-            moves[branch] = sha
-        elif sha not in present:
+        if ref != branch and sha not in present:
             moves[f"refs/squadops/agents/{run_id}/{agent_id}/{ref.removeprefix('refs/')}"] = sha
     before = {ref: rev(lane, ref) for ref in moves}
     moves = {ref: sha for ref, sha in moves.items() if before[ref] != sha}
     if not moves:
         return {}
-    lent = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str((own / "objects").resolve())}
-    wanted = git("rev-list", "--objects", *moves.values(), "--not", "--all", cwd=lane, env=lent, raw=True)
-    if wanted.strip():
-        pack = plumbing(["git", "--git-dir", str(lane), "pack-objects", "--stdout", "--quiet"], wanted.encode(), env=lent)
+    pack = _pack(own, lane, sorted(set(moves.values())), confine)
+    if pack:
         plumbing(["git", "-c", f"core.hooksPath={os.devnull}", "--git-dir", str(lane), "index-pack", "--stdin",
                   "--fix-thin"], pack)
+    # Everything each ref reaches is in the lane now (git fails on a missing object).
+    git("rev-list", "--objects", *moves.values(), "--not", "--all", cwd=lane)
     for ref, sha in moves.items():
         old = before[ref]
         if old and not _is_ancestor(lane, old, sha):  # rewritten: the earlier head stays in a ref
             git("update-ref", f"refs/squadops/kept/{run_id}/{agent_id}/{old}", old, cwd=lane)
         git("update-ref", ref, sha, old or NO_REF, cwd=lane)
     return moves
+
+
+def _pack(own: Path, lane: Path, tips: list[str], confine: sandbox.SandboxConfig | None) -> bytes:
+    """A pack of the objects ``tips`` reach that the lane lacks, read from the agent's
+    repository (lent to git as an alternate object store) and the lane."""
+    env = {"GIT_DIR": str(lane.resolve()), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str((own / "objects").resolve())}
+    if confine is None:
+        wanted = git("rev-list", "--objects", *tips, "--not", "--all", cwd=lane, env=env, raw=True)
+        return plumbing(["git", "pack-objects", "--stdout", "--quiet"], wanted.encode(), env=env) if wanted else b""
+    argv = sandbox.bwrap_argv(confine, ["/bin/sh", "-c", PACK, "bring-back", *tips], cwd=lane.resolve(), writable=[],
+                              read_only_files=[own.resolve(), lane.resolve()])
+    return plumbing(argv, b"", env=env)
 
 
 def rev(repository: Path, ref: str) -> str:
@@ -109,7 +151,7 @@ def rev(repository: Path, ref: str) -> str:
 def _refs(own: Path) -> dict[str, str]:
     """The agent repository's refs (named as git allows and this plane takes), by name."""
     refs: dict[str, str] = {}
-    for line in git("for-each-ref", "--format=%(objectname) %(refname)", cwd=own).splitlines():
+    for line in git("for-each-ref", "--format=%(objectname) %(refname)", cwd=own, env=git_env(own)).splitlines():
         sha, _, ref = line.partition(" ")
         if SHA.fullmatch(sha) and AGENT_REF.fullmatch(ref) and ".." not in ref and len(refs) < MAX_REFS:
             refs[ref] = sha

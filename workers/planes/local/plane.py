@@ -88,7 +88,8 @@ class LocalPlane:
         self.config = config
         self.load_run = load_run
         self.sweep_seconds = sweep_seconds
-        self.worktrees = Worktrees(config.data_dir, config.vcs_root)
+        self.worktrees = Worktrees(config.data_dir, config.vcs_root,
+                                   config.sandbox if config.sandbox.enabled else None)
         self.pool = ProcessPool(config.max_processes)
         self.forwarder = Forwarder()  # the sandboxed agents' only way out (their MCP and model addresses)
         self.handles: dict[str, Handle] = {}

@@ -39,6 +39,7 @@ from workers.adapters.local_git import git_environment
 from workers.paths import OutsideRoot, inside
 from workers.planes.local import agent_repos
 from workers.planes.local.host_git import GIT_IDENTITY, WorktreeError, git, plumbing, small_text
+from workers.planes.local.sandbox import SandboxConfig
 
 log = structlog.get_logger("squadops.local_plane")
 
@@ -68,9 +69,10 @@ def holds_repository(path: Path) -> bool:
 class Worktrees:
     """Creates, recreates and removes the sessions' worktrees."""
 
-    def __init__(self, data_dir: Path, vcs_root: Path | None = None) -> None:
+    def __init__(self, data_dir: Path, vcs_root: Path | None = None, confine: SandboxConfig | None = None) -> None:
         self.root = data_dir.resolve()
         self.vcs_root = (vcs_root or data_dir / "vcs").resolve()  # the bindings' repositories (``LocalGitVcs``)
+        self.confine = confine  # the agents' sandbox, where the plane reads what an agent's repository holds
         self._lock = threading.Lock()
 
     def repository_for(self, run: Any, agent_id: str) -> Repository:
@@ -155,11 +157,30 @@ class Worktrees:
                 shutil.rmtree(path)
             path.parent.mkdir(parents=True, exist_ok=True)
             branch = branch_name(run.run_id, agent_id)
-            own = agent_repos.make(self.own_repository(run.tenant, run.run_id, agent_id), repo.path,
-                                  repo.default_branch, branch)
-            git("worktree", "prune", cwd=own)
-            git("worktree", "add", "--", str(path), branch, cwd=own)
+            own = self.own_repository(run.tenant, run.run_id, agent_id)
+            if (own / "HEAD").exists():  # left without its worktree: its refs into the lane, then afresh
+                self._retire(own, repo.path, run.run_id, agent_id)
+            agent_repos.make(own, repo.path, repo.default_branch, branch)
+            git("worktree", "add", "--", str(path), branch, cwd=own, env=agent_repos.git_env(own))
             return path
+
+    def _retire(self, own: Path, lane: Path, run_id: str, agent_id: str) -> None:
+        """An agent's repository that no worktree uses any more: brought into the lane and
+        removed, or, when it cannot be brought whole, moved under ``<data>/kept/`` (never
+        deleted with what only it holds)."""
+        try:
+            agent_repos.bring_back(own, lane, run_id, agent_id, self.confine)
+        except WorktreeError as exc:
+            kept = self.root / "kept" / own.relative_to(self.root)
+            n = 0
+            while kept.exists():
+                n += 1
+                kept = kept.with_name(f"{own.name.removesuffix('.git')}-{n}.git")
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(own), str(kept))
+            log.warning("local_agent_repository_kept", run_id=run_id, agent_id=agent_id, kept=str(kept), error=str(exc))
+            return
+        shutil.rmtree(own)
 
     def own_repository(self, tenant: str, run_id: str, agent_id: str) -> Path:
         """The agent's own repository (its worktree's; see the module doc)."""
@@ -192,7 +213,7 @@ class Worktrees:
             shutil.move(str(path), str(target))
             if repo is not None and repo.exists():
                 with contextlib.suppress(WorktreeError):
-                    git("worktree", "prune", cwd=repo)
+                    git("worktree", "prune", cwd=repo, env=self._repository_env(repo))
             return target
 
     def preserve(self, path: Path, author: str, message: str) -> str:
@@ -244,9 +265,10 @@ class Worktrees:
             # folder's ``commondir``, which the agent could write. Clean, the files go, and
             # prune drops the folder of a worktree that is gone.
             shutil.rmtree(path)
-            git("worktree", "prune", cwd=repo)
+            git("worktree", "prune", cwd=repo, env=self._repository_env(repo))
             if self._is_own(repo) and not any((repo / "worktrees").glob("*")):
                 shutil.rmtree(repo)  # (its refs are in the lane now)
+                agent_repos.record(repo).unlink(missing_ok=True)
             return True
 
     def remove_run(self, tenant: str, run_id: str) -> tuple[list[Path], list[Path]]:
@@ -272,7 +294,7 @@ class Worktrees:
             own = self.own_repository(run.tenant, run.run_id, agent_id)
             if (own / "HEAD").exists():
                 try:
-                    agent_repos.bring_back(own, repo.path, run.run_id, agent_id)
+                    agent_repos.bring_back(own, repo.path, run.run_id, agent_id, self.confine)
                 except WorktreeError as exc:  # the lane keeps what it had; the agent's repository stays
                     log.warning("local_branch_not_brought_back", run_id=run.run_id, agent_id=agent_id, error=str(exc))
             try:
@@ -393,6 +415,10 @@ class Worktrees:
     def _is_own(self, repository: Path) -> bool:
         return repository.parent.parent.parent == self.root / "agent-repos"
 
+    def _repository_env(self, repository: Path) -> dict[str, str] | None:
+        """An agent's repository named outright (``agent_repos.git_env``); a lane's as found."""
+        return agent_repos.git_env(repository) if self._is_own(repository) else None
+
     def lent_objects(self, path: Path) -> list[Path]:
         """The lane's object store that the worktree's own repository borrows (read-only to the
         agent; nothing for a worktree of a lane repository itself)."""
@@ -413,7 +439,7 @@ class Worktrees:
         lane = agent_repos.lane_of(own, self.root / "repos")
         if lane is None:
             raise WorktreeError(f"{own} borrows from no lane repository of this plane")
-        agent_repos.bring_back(own, lane, own.parent.name, own.name.removesuffix(".git"))
+        agent_repos.bring_back(own, lane, own.parent.name, own.name.removesuffix(".git"), self.confine)
 
     def _git_env(self, path: Path) -> dict[str, str]:
         """git's repository, folder and work tree for the worktree at ``path``, named outright
@@ -422,6 +448,7 @@ class Worktrees:
         if located is None:
             raise WorktreeError(f"{path} is no worktree of a lane repository")
         repo, admin = located
+        self._repository_env(repo)  # (a ``commondir`` at the top of an agent's repository goes)
         # git's ref store follows the folder's ``commondir`` file even where GIT_COMMON_DIR
         # names the repository (files-backend reads the file): it is put back as git wrote it,
         # replaced (never written through, it may be a link), so refs land in the repository.
