@@ -262,11 +262,11 @@ def agent_env(config: LocalConfig, run: Any, session: Any, token: str, folder: P
 
 
 def git_controls(git_dirs: Sequence[Path]) -> list[Path]:
-    """The parts of the lane repository that decide what git runs (its configuration: filter
+    """The parts of the agent's repository that decide what git runs (its configuration: filter
     drivers, textconv, fsmonitor; its hooks) and which object stores it reads (``objects/info``,
-    where ``alternates`` would lend it another repository's objects: another tenant's, should
-    the agent learn a commit's id), read-only inside the sandbox: the plane and the gate run
-    git on the host in that repository."""
+    where ``alternates`` would lend it another repository's objects), read-only inside the
+    sandbox: the plane runs git on the host in that repository. (``objects/info`` goes with
+    its folder when the agent renames ``objects``: ``agent_repos`` never relies on it.)"""
     repo = git_dirs[0] if git_dirs else None
     if repo is None:
         return []
