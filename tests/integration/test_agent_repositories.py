@@ -231,3 +231,30 @@ def test_a_commondir_at_the_top_of_its_repository_names_no_configuration(tmp_pat
     again = worktrees.ensure(RUN, "planner")
     assert (again / "NOTES.md").read_text() == "notes\n"
     assert not marker.exists()
+
+
+def test_a_worktree_of_the_lane_itself_moves_onto_the_agents_own_repository(tmp_path: Path) -> None:
+    """A worktree made before agents had repositories of their own (of the lane repository,
+    which its sandbox let it write) keeps its work and moves at its next start."""
+    worktrees = Worktrees(tmp_path / "data")
+    lane = worktrees.repository_for(RUN, "planner")
+    worktrees.ensure_repository(lane)
+    tree = worktrees.path_for("default", "run-1", "planner")
+    tree.parent.mkdir(parents=True)
+    git("worktree", "add", "--quiet", "-b", "squad/run-1/planner", str(tree), "main", cwd=lane.path)
+    committed = commit(tree, "PLAN.md", "plan\n", "Plan")
+    (tree / "NOTES.md").write_text("not committed\n")
+    assert worktrees.git_dirs(tree) == [lane.path, lane.path / "worktrees" / "planner"]
+
+    again = worktrees.ensure(RUN, "planner")
+    own = worktrees.own_repository("default", "run-1", "planner")
+    assert again == tree and worktrees.git_dirs(tree) == [own, own / "worktrees" / "planner"]
+    assert (tree / "PLAN.md").read_text() == "plan\n" and (tree / "NOTES.md").read_text() == "not committed\n"
+    head = ref(lane.path, "refs/heads/squad/run-1/planner")
+    assert git("--git-dir", str(lane.path), "merge-base", "--is-ancestor", committed, head, cwd=tmp_path) == ""
+    assert worktree_paths(lane.path) == [str(lane.path.resolve())]
+
+
+def worktree_paths(repo: Path) -> list[str]:
+    out = git("--git-dir", str(repo), "worktree", "list", "--porcelain", cwd=repo)
+    return [line.removeprefix("worktree ") for line in out.splitlines() if line.startswith("worktree ")]

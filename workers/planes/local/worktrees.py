@@ -146,7 +146,14 @@ class Worktrees:
     # -- worktrees ----------------------------------------------------------------------
 
     def ensure(self, run: Any, agent_id: str) -> Path:
-        """The session's worktree, created (with its branch) when it is not there."""
+        """The session's worktree, created (with its branch) when it is not there. A worktree
+        of the lane repository itself (made before agents had repositories of their own, when
+        the sandbox let every agent of the project write the lane) is moved onto one: what it
+        holds is committed onto its branch, and a fresh checkout of that branch takes its place."""
+        path = self.path_for(run.tenant, run.run_id, agent_id)
+        located = self._located(path)
+        if located is not None and not self._is_own(located[0]):
+            return self.recreate(run, agent_id, message="squadops: work kept before moving to the agent's own repository")
         with self._lock:
             repo = self.repository_for(run, agent_id)
             self.ensure_repository(repo)
