@@ -60,9 +60,9 @@ def make(own: Path, lane: Path, default_branch: str, branch: str) -> Path:
     git("update-ref", f"refs/heads/{branch}", start, cwd=making)
     if branch != default_branch and (tip := rev(lane, default)):
         git("update-ref", default, tip, cwd=making)
+    record(own).write_text(f"{lane.resolve()}\n")  # (first: a repository there always has its record)
     shutil.rmtree(own, ignore_errors=True)  # (a folder without HEAD holds nothing of an agent's)
     os.replace(making, own)
-    record(own).write_text(f"{lane.resolve()}\n")
     return own
 
 
