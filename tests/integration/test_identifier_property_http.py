@@ -11,6 +11,7 @@ The path builders themselves get the same property without HTTP in between.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -215,13 +216,30 @@ def test_every_operation_with_an_identifier_field_has_a_request_to_vary(setup: S
     assert sorted(set(REQUESTS) - set(setup.fields)) == []
 
 
+def walk(top: Path, skip: Path | None = None) -> Iterator[os.DirEntry[str]]:
+    """Every entry below ``top`` (links not followed; ``skip`` and what it holds left out),
+    read with one ``scandir`` a folder: both checks run after every request."""
+    folders = [str(top)]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    if skip is not None and entry.path == str(skip):
+                        continue
+                    yield entry
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+        except FileNotFoundError:  # (a folder the service removed meanwhile)
+            continue
+
+
 def outside_files(root: Path, data: Path) -> set[str]:
-    return {str(p) for p in root.rglob("*") if data not in p.parents and p != data and not p.name.startswith("db.sqlite")}
+    return {entry.path for entry in walk(root, skip=data) if not entry.name.startswith("db.sqlite")}
 
 
 def leads_out(data: Path) -> list[str]:
     base = data.resolve()
-    return [str(p) for p in data.rglob("*") if p.is_symlink() and base not in p.resolve().parents]
+    return [entry.path for entry in walk(data) if entry.is_symlink() and base not in Path(entry.path).resolve().parents]
 
 
 def sent(setup: SimpleNamespace, operation: str, where: str, at: tuple[Any, ...], value: str) -> Any:
