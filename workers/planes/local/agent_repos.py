@@ -49,17 +49,21 @@ def make(own: Path, lane: Path, default_branch: str, branch: str) -> Path:
     if (own / "HEAD").exists():
         return own
     default = f"refs/heads/{default_branch}"
-    start = rev(lane, f"refs/heads/{branch}") or rev(lane, default)
+    tips = _tips(lane, {f"refs/heads/{branch}", default})
+    start = tips.get(f"refs/heads/{branch}") or tips.get(default)
     if not start:
         raise WorktreeError(f"the lane repository {lane.name} has no {default_branch} branch")
     own.parent.mkdir(parents=True, exist_ok=True)
     making = own.with_name(f".{own.name}.{os.getpid()}.{threading.get_ident()}")
     shutil.rmtree(making, ignore_errors=True)
-    git("init", "--bare", "--quiet", f"--initial-branch={default_branch}", "--", str(making))
+    # (no templates: an empty hooks folder, read-only in the sandbox like the configuration)
+    git("init", "--bare", "--quiet", "--template=", f"--initial-branch={default_branch}", "--", str(making))
+    (making / "hooks").mkdir()
     (making / "objects" / "info" / "alternates").write_text(f"{(lane / 'objects').resolve()}\n")
-    git("update-ref", f"refs/heads/{branch}", start, cwd=making)
-    if branch != default_branch and (tip := rev(lane, default)):
-        git("update-ref", default, tip, cwd=making)
+    refs = {f"refs/heads/{branch}": start}
+    if branch != default_branch and default in tips:
+        refs[default] = tips[default]
+    git("update-ref", "--stdin", cwd=making, stdin="".join(f"create {ref} {sha}\n" for ref, sha in refs.items()))
     record(own).write_text(f"{lane.resolve()}\n")  # (first: a repository there always has its record)
     shutil.rmtree(own, ignore_errors=True)  # (a folder without HEAD holds nothing of an agent's)
     os.replace(making, own)
@@ -111,16 +115,17 @@ def bring_back(
     for ref, sha in refs.items():
         if ref != branch and sha not in present:
             moves[f"refs/squadops/agents/{run_id}/{agent_id}/{ref.removeprefix('refs/')}"] = sha
-    before = {ref: rev(lane, ref) for ref in moves}
+    tips = _tips(lane, set(moves))
+    before = {ref: tips.get(ref, "") for ref in moves}
     moves = {ref: sha for ref, sha in moves.items() if before[ref] != sha}
     if not moves:
         return {}
-    pack = _pack(own, lane, sorted(set(moves.values())), confine)
-    if pack:
+    missing = sorted({sha for sha in moves.values() if sha not in present})
+    if missing:  # (an object the lane holds has everything it reaches there: the lane takes only whole packs)
         plumbing(["git", "-c", f"core.hooksPath={os.devnull}", "--git-dir", str(lane), "index-pack", "--stdin",
-                  "--fix-thin"], pack)
-    # Everything each ref reaches is in the lane now (git fails on a missing object).
-    git("rev-list", "--objects", *moves.values(), "--not", "--all", cwd=lane)
+                  "--fix-thin"], _pack(own, lane, missing, confine))
+        # Everything each ref reaches is in the lane now (git fails on a missing object).
+        git("rev-list", "--objects", *missing, "--not", "--all", cwd=lane)
     for ref, sha in moves.items():
         old = before[ref]
         if old and not _is_ancestor(lane, old, sha):  # rewritten: the earlier head stays in a ref
@@ -141,11 +146,11 @@ def _pack(own: Path, lane: Path, tips: list[str], confine: sandbox.SandboxConfig
     return plumbing(argv, b"", env=env)
 
 
-def rev(repository: Path, ref: str) -> str:
-    try:
-        return git("rev-parse", "--verify", "--quiet", ref, cwd=repository)
-    except WorktreeError:
-        return ""
+def _tips(repository: Path, refs: set[str]) -> dict[str, str]:
+    """Where each of ``refs`` points in ``repository`` (those that exist), in one call."""
+    listing = git("for-each-ref", "--format=%(refname) %(objectname)", *sorted(refs), cwd=repository)
+    pairs = (line.split(" ", 1) for line in listing.splitlines() if " " in line)
+    return {ref: sha for ref, sha in pairs if ref in refs}
 
 
 def _refs(own: Path) -> dict[str, str]:
