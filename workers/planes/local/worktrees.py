@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -400,10 +401,15 @@ class Worktrees:
             return None
         marker = str(real / ".git")  # as git records it (the real path)
         own = self.root / "agent-repos" / rel.parts[1] / rel.parts[2] / f"{rel.parts[3]}.git"
-        places = [own / "worktrees"] if rel.parts[0] == "worktrees" and own.is_dir() and not own.is_symlink() else []
         lanes = self.root / "repos" / rel.parts[1]
-        places += sorted(lanes.glob("*/*.git/worktrees")) if lanes.is_dir() else []
-        for place in places:
+
+        def places() -> Iterator[Path]:  # the agent's repository, then (only if not there) the lanes
+            if rel.parts[0] == "worktrees" and own.is_dir() and not own.is_symlink():
+                yield own / "worktrees"
+            if lanes.is_dir():
+                yield from sorted(lanes.glob("*/*.git/worktrees"))
+
+        for place in places():
             found = []
             for admin in sorted(place.glob("*")):
                 record = admin / "gitdir"
